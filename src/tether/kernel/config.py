@@ -1,0 +1,91 @@
+"""Plugins from configuration: ``tether.toml`` and the ``tether.plugins`` entry-point group.
+
+``tether.toml``::
+
+    [[plugins]]
+    name = "root_approvals"
+    config = { guarded = ["bash", "write"] }
+
+A name resolves through the ``tether.plugins`` entry-point group, which is also how tether's own
+built-ins are registered (see ``pyproject.toml``), so a third-party plugin is loaded exactly
+like a built-in one. An unknown name, a malformed file, or an invalid config fails loudly.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tether.kernel.plugin import Kernel, PluginError, PluginHandle
+
+ENTRY_POINT_GROUP = "tether.plugins"
+
+
+class ConfigFileError(PluginError):
+    code = "CONFIG_FILE"
+
+
+class UnknownPluginError(PluginError):
+    code = "UNKNOWN_PLUGIN"
+
+
+class PluginEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class TetherConfig(BaseModel):
+    """The parsed ``tether.toml``. Sections other surfaces own are kept verbatim."""
+
+    model_config = ConfigDict(extra="allow")
+    plugins: list[PluginEntry] = Field(default_factory=list)
+
+
+def read_config(path: Path) -> TetherConfig:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigFileError(f"{path}: cannot read: {err}") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigFileError(f"{path}: not valid TOML: {err}") from err
+    try:
+        return TetherConfig.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigFileError(f"{path}: {where}: {first['msg']}") from err
+
+
+def available_plugins() -> dict[str, str]:
+    """Plugin name → ``module:attr`` for every registered entry point."""
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def resolve_plugin(name: str) -> object:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            try:
+                return ep.load()
+            except Exception as err:  # a broken third-party plugin must name itself
+                raise PluginError(f"plugin {name!r} ({ep.value}) failed to import: {err}") from err
+    known = ", ".join(sorted(available_plugins())) or "none"
+    raise UnknownPluginError(f"unknown plugin {name!r} (available: {known})")
+
+
+def load_plugins(kernel: Kernel, entries: Sequence[PluginEntry]) -> list[PluginHandle]:
+    """Load plugins in order; on any failure, unload the ones this call loaded."""
+    handles: list[PluginHandle] = []
+    try:
+        for entry in entries:
+            handles.append(kernel.load(resolve_plugin(entry.name), entry.config))
+    except BaseException:
+        for handle in reversed(handles):
+            handle.dispose()
+        raise
+    return handles

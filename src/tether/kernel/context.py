@@ -1,0 +1,209 @@
+"""Runtime and Context: services, notifications, waterfalls, and disposal.
+
+Services are looked up with ``ctx.get(name)`` at the moment of use and may be absent (``None``):
+a consumer that needs the approval service fails that one call closed instead of refusing to
+start. Listeners are global or scoped to one agent; a listener scoped to another agent is never
+called. Every registration returns a :class:`Disposable`, and a plugin's context disposes all
+of its registrations, in reverse order, when the plugin is unloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from tether.errors import TetherError
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+Next = Callable[[], Awaitable[Any]]
+"""What a waterfall listener calls to delegate to the rest of the chain."""
+
+
+class ServiceConflictError(TetherError):
+    code = "SERVICE_CONFLICT"
+
+
+class Disposable:
+    """A registration handle. Calling :meth:`dispose` twice is harmless."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self._fn: Callable[[], None] | None = fn
+
+    def dispose(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()
+
+    @property
+    def disposed(self) -> bool:
+        return self._fn is None
+
+    def __call__(self) -> None:
+        self.dispose()
+
+
+@dataclass(eq=False, slots=True)
+class _Listener:
+    fn: Callable[..., Any]
+    scope: object | None
+
+
+class Runtime:
+    """The composition root: one service table and one listener table."""
+
+    def __init__(self) -> None:
+        self._services: dict[str, object] = {}
+        self._listeners: dict[str, list[_Listener]] = {}
+        self.root = Context(self)
+
+    # The context API is the public face; these are its storage operations.
+    def _provide(self, name: str, service: object) -> Callable[[], None]:
+        if name in self._services:
+            raise ServiceConflictError(f"service {name!r} is already provided")
+        self._services[name] = service
+
+        def remove() -> None:
+            if self._services.get(name) is service:
+                del self._services[name]
+
+        return remove
+
+    def _add_listener(self, name: str, entry: _Listener, prepend: bool) -> Callable[[], None]:
+        chain = self._listeners.setdefault(name, [])
+        if prepend:
+            chain.insert(0, entry)
+        else:
+            chain.append(entry)
+
+        def remove() -> None:
+            if entry in chain:
+                chain.remove(entry)
+
+        return remove
+
+    def _chain(self, name: str, scope: object | None) -> list[_Listener]:
+        return [
+            entry
+            for entry in self._listeners.get(name, ())
+            if entry.scope is None or (scope is not None and entry.scope is scope)
+        ]
+
+
+class Context:
+    """A view of the runtime that remembers what it registered, so it can undo all of it."""
+
+    def __init__(self, runtime: Runtime, *, owner: str | None = None) -> None:
+        self.runtime = runtime
+        self.owner = owner
+        self._registrations: list[Disposable] = []
+
+    # -- services ---------------------------------------------------------------------------
+    def get(self, name: str) -> Any | None:
+        """The live service called ``name``, or ``None``. Creates no dependency."""
+        return self.runtime._services.get(name)
+
+    def provide(self, name: str, service: object) -> Disposable:
+        return self._track(self.runtime._provide(name, service))
+
+    # -- listeners --------------------------------------------------------------------------
+    def on(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        prepend: bool = False,
+        scope: object | None = None,
+    ) -> Disposable:
+        """Listen to ``name``. ``scope`` limits the listener to dispatches for that agent."""
+        return self._track(self.runtime._add_listener(name, _Listener(fn, scope), prepend))
+
+    def emit(self, name: str, payload: object = None, *, scope: object | None = None) -> None:
+        """Notify every matching listener. A failing listener is logged and contained."""
+        for entry in self.runtime._chain(name, scope):
+            try:
+                result = entry.fn(payload)
+                if inspect.isawaitable(result):
+                    _background(result, name)
+            except Exception:
+                log.exception("listener for %r failed", name)
+
+    async def waterfall(
+        self,
+        name: str,
+        payload: object,
+        fallback: R | Callable[[], R | Awaitable[R]],
+        *,
+        scope: object | None = None,
+    ) -> R:
+        """Run listeners in order; each gets ``(payload, next)``.
+
+        A listener that returns without awaiting ``next()`` short-circuits the rest. The
+        fallback (a value, or a callable producing one) is the terminal ``next``. Exceptions
+        propagate to the caller, which decides how to fail closed.
+        """
+        chain = self.runtime._chain(name, scope)
+
+        async def call(index: int) -> Any:
+            if index == len(chain):
+                value = fallback() if callable(fallback) else fallback
+                return await value if inspect.isawaitable(value) else value
+            result = chain[index].fn(payload, lambda: call(index + 1))
+            return await result if inspect.isawaitable(result) else result
+
+        return cast(R, await call(0))
+
+    # -- lifetime ---------------------------------------------------------------------------
+    def effect(self, dispose: Callable[[], None]) -> Disposable:
+        """Tie a resource's cleanup to this context's lifetime."""
+        return self._track(dispose)
+
+    def child(self, owner: str) -> Context:
+        """A context whose registrations are undone together (a plugin's context)."""
+        ctx = Context(self.runtime, owner=owner)
+        self._track(ctx.dispose)
+        return ctx
+
+    def dispose(self) -> None:
+        """Undo every registration made through this context, newest first."""
+        while self._registrations:
+            handle = self._registrations.pop()
+            try:
+                handle.dispose()
+            except Exception:
+                log.exception("disposing a registration of %r failed", self.owner)
+
+    def _track(self, fn: Callable[[], None]) -> Disposable:
+        registrations = self._registrations
+
+        def undo() -> None:
+            fn()
+            if handle in registrations:
+                registrations.remove(handle)
+
+        handle = Disposable(undo)
+        registrations.append(handle)
+        return handle
+
+
+_pending: set[asyncio.Future[Any]] = set()
+
+
+def _background(awaitable: Awaitable[Any], name: str) -> None:
+    """Run an async notification listener without letting its failure escape."""
+    future = asyncio.ensure_future(awaitable)
+    _pending.add(future)
+
+    def done(fut: asyncio.Future[Any]) -> None:
+        _pending.discard(fut)
+        if not fut.cancelled() and fut.exception() is not None:
+            log.error("async listener for %r failed: %s", name, fut.exception())
+
+    future.add_done_callback(done)
