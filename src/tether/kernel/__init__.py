@@ -22,6 +22,7 @@ from tether.kernel.plugin import (
     PluginHandle,
     PluginRequirementError,
 )
+from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -38,6 +39,9 @@ __all__ = [
     "PluginError",
     "PluginHandle",
     "PluginRequirementError",
+    "PromptPart",
+    "PromptRegistry",
+    "PromptText",
     "Runtime",
     "ServiceConflictError",
     "TetherConfig",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from tether.errors import TetherError
+from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -62,6 +63,7 @@ class Runtime:
     def __init__(self) -> None:
         self._services: dict[str, object] = {}
         self._listeners: dict[str, list[_Listener]] = {}
+        self.prompt = PromptRegistry()
         self.root = Context(self)
 
     # The context API is the public face; these are its storage operations.
@@ -159,6 +161,19 @@ class Context:
             return await result if inspect.isawaitable(result) else result
 
         return cast(R, await call(0))
+
+    # -- prompt ---------------------------------------------------------------------------
+    def section(
+        self, name: str, order: float, text: PromptText, *, scope: object | None = None
+    ) -> Disposable:
+        """A stable system-prompt section (logged in ``request/header``)."""
+        return self._track(self.runtime.prompt.add(PromptPart("section", name, order, text, scope)))
+
+    def context(
+        self, name: str, order: float, text: PromptText, *, scope: object | None = None
+    ) -> Disposable:
+        """A runtime context, rendered per request into the snapshot message."""
+        return self._track(self.runtime.prompt.add(PromptPart("context", name, order, text, scope)))
 
     # -- lifetime ---------------------------------------------------------------------------
     def effect(self, dispose: Callable[[], None]) -> Disposable:

@@ -1,0 +1,280 @@
+"""OpenAI chat-completions wire format: request bodies out, streamed chunks in."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.model.types import (
+    Completion,
+    FinishReason,
+    Message,
+    ModelError,
+    ModelRequest,
+    ReasoningDelta,
+    StreamDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolSchema,
+    Usage,
+)
+
+_FINISH_REASONS: Mapping[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+}
+
+
+def map_finish_reason(raw: str) -> FinishReason:
+    """Provider finish reasons onto ours; anything unknown (``content_filter``, DeepSeek's
+    ``insufficient_system_resource``) becomes ``error``."""
+    return _FINISH_REASONS.get(raw, "error")
+
+
+def serialize_message(message: Message) -> dict[str, Any]:
+    # reasoning is never sent back: DeepSeek rejects reasoning_content in input messages.
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    out: dict[str, Any] = {"role": message.role}
+    if message.role == "assistant" and message.tool_calls:
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in message.tool_calls
+        ]
+    else:
+        out["content"] = message.content
+    if message.name is not None:
+        out["name"] = message.name
+    return out
+
+
+def serialize_tool(tool: ToolSchema) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": dict(tool.parameters),
+        },
+    }
+
+
+def build_body(
+    model: str, request: ModelRequest, extra_body: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [serialize_message(m) for m in request.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [serialize_tool(t) for t in request.tools]
+        body["tool_choice"] = "auto"
+    if extra_body:
+        body.update(extra_body)
+    return body
+
+
+@dataclass
+class _PartialCall:
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+
+class StreamAssembler:
+    """Turns decoded chunk objects into deltas and, at the end, one :class:`Completion`.
+
+    ``source`` names the server in error messages.
+    """
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._text: list[str] = []
+        self._reasoning: list[str] | None = None
+        self._calls: dict[int, _PartialCall] = {}
+        self._last_index: int | None = None
+        self._usage: Usage | None = None
+        self.finish_reason: str | None = None
+
+    def feed(self, chunk: object) -> list[StreamDelta]:
+        if not isinstance(chunk, dict):
+            raise self._bad(f"expected a JSON object per chunk, got {_brief(chunk)}")
+        error = chunk.get("error")
+        if error is not None:
+            raise self._bad(f"the server reported an error mid-stream: {_error_text(error)}")
+        usage = chunk.get("usage")
+        if usage is not None:
+            self._usage = self._parse_usage(usage)
+        choices = chunk.get("choices")
+        if choices is None:
+            return []
+        if not isinstance(choices, list):
+            raise self._bad(f"'choices' is not a list in chunk {_brief(chunk)}")
+        deltas: list[StreamDelta] = []
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise self._bad(f"a choice is not an object in chunk {_brief(chunk)}")
+            if choice.get("index", 0) != 0:
+                continue  # we never ask for n > 1
+            delta = choice.get("delta")
+            if delta is None:
+                delta = choice.get("message")  # non-streamed bodies carry a whole message
+            if delta is not None:
+                deltas.extend(self._feed_delta(delta, chunk))
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                if not isinstance(reason, str):
+                    raise self._bad(f"finish_reason is not a string in chunk {_brief(chunk)}")
+                self.finish_reason = reason
+        return deltas
+
+    def _feed_delta(self, delta: object, chunk: object) -> list[StreamDelta]:
+        if not isinstance(delta, dict):
+            raise self._bad(f"'delta' is not an object in chunk {_brief(chunk)}")
+        out: list[StreamDelta] = []
+        # vLLM and OpenRouter name the field "reasoning"; DeepSeek names it "reasoning_content".
+        for key in ("reasoning_content", "reasoning"):
+            piece = delta.get(key)
+            if isinstance(piece, str) and piece:
+                if self._reasoning is None:
+                    self._reasoning = []
+                self._reasoning.append(piece)
+                out.append(ReasoningDelta(piece))
+                break
+        content = delta.get("content")
+        if content is not None and not isinstance(content, str):
+            raise self._bad(f"'content' is not a string in chunk {_brief(chunk)}")
+        if content:
+            self._text.append(content)
+            out.append(TextDelta(content))
+        calls = delta.get("tool_calls")
+        if calls is not None:
+            if not isinstance(calls, list):
+                raise self._bad(f"'tool_calls' is not a list in chunk {_brief(chunk)}")
+            for position, call in enumerate(calls):
+                out.append(self._feed_call(position, call, chunk))
+        return out
+
+    def _feed_call(self, position: int, call: object, chunk: object) -> ToolCallDelta:
+        if not isinstance(call, dict):
+            raise self._bad(f"a tool call is not an object in chunk {_brief(chunk)}")
+        fn = call.get("function") or {}
+        if not isinstance(fn, dict):
+            raise self._bad(f"'function' is not an object in chunk {_brief(chunk)}")
+        call_id = call.get("id") or None
+        name = fn.get("name") or None
+        arguments = fn.get("arguments") or ""
+        if not all(isinstance(v, str | None) for v in (call_id, name)) or not isinstance(
+            arguments, str
+        ):
+            raise self._bad(f"tool call fields are not strings in chunk {_brief(chunk)}")
+        index = call.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            # Some servers omit the index: a new id (or the first call) starts a new call,
+            # anything else continues the last one.
+            known_ids = {c.id for c in self._calls.values()}
+            if self._last_index is None or (call_id is not None and call_id not in known_ids):
+                index = len(self._calls) if self._last_index is None else self._last_index + 1
+                index = max(index, position)
+            else:
+                index = self._last_index
+        partial = self._calls.setdefault(index, _PartialCall())
+        self._last_index = index
+        # Some servers repeat id and name on every delta: keep the first, never concatenate.
+        if call_id and not partial.id:
+            partial.id = call_id
+        if name and not partial.name:
+            partial.name = name
+        if arguments:
+            partial.arguments.append(arguments)
+        return ToolCallDelta(index=index, id=call_id, name=name, arguments_delta=arguments)
+
+    def _parse_usage(self, usage: object) -> Usage:
+        if not isinstance(usage, dict):
+            raise self._bad(f"'usage' is not an object: {_brief(usage)}")
+        prompt = usage.get("prompt_tokens") or 0
+        completion = usage.get("completion_tokens") or 0
+        if not isinstance(prompt, int) or not isinstance(completion, int):
+            raise self._bad(f"usage token counts are not integers: {_brief(usage)}")
+        return Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+    def finish(self) -> Completion:
+        if self.finish_reason is None:
+            raise self._bad("the response ended without a finish_reason (truncated)")
+        tool_calls: list[ToolCall] = []
+        for index in sorted(self._calls):
+            partial = self._calls[index]
+            if not partial.name:
+                raise self._bad(
+                    f"tool call #{index} (id {partial.id!r}) has no function name; "
+                    f"arguments were {''.join(partial.arguments)[:200]!r}"
+                )
+            tool_calls.append(
+                ToolCall(
+                    id=partial.id or f"call_{index}",
+                    name=partial.name,
+                    arguments="".join(partial.arguments),
+                )
+            )
+        reason = map_finish_reason(self.finish_reason)
+        if tool_calls and reason == "stop":
+            # Ollama and some vLLM versions say "stop" even when they asked for tools.
+            reason = "tool_calls"
+        return Completion(
+            text="".join(self._text),
+            reasoning="".join(self._reasoning) if self._reasoning is not None else None,
+            tool_calls=tuple(tool_calls),
+            usage=self._usage or Usage(),
+            finish_reason=reason,
+        )
+
+    def _bad(self, what: str) -> ModelError:
+        return ModelError(f"bad response from {self._source}: {what}", code="MODEL_BAD_RESPONSE")
+
+
+def _brief(value: object, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _error_text(error: object) -> str:
+    if isinstance(error, dict):
+        message = error.get("message")
+        if isinstance(message, str):
+            return message
+    return _brief(error)
+
+
+def error_detail(body: str) -> str:
+    """The human part of an error body: ``error.message`` when it is JSON, else a snippet."""
+    import json
+
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        if "error" in parsed:
+            return _error_text(parsed["error"])
+        message = parsed.get("message") or parsed.get("detail")
+        if isinstance(message, str):
+            return message
+    snippet = " ".join(body.split())
+    if not snippet:
+        return "(empty body)"
+    return snippet if len(snippet) <= 300 else snippet[:300] + "…"
+
+
+def tool_calls_in_order(calls: Sequence[ToolCall]) -> list[str]:
+    return [c.name for c in calls]
