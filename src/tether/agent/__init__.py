@@ -1,1 +1,27 @@
-"""(package)"""
+"""The agent: inbox, turns and steps, cancellation, system prompt and runtime context."""
+
+from tether.agent.agent import (
+    Agent,
+    AgentOptions,
+    AgentStatus,
+    CancelCause,
+    PreStep,
+    StopReason,
+    TurnResult,
+)
+from tether.agent.context_snapshot import SNAPSHOT_HEAD, SNAPSHOT_NONE
+from tether.agent.inbox import InboxItem, InboxTarget
+
+__all__ = [
+    "SNAPSHOT_HEAD",
+    "SNAPSHOT_NONE",
+    "Agent",
+    "AgentOptions",
+    "AgentStatus",
+    "CancelCause",
+    "InboxItem",
+    "InboxTarget",
+    "PreStep",
+    "StopReason",
+    "TurnResult",
+]

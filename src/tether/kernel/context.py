@@ -55,6 +55,7 @@ class Disposable:
 class _Listener:
     fn: Callable[..., Any]
     scope: object | None
+    active: bool = True
 
 
 class Runtime:
@@ -86,6 +87,7 @@ class Runtime:
             chain.append(entry)
 
         def remove() -> None:
+            entry.active = False
             if entry in chain:
                 chain.remove(entry)
 
@@ -137,6 +139,13 @@ class Context:
             except Exception:
                 log.exception("listener for %r failed", name)
 
+    def collect(self, name: str, payload: object, *, scope: object | None = None) -> list[Any]:
+        """Call every matching listener synchronously and return their results in order.
+
+        Used for guards: each listener may only veto, so all of them run. Exceptions propagate.
+        """
+        return [entry.fn(payload) for entry in self.runtime._chain(name, scope)]
+
     async def waterfall(
         self,
         name: str,
@@ -154,6 +163,10 @@ class Context:
         chain = self.runtime._chain(name, scope)
 
         async def call(index: int) -> Any:
+            # A listener disposed while the chain runs (its plugin unloaded mid-question) is
+            # skipped: an unloaded answerer must not answer.
+            while index < len(chain) and not chain[index].active:
+                index += 1
             if index == len(chain):
                 value = fallback() if callable(fallback) else fallback
                 return await value if inspect.isawaitable(value) else value
@@ -213,6 +226,16 @@ _pending: set[asyncio.Future[Any]] = set()
 
 def _background(awaitable: Awaitable[Any], name: str) -> None:
     """Run an async notification listener without letting its failure escape."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        # Emitted outside an event loop: nothing could ever run it, so say so instead of
+        # leaving a never-awaited coroutine behind.
+        close = getattr(awaitable, "close", None)
+        if callable(close):
+            close()
+        log.error("async listener for %r needs a running event loop; not run", name)
+        return
     future = asyncio.ensure_future(awaitable)
     _pending.add(future)
 

@@ -9,6 +9,7 @@ registered.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -112,13 +113,23 @@ class Kernel:
         validated = validate_config(plugin, name, config)
         ctx = self.ctx.child(name)
         try:
-            apply(ctx, validated)
+            result = apply(ctx, validated)
+            if inspect.isawaitable(result):
+                # An ``async def apply`` would register nothing until awaited, and nobody
+                # awaits it: refuse it loudly rather than load a plugin that does nothing.
+                close = getattr(result, "close", None)
+                if callable(close):
+                    close()
+                raise PluginError(f"plugin {name!r}: apply(ctx, config) must be synchronous")
         except BaseException:
             ctx.dispose()
             raise
 
         def forget() -> None:
-            self._plugins.pop(name, None)
+            # A stale handle (disposed twice, after the name was loaded again) must not
+            # forget the newer plugin.
+            if self._plugins.get(name) is handle:
+                del self._plugins[name]
 
         handle = PluginHandle(name, ctx, validated, forget)
         self._plugins[name] = handle

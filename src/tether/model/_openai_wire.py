@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,8 +81,11 @@ def build_body(
     if request.tools:
         body["tools"] = [serialize_tool(t) for t in request.tools]
         body["tool_choice"] = "auto"
-    if extra_body:
-        body.update(extra_body)
+    for key, value in (extra_body or {}).items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
     return body
 
 
@@ -162,11 +166,13 @@ class StreamAssembler:
         if calls is not None:
             if not isinstance(calls, list):
                 raise self._bad(f"'tool_calls' is not a list in chunk {_brief(chunk)}")
-            for position, call in enumerate(calls):
-                out.append(self._feed_call(position, call, chunk))
+            for call in calls:
+                piece = self._feed_call(call, chunk)
+                if piece.id or piece.name or piece.arguments_delta:
+                    out.append(piece)
         return out
 
-    def _feed_call(self, position: int, call: object, chunk: object) -> ToolCallDelta:
+    def _feed_call(self, call: object, chunk: object) -> ToolCallDelta:
         if not isinstance(call, dict):
             raise self._bad(f"a tool call is not an object in chunk {_brief(chunk)}")
         fn = call.get("function") or {}
@@ -175,20 +181,16 @@ class StreamAssembler:
         call_id = call.get("id") or None
         name = fn.get("name") or None
         arguments = fn.get("arguments") or ""
+        if isinstance(arguments, dict):
+            # A few servers send parsed arguments in non-streamed bodies.
+            arguments = json.dumps(arguments, ensure_ascii=False)
         if not all(isinstance(v, str | None) for v in (call_id, name)) or not isinstance(
             arguments, str
         ):
             raise self._bad(f"tool call fields are not strings in chunk {_brief(chunk)}")
         index = call.get("index")
         if not isinstance(index, int) or isinstance(index, bool):
-            # Some servers omit the index: a new id (or the first call) starts a new call,
-            # anything else continues the last one.
-            known_ids = {c.id for c in self._calls.values()}
-            if self._last_index is None or (call_id is not None and call_id not in known_ids):
-                index = len(self._calls) if self._last_index is None else self._last_index + 1
-                index = max(index, position)
-            else:
-                index = self._last_index
+            index = self._infer_index(call_id, name)
         partial = self._calls.setdefault(index, _PartialCall())
         self._last_index = index
         # Some servers repeat id and name on every delta: keep the first, never concatenate.
@@ -199,6 +201,19 @@ class StreamAssembler:
         if arguments:
             partial.arguments.append(arguments)
         return ToolCallDelta(index=index, id=call_id, name=name, arguments_delta=arguments)
+
+    def _infer_index(self, call_id: str | None, name: str | None) -> int:
+        # Some servers omit the index: a new id, or a different name, starts a new call;
+        # anything else continues the last one.
+        if self._last_index is None:
+            return 0
+        last = self._calls[self._last_index]
+        known_ids = {c.id for c in self._calls.values()}
+        if (call_id is not None and call_id not in known_ids) or (
+            name is not None and last.name is not None and name != last.name
+        ):
+            return max(self._calls) + 1
+        return self._last_index
 
     def _parse_usage(self, usage: object) -> Usage:
         if not isinstance(usage, dict):
@@ -258,8 +273,6 @@ def _error_text(error: object) -> str:
 
 def error_detail(body: str) -> str:
     """The human part of an error body: ``error.message`` when it is JSON, else a snippet."""
-    import json
-
     try:
         parsed = json.loads(body)
     except ValueError:
@@ -274,7 +287,3 @@ def error_detail(body: str) -> str:
     if not snippet:
         return "(empty body)"
     return snippet if len(snippet) <= 300 else snippet[:300] + "…"
-
-
-def tool_calls_in_order(calls: Sequence[ToolCall]) -> list[str]:
-    return [c.name for c in calls]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from tether.errors import TetherError
 from tether.session.json import JsonObject, JsonValue, PayloadError, freeze, freeze_object, thaw
@@ -79,9 +79,14 @@ def _check_surface_op(event_type: str, surface_op: JsonValue) -> None:
         return
     if surface_op == "append":
         return
-    if isinstance(surface_op, Mapping) and surface_op.get("op") == "replace":
-        start, end = surface_op.get("start"), surface_op.get("end")
-        if isinstance(start, int) and isinstance(end, int) and 0 <= start <= end:
+    if (
+        isinstance(surface_op, Mapping)
+        and surface_op.get("op") == "replace"
+        and set(surface_op) == {"op", "start", "end"}
+    ):
+        start, end = surface_op["start"], surface_op["end"]
+        # bool is an int subclass; ``True`` is not a surface index.
+        if _is_index(start) and _is_index(end) and 0 <= start <= end:
             return
     raise InvalidEventError(
         f"{event_type} is a surface event: surface_op must be 'append' or "
@@ -155,6 +160,11 @@ class Event:
             raise InvalidEventError(f"event type must be a string, got {event_type!r}")
         if "data" not in raw:
             raise InvalidEventError(f"{event_type}: event has no 'data' field")
+        if not isinstance(raw["data"], Mapping):
+            # ``make`` reads a missing payload as ``{}``; a stored ``null`` must not be.
+            raise InvalidEventError(
+                f"{event_type}: event 'data' must be a JSON object, got {raw['data']!r}"
+            )
         if not ignorable and not is_known_event_type(event_type):
             raise UnknownEventTypeError(
                 f"unknown required event type {event_type!r}: refusing to reconstruct the "
@@ -179,6 +189,10 @@ class Event:
         except (ValueError, RecursionError) as err:
             raise InvalidEventError(f"event is not valid JSON: {err}") from err
         return cls.from_dict(raw)
+
+
+def _is_index(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _reject_constant(name: str) -> object:

@@ -72,7 +72,7 @@ class SessionHeader:
             raise InvalidHeaderError(f"delegation_depth must be >= 0: {self.delegation_depth!r}")
         if self.agent_preset is not None and not isinstance(self.agent_preset, str):
             raise InvalidHeaderError("agent_preset must be a string")
-        if self.version != SESSION_FORMAT_VERSION:
+        if not _is_int(self.version) or self.version != SESSION_FORMAT_VERSION:
             raise FormatVersionError(
                 f"session {self.id!r} has format version {self.version!r}; this tether reads "
                 f"only version {SESSION_FORMAT_VERSION} (no migration exists)"
@@ -119,6 +119,14 @@ class SessionHeader:
             raise InvalidHeaderError("session header must have type 'session'")
         if "version" not in raw:
             raise FormatVersionError("session header has no format version")
+        version = raw["version"]
+        if not _is_int(version) or version != SESSION_FORMAT_VERSION:
+            # Checked before the fields: a newer format may well add fields, and "unsupported
+            # version" is the message a user can act on, not "unknown fields".
+            raise FormatVersionError(
+                f"session {raw.get('id')!r} has format version {version!r}; this tether reads "
+                f"only version {SESSION_FORMAT_VERSION} (no migration exists)"
+            )
         if "delegation_depth" not in raw:
             raise InvalidHeaderError("session header has no delegation_depth (required on disk)")
         known = {

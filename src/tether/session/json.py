@@ -31,7 +31,10 @@ def freeze(value: object, path: str = "data") -> JsonValue:
     Objects become read-only mappings and arrays become tuples, so an appended event cannot be
     changed through a reference the caller kept.
     """
-    if value is None or isinstance(value, bool | str):
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        _check_text(value, path)
         return value
     if isinstance(value, int):
         return value
@@ -46,6 +49,7 @@ def freeze(value: object, path: str = "data") -> JsonValue:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise PayloadError(f"{path}: key {key!r} is not a string")
+            _check_text(key, path)
             out[key] = freeze(item, f"{path}.{key}")
         return MappingProxyType(out)
     if isinstance(value, list | tuple):
@@ -57,9 +61,26 @@ def freeze_object(value: object, path: str = "data") -> JsonObject:
     """Like :func:`freeze`, but the top level must be an object."""
     if not isinstance(value, Mapping):
         raise PayloadError(f"{path}: must be a JSON object, got {type(value).__name__}")
-    frozen = freeze(value, path)
+    try:
+        frozen = freeze(value, path)
+    except RecursionError:
+        # A cyclic payload would otherwise surface as a bare RecursionError from deep inside.
+        raise PayloadError(f"{path}: nested too deeply or contains a cycle") from None
     assert isinstance(frozen, Mapping)
     return frozen
+
+
+def _check_text(text: str, path: str) -> None:
+    # A lone surrogate (from ``errors="surrogateescape"`` decoding, say) has no UTF-8 form, so
+    # the event could be appended but never stored: refuse it here, where the field is known.
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise PayloadError(
+            f"{path}: string contains a lone surrogate at index {err.start} (not valid Unicode)"
+        ) from None
 
 
 def thaw(value: JsonValue) -> object:

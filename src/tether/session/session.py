@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time as _time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -84,6 +85,8 @@ class Session:
         self._observers: list[EventObserver] = []
         self._open_turn = False
         self._last_by_type: dict[str, Event] = {}
+        self._undelivered: deque[Event] = deque()
+        self._delivering = False
         for index, event in enumerate(seed):
             if event.seq != index:
                 raise SeedError(
@@ -135,15 +138,32 @@ class Session:
         )
         self._track_turn(event)
         self._events.append(event)
-        for observer in tuple(self._observers):
-            try:
-                observer(self, event)
-            except Exception:  # observers never undo a committed append
-                log.exception("session observer failed on %s #%d", event.type, event.seq)
+        self._undelivered.append(event)
+        if self._delivering:
+            # Appended by an observer: delivered once the current event has reached every
+            # observer, so each observer sees events in seq order.
+            return event
+        self._delivering = True
+        try:
+            while self._undelivered:
+                current = self._undelivered.popleft()
+                for observer in tuple(self._observers):
+                    try:
+                        observer(self, current)
+                    except Exception:  # observers never undo a committed append
+                        log.exception(
+                            "session observer failed on %s #%d", current.type, current.seq
+                        )
+        finally:
+            self._delivering = False
         return event
 
     def observe(self, observer: EventObserver) -> Callable[[], None]:
-        """Call ``observer(session, event)`` synchronously after each append."""
+        """Call ``observer(session, event)`` synchronously after each append.
+
+        An append made by an observer is delivered after the event being delivered has
+        reached every observer (still before the outermost ``append`` returns).
+        """
         self._observers.append(observer)
 
         def remove() -> None:

@@ -1,9 +1,10 @@
 """The session store: lifecycle of live sessions and their write-behind persistence.
 
 Lifecycle is three steps so that setup can append facts before anyone sees the session:
-``prepare`` builds it (nothing published, nothing stored), ``enter`` makes it live and lets the
-writer store it, ``announce`` notifies ``session/created`` listeners, any of which may veto by
-raising, which rolls the session back out. ``create`` does all three.
+``prepare`` builds it (nothing published, nothing stored), ``enter`` makes it live (its id is
+taken), ``announce`` notifies ``session/created`` listeners, any of which may veto by raising,
+which rolls the session back out; only then are its setup events published and stored (an
+explicit ``flush`` stores earlier). ``create`` does all three.
 
 Appends are synchronous; a per-session writer task drains new events to the backend off the
 event loop, batching whatever accumulated while the previous write ran. ``flush`` is the
@@ -121,7 +122,6 @@ class SessionStore:
         writer = _Writer(persisted=stored_length or 0, created=stored_length is not None)
         self._writers[session.id] = writer
         writer.detach = session.observe(self._on_append)
-        self._schedule(session, writer)
 
         def detach() -> None:
             self._detach(session)
@@ -129,16 +129,31 @@ class SessionStore:
         return detach
 
     def announce(self, session: Session) -> None:
-        """Emit ``session/created``; a listener that raises vetoes and rolls back."""
+        """Emit ``session/created``; a listener that raises vetoes and rolls back.
+
+        Then publish, in order, the live events appended during setup (seq >=
+        ``first_live_seq``; seed events are never published), and start storing.
+        """
+        if self._live.get(session.id) is not session:
+            raise SessionNotLiveError(f"session {session.id!r} must be entered before announce")
+        if session.id in self._announced:
+            return
         for fn in tuple(self._created):
             try:
                 fn(session)
             except BaseException:
                 self._rollback(session)
                 raise
+        # Index loop, not a slice: a listener that appends while the backlog is published gets
+        # its event published after the backlog, in seq order, exactly once.
+        index = session.first_live_seq
+        while index < len(session):
+            self._publish(session, session.events[index])
+            index += 1
         self._announced.add(session.id)
-        for event in session.events[session.first_live_seq :]:
-            self._publish(session, event)
+        writer = self._writers.get(session.id)
+        if writer is not None:
+            self._schedule(session, writer)
 
     def create(
         self,
@@ -206,6 +221,8 @@ class SessionStore:
     def _schedule(self, session: Session, writer: _Writer) -> None:
         if self.persistence is None or writer.error is not None:
             return
+        if session.id not in self._announced:
+            return  # nothing is stored before announce, so a veto leaves nothing behind
         if writer.task is not None and not writer.task.done():
             return  # the running drain loops until it has caught up
         if writer.persisted >= len(session):

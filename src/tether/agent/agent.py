@@ -1,0 +1,340 @@
+"""The agent: an inbox, a driver that runs turns and steps, and cancellation.
+
+A turn is one claimed prompt (or a batch of steers) driven to a stop: each step claims waiting
+input, appends the runtime-context snapshot if it changed, logs the request header if it
+changed, makes one model request, and executes the requested tool calls in order. The turn
+ends with one of the stop reasons below, recorded as ``turn/end``.
+
+The agent id is its session id (behaviour.md §1.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tether.agent.context_snapshot import (
+    append_header_if_changed,
+    append_snapshot_if_changed,
+    render_system,
+)
+from tether.agent.history import history, model_replies_since
+from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem, InboxTarget
+from tether.kernel import Context
+from tether.model import (
+    Completion,
+    ModelClient,
+    ModelError,
+    ModelRequest,
+    TextDelta,
+    ToolSchema,
+)
+from tether.session import JsonValue, Session
+from tether.signals import AbortedError, AbortSignal
+from tether.tools.pipeline import ToolRuntime, tool_schema
+
+log = logging.getLogger(__name__)
+
+StopReason = Literal["completed", "aborted", "error", "max-tokens", "blocked"]
+"""How a turn ended.
+
+- ``completed``: the model answered without further tool calls.
+- ``aborted``: the turn was cancelled (``cause`` says by whom: user, parent, hook, disposed).
+- ``error``: the model or the harness failed; ``error`` carries the message.
+- ``max-tokens``: the model's reply was cut off by its output limit.
+- ``blocked``: a pre-step gate refused to continue, or the step budget ran out.
+"""
+
+CancelCause = Literal["user", "parent", "hook", "disposed"]
+"""Who cancelled: the user, the delegating parent, a hook, or teardown."""
+
+AgentStatus = Literal["idle", "running"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    model: ModelClient
+    label: str | None = None
+    max_steps: int = 50
+    allowed_tools: frozenset[str] | None = None
+    """Tool filter: removes tools from the prompt and from execution together."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    turn: int
+    stop_reason: StopReason
+    output: str
+    error: str | None = None
+    cause: CancelCause | None = None
+
+
+@dataclass(slots=True)
+class _TurnState:
+    signal: AbortSignal = field(default_factory=AbortSignal)
+    cause: CancelCause | None = None
+
+
+class PreStep:
+    """Payload of the ``agent/pre-step`` waterfall: listeners return "enter" or "reject"."""
+
+    __slots__ = ("agent", "step", "turn")
+
+    def __init__(self, agent: Agent, turn: int, step: int) -> None:
+        self.agent = agent
+        self.turn = turn
+        self.step = step
+
+
+class Agent:
+    def __init__(
+        self,
+        ctx: Context,
+        session: Session,
+        options: AgentOptions,
+        *,
+        tools: ToolRuntime | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.session = session
+        self.options = options
+        self.tools = tools
+        self.inbox = Inbox(session)
+        self.last_result: TurnResult | None = None
+        self._driver: asyncio.Task[None] | None = None
+        self._turn: _TurnState | None = None
+        self._results: list[TurnResult] = []
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    @property
+    def depth(self) -> int:
+        return self.session.header.delegation_depth
+
+    @property
+    def status(self) -> AgentStatus:
+        return "running" if self._driver is not None and not self._driver.done() else "idle"
+
+    def __repr__(self) -> str:
+        return f"Agent({self.id!r}, {self.status})"
+
+    # -- input -------------------------------------------------------------------------------
+    def send(
+        self,
+        content: str,
+        target: InboxTarget,
+        *,
+        source: Mapping[str, JsonValue] | None = None,
+        wake: bool = True,
+    ) -> None:
+        self.inbox.put(target, InboxItem(content, dict(source or USER_SOURCE)))
+        if wake and target != "inject":
+            self._wake()
+
+    def followup(self, content: str, *, source: Mapping[str, JsonValue] | None = None) -> None:
+        self.send(content, "next-turn", source=source)
+
+    def steer(self, content: str, *, source: Mapping[str, JsonValue] | None = None) -> None:
+        self.send(content, "next-step", source=source)
+
+    def inject(self, content: str, *, source: Mapping[str, JsonValue] | None = None) -> None:
+        self.send(content, "inject", source=source, wake=False)
+
+    async def run(
+        self, prompt: str, *, source: Mapping[str, JsonValue] | None = None
+    ) -> TurnResult:
+        """Queue ``prompt`` as a followup and wait for the agent to go idle."""
+        before = len(self._results)
+        self.followup(prompt, source=source)
+        await self.when_idle()
+        if len(self._results) <= before:
+            raise RuntimeError("the agent went idle without running the turn")
+        return self._results[before]
+
+    # -- control -----------------------------------------------------------------------------
+    def cancel(self, cause: CancelCause = "user", *, keep_inbox: bool = False) -> None:
+        """Abort the running turn. Without ``keep_inbox`` unclaimed input is discarded."""
+        if not keep_inbox:
+            self.inbox.clear()
+        if self._turn is not None and not self._turn.signal.aborted:
+            self._turn.cause = cause
+            self._turn.signal.abort(cause)
+
+    async def when_idle(self) -> None:
+        while self._driver is not None and not self._driver.done():
+            await asyncio.shield(self._driver)
+
+    def _wake(self) -> None:
+        if self._driver is None or self._driver.done():
+            self._driver = asyncio.get_running_loop().create_task(self._drive())
+
+    # -- driver ------------------------------------------------------------------------------
+    async def _drive(self) -> None:
+        while self.inbox.has_work():
+            prompt = self.inbox.take_turn_prompt()
+            result = await self._run_turn(prompt)
+            self.last_result = result
+            self._results.append(result)
+            self.ctx.emit("agent/turn-end", (self, result))
+
+    def _next_turn_number(self) -> int:
+        last = self.session.last("turn/start")
+        if last is None:
+            return 1
+        number = last.data.get("turn", 0)
+        return (number if isinstance(number, int) else 0) + 1
+
+    async def _run_turn(self, prompt: InboxItem | None) -> TurnResult:
+        turn = self._next_turn_number()
+        state = _TurnState()
+        self._turn = state
+        self.session.append("turn/start", {"turn": turn})
+        output = ""
+        reason: StopReason = "completed"
+        error: str | None = None
+        detail: str | None = None
+        step = 0
+        try:
+            while True:
+                if step >= self.options.max_steps:
+                    reason, detail = "blocked", f"step budget of {self.options.max_steps} exhausted"
+                    break
+                decision = await self.ctx.waterfall(
+                    "agent/pre-step", PreStep(self, turn, step + 1), "enter", scope=self
+                )
+                if decision != "enter":
+                    reason, detail = "blocked", f"a pre-step gate returned {decision!r}"
+                    break
+                step += 1
+                self.session.append("step/start", {"step": step})
+                claimed = [prompt] if prompt is not None and step == 1 else []
+                claimed += self.inbox.take_step_items()
+                for item in claimed:
+                    self.session.append(
+                        "user/message",
+                        {"content": item.content, "source": item.source},
+                        surface_op="append",
+                    )
+                completion = await self._request(state.signal)
+                output = completion.text
+                self._append_reply(completion)
+                for call in completion.tool_calls:
+                    await self._call_tool(call.id, call.name, call.arguments, state.signal)
+                self.session.append("step/end", {"step": step})
+                if state.signal.aborted:
+                    raise AbortedError(state.cause)
+                if completion.tool_calls or self.inbox.pending("next-step"):
+                    continue
+                if completion.finish_reason == "length":
+                    reason = "max-tokens"
+                break
+        except AbortedError:
+            reason = "aborted"
+            self._close_step(step)
+        except ModelError as err:
+            reason, error = "error", f"{err.code}: {err}"
+            self._close_step(step)
+        except Exception as err:
+            log.exception("agent %s: turn %d failed", self.id, turn)
+            reason, error = "error", f"{type(err).__name__}: {err}"
+            self._close_step(step)
+        finally:
+            self._turn = None
+        end: dict[str, JsonValue] = {"turn": turn, "reason": reason}
+        if reason == "aborted":
+            end["cause"] = state.cause or "user"
+        if error is not None:
+            end["error"] = error
+        if detail is not None:
+            end["detail"] = detail
+        self.session.append("turn/end", end)
+        return TurnResult(turn, reason, output, error or detail, state.cause)
+
+    def _close_step(self, step: int) -> None:
+        last_start, last_end = self.session.last("step/start"), self.session.last("step/end")
+        if step and last_start is not None and (last_end is None or last_end.seq < last_start.seq):
+            self.session.append("step/end", {"step": step, "reason": "interrupted"})
+
+    def _tool_schemas(self) -> list[ToolSchema]:
+        if self.tools is None:
+            return []
+        return [
+            ToolSchema(t.name, t.description, tool_schema(t))
+            for t in self.tools.tools(self.options.allowed_tools)
+        ]
+
+    async def _request(self, signal: AbortSignal) -> Completion:
+        registry = self.ctx.runtime.prompt
+        append_snapshot_if_changed(self.session, registry, self)
+        system, _ = render_system(registry, self)
+        schemas = self._tool_schemas()
+        append_header_if_changed(self.session, system, [s.name for s in schemas])
+        messages = history(self.session.events)
+        if system:
+            from tether.model import Message
+
+            messages.insert(0, Message.system(system))
+        start = self.session.header.seed_length or 0
+        request = ModelRequest(
+            messages=messages,
+            tools=schemas,
+            session_id=self.id,
+            depth=self.depth,
+            label=self.options.label,
+            step_index=model_replies_since(self.session.events, start),
+        )
+        final: Completion | None = None
+        stream = self.options.model.stream(request, signal)
+        try:
+            async for item in stream:
+                if isinstance(item, Completion):
+                    final = item
+                elif isinstance(item, TextDelta):
+                    self.ctx.emit("agent/text-delta", (self, item.text), scope=self)
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        if signal.aborted:
+            raise AbortedError(signal.reason)
+        if final is None:
+            raise ModelError(
+                "the model stream ended without a completion", code="MODEL_BAD_RESPONSE"
+            )
+        return final
+
+    def _append_reply(self, completion: Completion) -> None:
+        data: dict[str, Any] = {"content": completion.text}
+        if completion.reasoning:
+            data["reasoning"] = completion.reasoning
+        if completion.tool_calls:
+            data["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in completion.tool_calls
+            ]
+        data["finish_reason"] = completion.finish_reason
+        data["usage"] = {
+            "prompt_tokens": completion.usage.prompt_tokens,
+            "completion_tokens": completion.usage.completion_tokens,
+        }
+        self.session.append("assistant/message", data, surface_op="append")
+
+    async def _call_tool(
+        self, call_id: str, name: str, arguments: str, signal: AbortSignal
+    ) -> None:
+        self.session.append("tool/call", {"call_id": call_id, "name": name, "arguments": arguments})
+        if self.tools is None:
+            content, is_error = f'Error: unknown tool "{name}"', True
+        else:
+            result = await self.tools.execute(
+                self, call_id, name, arguments, signal, allowed=self.options.allowed_tools
+            )
+            content, is_error = result.content, result.is_error
+        self.session.append(
+            "tool/result",
+            {"call_id": call_id, "name": name, "content": content, "is_error": is_error},
+            surface_op="append",
+        )

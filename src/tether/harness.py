@@ -1,0 +1,207 @@
+"""The Python front door: one object that composes a store, the kernel, the policy plugins,
+the tools and a root agent, mirroring ``tether run`` (ARCHITECTURE.md §4).
+
+::
+
+    async with Harness.open(workspace=".", model="scripted:demo.json") as harness:
+        result = await harness.run("Rename the parser module")
+
+The root session's permission facts are written into its log before it is published:
+``--sandbox``/``--approval`` when given, otherwise the default preset's. Resume replays the
+stored log and never re-applies these options (ARCHITECTURE.md principle 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from tether.agent import Agent, AgentOptions, StopReason
+from tether.errors import TetherError
+from tether.kernel import Kernel, PluginEntry, load_plugins, resolve_plugin
+from tether.model import ModelClient, resolve_model
+from tether.policy.approval import ApprovalRequest, register_answerer
+from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
+from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
+from tether.session.persistence import default_store_url, open_persistence
+from tether.tools.fs import file_tools
+from tether.tools.pipeline import ToolRuntime
+
+ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
+
+DEFAULT_PRESET = "workspace-write"
+
+
+class SessionEvent(NamedTuple):
+    session_id: str
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    session_id: str
+    stop_reason: StopReason
+    output: str
+    error: str | None = None
+
+
+class Harness:
+    def __init__(
+        self,
+        kernel: Kernel,
+        store: SessionStore,
+        model: ModelClient,
+        tools: ToolRuntime,
+        *,
+        workspace: str,
+        sandbox: str | None,
+        approval: str | None,
+    ) -> None:
+        self.kernel = kernel
+        self.ctx = kernel.ctx
+        self.store = store
+        self.model = model
+        self.tools = tools
+        self.workspace = workspace
+        self._sandbox = sandbox
+        self._approval = approval
+        self.agents: dict[str, Agent] = {}
+        self.root: Agent | None = None
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        *,
+        workspace: str | os.PathLike[str] = ".",
+        model: str | ModelClient | None = None,
+        store: str | Persistence | None = None,
+        sandbox: str | None = None,
+        approval: str | None = None,
+        approver: ApproverFn | None = None,
+        plugins: Sequence[str | PluginEntry] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[Harness]:
+        env = os.environ if env is None else env
+        root = os.path.realpath(os.fspath(workspace))
+        if sandbox is not None:
+            sandbox = parse_sandbox_mode(sandbox).value
+        if approval is not None:
+            approval = parse_approval_policy(approval).value
+        client = (
+            model if model is not None and not isinstance(model, str) else resolve_model(model, env)
+        )
+        if store is None or isinstance(store, str):
+            persistence: Persistence = open_persistence(store or default_store_url(env))
+        else:
+            persistence = store
+        kernel = Kernel()
+        session_store = SessionStore(persistence)
+        kernel.ctx.provide("sessions", session_store)
+        try:
+            kernel.load(
+                resolve_plugin("sandbox_policy"), {"mode": "read-only", "workspace_root": root}
+            )
+            kernel.load(resolve_plugin("approval"), {"policy": "ask"})
+            kernel.load(resolve_plugin("permission_presets"), {"default": DEFAULT_PRESET})
+            tools = ToolRuntime(kernel.ctx)
+            kernel.ctx.provide("tools", tools)
+            for tool in file_tools():
+                tools.register(tool)
+            if approver is not None:
+                register_answerer(kernel.ctx, _answerer(approver))
+            load_plugins(
+                kernel,
+                [p if isinstance(p, PluginEntry) else PluginEntry(name=p) for p in plugins],
+            )
+            harness = cls(
+                kernel,
+                session_store,
+                client,
+                tools,
+                workspace=root,
+                sandbox=sandbox,
+                approval=approval,
+            )
+            kernel.ctx.provide("agents", harness.agents)
+            yield harness
+            for agent in list(harness.agents.values()):
+                await agent.when_idle()
+        finally:
+            kernel.dispose()
+            await session_store.close()
+
+    # -- sessions ----------------------------------------------------------------------------
+    def new_root_session(self) -> Session:
+        """Prepare the root session, write its explicit knobs, then publish it."""
+        session = self.store.prepare(meta=SessionMeta(cwd=self.workspace))
+        if self._sandbox is not None:
+            self._service("sandbox_policy").set_sandbox_mode(session, self._sandbox)
+        if self._approval is not None:
+            self._service("approval").set_approval_policy(session, self._approval)
+        self.store.enter(session)
+        self.store.announce(session)
+        return session
+
+    def _service(self, name: str) -> Any:
+        service = self.ctx.get(name)
+        if service is None:
+            raise TetherError(f"service {name!r} is not composed", code="SERVICE_MISSING")
+        return service
+
+    def agent_for(self, session: Session, *, options: AgentOptions | None = None) -> Agent:
+        agent = Agent(self.ctx, session, options or AgentOptions(self.model), tools=self.tools)
+        self.agents[session.id] = agent
+        return agent
+
+    async def resume(self, session_id: str) -> Agent:
+        """Cold resume: the stored log is the state; no option is re-applied."""
+        session = await self.store.open(session_id)
+        return self.agent_for(session)
+
+    async def run(self, prompt: str, *, resume: str | None = None) -> RunResult:
+        agent = await self._root_agent(resume)
+        result = await agent.run(prompt)
+        await self.store.flush(agent.session)
+        return RunResult(agent.id, result.stop_reason, result.output, result.error)
+
+    async def stream(
+        self, prompt: str, *, resume: str | None = None
+    ) -> AsyncIterator[SessionEvent]:
+        """Every event appended to any session during the run, as it is appended."""
+        queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
+        remove = self.store.on_event(lambda s, e: queue.put_nowait(SessionEvent(s.id, e)))
+        try:
+            agent = await self._root_agent(resume)
+            agent.followup(prompt)
+
+            async def finish() -> None:
+                await agent.when_idle()
+                await self.store.flush(agent.session)
+                queue.put_nowait(None)
+
+            waiter = asyncio.ensure_future(finish())
+            while (item := await queue.get()) is not None:
+                yield item
+            await waiter
+        finally:
+            remove()
+
+    async def _root_agent(self, resume: str | None) -> Agent:
+        if self.root is None:
+            self.root = (
+                await self.resume(resume) if resume else self.agent_for(self.new_root_session())
+            )
+        return self.root
+
+
+def _answerer(fn: ApproverFn) -> Callable[[ApprovalRequest, Any], Awaitable[object]]:
+    async def answer(request: ApprovalRequest, _next: Any) -> object:
+        value = fn(request)
+        return await value if isinstance(value, Awaitable) else value
+
+    return answer

@@ -1,0 +1,438 @@
+"""A streaming client for OpenAI-compatible chat completions (OpenAI, DeepSeek, vLLM, ...).
+
+It speaks plain HTTP through ``httpx`` rather than the ``openai`` package (which now pulls in
+``httpx2``). Behaviour worth knowing:
+
+- Every request streams (``stream: true`` with ``stream_options.include_usage``); a server that
+  answers with a whole JSON completion instead is accepted too.
+- Failures retry with exponential backoff: HTTP 408/409/429/5xx, connection errors and
+  timeouts, honouring ``Retry-After``/``retry-after-ms`` up to ``retry_after_cap`` seconds. Once
+  any delta has been yielded to the caller nothing is retried: the caller already saw output.
+- A stream must end with a ``finish_reason`` and ``data: [DONE]``; otherwise it counts as
+  truncated (``MODEL_BAD_RESPONSE``).
+- When the :class:`~tether.signals.AbortSignal` fires, the HTTP response is closed and
+  :class:`~tether.signals.AbortedError` is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, cast
+
+import httpx
+
+from tether.model._abort import race as _race
+from tether.model._help import MODEL_SPEC_HELP
+from tether.model._openai_wire import StreamAssembler, build_body, error_detail
+from tether.model._sse import SSEDecoder, SSEFormatError
+from tether.model.types import (
+    Completion,
+    ModelError,
+    ModelErrorCode,
+    ModelRequest,
+    StreamEvent,
+)
+from tether.signals import AbortedError, AbortSignal
+
+_ERROR_BODY_LIMIT = 64 * 1024
+_JSON_BODY_LIMIT = 16 * 1024 * 1024
+
+# Module-level so tests can observe the delays without sleeping.
+_sleep = asyncio.sleep
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderPreset:
+    """Where a named provider lives and which environment variables configure it."""
+
+    name: str
+    default_base_url: str
+    api_key_env: str
+    base_url_env: str
+
+
+DEEPSEEK = ProviderPreset(
+    name="deepseek",
+    default_base_url="https://api.deepseek.com",
+    api_key_env="DEEPSEEK_API_KEY",
+    base_url_env="DEEPSEEK_BASE_URL",
+)
+OPENAI = ProviderPreset(
+    name="openai",
+    default_base_url="https://api.openai.com/v1",
+    api_key_env="OPENAI_API_KEY",
+    base_url_env="OPENAI_BASE_URL",
+)
+PRESETS: Mapping[str, ProviderPreset] = {"deepseek": DEEPSEEK, "openai": OPENAI}
+
+
+class OpenAICompatClient:
+    """A :class:`~tether.model.client.ModelClient` for ``POST {base_url}/chat/completions``.
+
+    ``max_retries`` counts retries after the first attempt (the default 3 makes 4 attempts).
+    ``api_key_env`` / ``base_url_env`` only name the variables in error messages.
+    ``extra_body`` is merged into every request body (``temperature``, ``max_tokens``, ...);
+    a ``None`` value removes a key, e.g. ``{"stream_options": None}`` for a server that
+    rejects it.
+    Pass ``http_client`` (not closed by :meth:`aclose`) or ``transport`` to control HTTP.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        timeout: float | httpx.Timeout = 120.0,
+        max_retries: int = 3,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 8.0,
+        retry_after_cap: float = 30.0,
+        provider: str = "openai-compatible server",
+        api_key_env: str | None = None,
+        base_url_env: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.provider = provider
+        self.max_retries = max_retries
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.retry_after_cap = retry_after_cap
+        self.api_key_env = api_key_env
+        self.base_url_env = base_url_env
+        self._extra_body = dict(extra_body or {})
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "User-Agent": "tether",
+        }
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._headers.update(extra_headers or {})
+        self._owns_client = http_client is None
+        self._http = http_client or httpx.AsyncClient(
+            timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
+            transport=transport,
+        )
+
+    @classmethod
+    def from_preset(
+        cls,
+        preset: ProviderPreset | str,
+        model: str,
+        env: Mapping[str, str],
+        **options: Any,
+    ) -> OpenAICompatClient:
+        """A client for a named provider, configured from ``env``.
+
+        Raises ``MODEL_CONFIG`` when the provider's API key variable is missing or empty.
+        """
+        if isinstance(preset, str):
+            if preset not in PRESETS:
+                raise ModelError(
+                    f"unknown provider preset {preset!r}; known: {', '.join(PRESETS)}",
+                    code="MODEL_CONFIG",
+                )
+            preset = PRESETS[preset]
+        api_key = env.get(preset.api_key_env, "").strip()
+        if not api_key:
+            local = (
+                f" (a local server that needs no key accepts any value; point "
+                f"{preset.base_url_env} at it)"
+                if preset is OPENAI
+                else ""
+            )
+            raise ModelError(
+                f"{preset.name}:{model} needs an API key in {preset.api_key_env}, which is not "
+                f"set{local}.\n{MODEL_SPEC_HELP}",
+                code="MODEL_CONFIG",
+            )
+        base_url = env.get(preset.base_url_env, "").strip() or preset.default_base_url
+        return cls(
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            provider=preset.name,
+            api_key_env=preset.api_key_env,
+            base_url_env=preset.base_url_env,
+            **options,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAICompatClient(provider={self.provider!r}, model={self.model!r}, "
+            f"url={self.url!r})"
+        )
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> OpenAICompatClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def stream(
+        self, request: ModelRequest, signal: AbortSignal | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        if signal is not None and signal.aborted:
+            raise AbortedError(signal.reason)
+        body = build_body(self.model, request, self._extra_body)
+        try:
+            http_request = self._http.build_request(
+                "POST", self.url, content=json.dumps(body).encode(), headers=self._headers
+            )
+        except httpx.InvalidURL as exc:
+            raise self._config_error(exc) from exc
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await _race(signal, self._http.send(http_request, stream=True))
+            except httpx.UnsupportedProtocol as exc:
+                raise self._config_error(exc) from exc
+            except httpx.TransportError as exc:
+                if attempt > self.max_retries:
+                    raise self._unreachable(exc, attempt) from exc
+                await _race(signal, _sleep(self._backoff(attempt, None)))
+                continue
+            progress = _Progress()
+            try:
+                if not 200 <= response.status_code < 300:
+                    error, retryable = await self._http_failure(response, signal, attempt)
+                    if not retryable or attempt > self.max_retries:
+                        raise error
+                    await response.aclose()
+                    await _race(signal, _sleep(self._backoff(attempt, response.headers)))
+                    continue
+                async with aclosing(self._events(response, signal, progress)) as events:
+                    async for event in events:
+                        yield event
+                return
+            except httpx.TransportError as exc:
+                if progress.yielded:
+                    raise ModelError(
+                        f"bad response from {self._where()}: the stream was cut off after "
+                        f"output had started ({type(exc).__name__}: {exc}); not retried "
+                        "because output was already delivered",
+                        code="MODEL_BAD_RESPONSE",
+                    ) from exc
+                if attempt > self.max_retries:
+                    raise self._unreachable(exc, attempt) from exc
+                await response.aclose()
+                await _race(signal, _sleep(self._backoff(attempt, None)))
+            except httpx.DecodingError as exc:
+                raise ModelError(
+                    f"bad response from {self._where()}: undecodable body ({exc})",
+                    code="MODEL_BAD_RESPONSE",
+                ) from exc
+            finally:
+                await response.aclose()
+
+    async def _events(
+        self, response: httpx.Response, signal: AbortSignal | None, progress: _Progress
+    ) -> AsyncGenerator[StreamEvent, None]:
+        assembler = StreamAssembler(self._where())
+        content_type = response.headers.get("content-type", "")
+        if "json" in content_type and "event-stream" not in content_type:
+            completion = await self._whole_json(response, signal, assembler)
+            yield completion
+            return
+        decoder = SSEDecoder()
+        done = False
+        async with aclosing(cast(AsyncGenerator[str, None], response.aiter_lines())) as lines:
+            while True:
+                line = await _race(signal, _next_line(lines))
+                try:
+                    event = decoder.flush() if line is None else decoder.feed_line(line)
+                except SSEFormatError as exc:
+                    raise ModelError(
+                        f"bad response from {self._where()}: expected a server-sent-events "
+                        f"stream (content-type {content_type or 'missing'!r}), got line "
+                        f"{exc.line[:200]!r}",
+                        code="MODEL_BAD_RESPONSE",
+                    ) from exc
+                if event is not None:
+                    if event.data.strip() == "[DONE]":
+                        done = True
+                        break
+                    for delta in assembler.feed(self._decode(event.data)):
+                        progress.yielded = True
+                        yield delta
+                if line is None:
+                    break
+        if not done:
+            missing = "data: [DONE]"
+            if assembler.finish_reason is None:
+                missing = "a finish_reason and data: [DONE]"
+            raise ModelError(
+                f"bad response from {self._where()}: the stream ended without {missing} "
+                "(truncated)",
+                code="MODEL_BAD_RESPONSE",
+            )
+        yield assembler.finish()
+
+    async def _whole_json(
+        self, response: httpx.Response, signal: AbortSignal | None, assembler: StreamAssembler
+    ) -> Completion:
+        raw = await _race(signal, _read_limited(response, _JSON_BODY_LIMIT))
+        obj = self._decode(raw)
+        if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
+            if isinstance(obj, dict) and "error" in obj:
+                assembler.feed(obj)  # raises with the server's message
+            raise ModelError(
+                f"bad response from {self._where()}: a JSON body without 'choices': "
+                f"{error_detail(raw)}",
+                code="MODEL_BAD_RESPONSE",
+            )
+        assembler.feed(obj)
+        return assembler.finish()
+
+    def _decode(self, data: str) -> object:
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            snippet = data if len(data) <= 200 else data[:200] + "…"
+            raise ModelError(
+                f"bad response from {self._where()}: invalid JSON in stream data {snippet!r} "
+                f"({exc})",
+                code="MODEL_BAD_RESPONSE",
+            ) from exc
+
+    async def _http_failure(
+        self, response: httpx.Response, signal: AbortSignal | None, attempt: int
+    ) -> tuple[ModelError, bool]:
+        """The error for a non-2xx answer, and whether it is worth retrying."""
+        status = response.status_code
+        try:
+            detail = error_detail(await _race(signal, _read_limited(response, _ERROR_BODY_LIMIT)))
+        except httpx.TransportError as exc:
+            detail = f"(body unreadable: {type(exc).__name__})"
+        where = self._where()
+        code: ModelErrorCode
+        retryable = False
+        if status in (401, 403):
+            code = "MODEL_AUTH"
+            fix = (
+                f"Check {self.api_key_env}."
+                if self.api_key_env
+                else "Check the api_key given to the client."
+            )
+            message = f"{where} refused the API key (HTTP {status}): {detail}. {fix}"
+        elif status == 404:
+            code = "MODEL_NOT_FOUND"
+            fix = f" (set by {self.base_url_env})" if self.base_url_env else ""
+            message = (
+                f"{self.provider} answered HTTP 404 for model {self.model!r} at {self.url}: "
+                f"{detail}. Check the model name and the base URL {self.base_url}{fix}."
+            )
+        elif status == 429:
+            code = "MODEL_RATE_LIMITED"
+            retryable = True
+            message = f"{where} kept rate-limiting (HTTP 429) after {_attempts(attempt)}: {detail}"
+        elif status in (408, 409) or status >= 500:
+            code = "MODEL_UNAVAILABLE"
+            retryable = True
+            message = f"{where} kept failing (HTTP {status}) after {_attempts(attempt)}: {detail}"
+        elif 400 <= status < 500:
+            code = "MODEL_BAD_REQUEST"
+            message = f"{where} rejected the request (HTTP {status}): {detail}"
+        else:
+            code = "MODEL_BAD_RESPONSE"
+            message = f"bad response from {where}: unexpected HTTP status {status}: {detail}"
+        return ModelError(message, code=code, status=status), retryable
+
+    def _backoff(self, attempt: int, headers: httpx.Headers | None) -> float:
+        if headers is not None:
+            hinted = retry_after_seconds(headers)
+            if hinted is not None:
+                return min(hinted, self.retry_after_cap)
+        delay = min(self.retry_max_delay, self.retry_base_delay * 2.0 ** (attempt - 1))
+        return delay * random.uniform(0.5, 1.0)
+
+    def _unreachable(self, exc: Exception, attempts: int) -> ModelError:
+        return ModelError(
+            f"{self._where()} is unreachable after {_attempts(attempts)} "
+            f"({type(exc).__name__}: {exc or 'no detail'})",
+            code="MODEL_UNAVAILABLE",
+        )
+
+    def _config_error(self, exc: Exception) -> ModelError:
+        fix = f" (check {self.base_url_env})" if self.base_url_env else ""
+        return ModelError(
+            f"invalid base URL {self.base_url!r} for {self.provider}{fix}: {exc}",
+            code="MODEL_CONFIG",
+        )
+
+    def _where(self) -> str:
+        return f"{self.provider} ({self.url})"
+
+
+def _attempts(count: int) -> str:
+    return f"{count} attempt" if count == 1 else f"{count} attempts"
+
+
+@dataclass(slots=True)
+class _Progress:
+    yielded: bool = False
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The server's requested delay: ``retry-after-ms``, else ``Retry-After`` as seconds or
+    an HTTP date. ``None`` when absent or unparseable."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            return max(0.0, float(raw_ms) / 1000)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+async def _next_line(lines: AsyncIterator[str]) -> str | None:
+    try:
+        return await anext(lines)
+    except StopAsyncIteration:
+        return None
+
+
+async def _read_limited(response: httpx.Response, limit: int) -> str:
+    parts: list[bytes] = []
+    size = 0
+    async for piece in response.aiter_bytes():
+        parts.append(piece)
+        size += len(piece)
+        if size >= limit:
+            break
+    return b"".join(parts)[:limit].decode("utf-8", errors="replace")

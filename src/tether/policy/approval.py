@@ -1,0 +1,327 @@
+"""The approval service: one home for the ``request()`` algorithm of behaviour.md §3.2.
+
+Order matters and is fixed here:
+
+1. refuse outside an open turn (nothing is appended: the audit pair must be turn-enclosed);
+2. append ``approval/asked {id, tool_name, call_id?, reason?}``;
+3. decide: a pre-aborted signal is ``cancelled`` and no answerer runs; an effective policy of
+   ``never`` is ``rejected`` *before* dispatch, so no answerer (not even a prepended one) can
+   bypass it; otherwise the ``approval/request`` waterfall (scoped to the asking agent, fallback
+   ``unavailable``) raced against the signal and the per-request timeout, where a raising
+   answerer, a non-vocabulary reply and a timeout are all ``unavailable``;
+4. append ``approval/decided {id, outcome}`` and flush it durably before returning, so an
+   approved action never runs ahead of its audit record (ARCHITECTURE.md principle 5).
+
+Answerers register on the ``approval/request`` waterfall (see :func:`register_answerer`). The
+convention is one terminal answerer per deployment; an answerer that does not own the agent
+calls ``next()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.kernel import Context, Disposable, Next
+from tether.policy.errors import (
+    ApprovalOutsideTurnError,
+    InvalidPolicyConfigError,
+    InvalidPolicyError,
+)
+from tether.policy.modes import (
+    ApprovalOutcome,
+    ApprovalPolicy,
+    PolicySource,
+    as_outcome,
+    parse_approval_policy,
+    parse_policy_source,
+)
+from tether.policy.protocols import HasSession
+from tether.session import Event, JsonValue, Session, SessionStore
+from tether.signals import AbortedError, AbortSignal
+
+log = logging.getLogger(__name__)
+
+APPROVAL_SERVICE: Final = "approval"
+APPROVAL_REQUEST_EVENT: Final = "approval/request"
+APPROVAL_CONTEXT_NAME: Final = "approval:policy"
+APPROVAL_CONTEXT_ORDER: Final = 115
+SESSIONS_SERVICE: Final = "sessions"
+NOTICE_SOURCE: Final[Mapping[str, JsonValue]] = {"kind": "plugin", "plugin": "approval"}
+
+NEVER_TEXT: Final = (
+    "Approval prompts are disabled in this session. Actions that need approval are rejected "
+    "automatically, so do not request sandbox escalation (do not set `sandbox_permissions`)."
+)
+ASK_TEXT: Final = (
+    "Approval policy: ask. Operations that need approval may ask through the configured "
+    "answerers; without one, the request fails closed."
+)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class ApprovalRequest:
+    """One ask. Identity-compared: two requests are never the same ask."""
+
+    agent: HasSession
+    tool_name: str
+    _: KW_ONLY
+    call_id: str | None = None
+    """Answerers correlate with the tool call through this id."""
+    reason: str | None = None
+    signal: AbortSignal | None = None
+    action: Mapping[str, JsonValue] | None = None
+    """What tether knows of the action (command, path, ...) for answerers to show. It is not
+    logged in ``approval/asked``; the log holds the tool call itself."""
+
+
+Answerer = Callable[[ApprovalRequest, Next], object]
+"""``fn(request, next)``, sync or async: return an :class:`ApprovalOutcome` (or its string) to
+answer, or ``await next()`` and return that to delegate. Anything else counts as
+``unavailable``."""
+
+
+def register_answerer(
+    ctx: Context, fn: Answerer, *, scope: object | None = None, prepend: bool = False
+) -> Disposable:
+    """Listen on ``approval/request``; ``scope`` limits it to one agent's requests.
+
+    Disposing the handle (or the plugin that registered it) removes it, after which asks fail
+    closed unless another answerer remains.
+    """
+    return ctx.on(APPROVAL_REQUEST_EVENT, fn, scope=scope, prepend=prepend)
+
+
+def fold_approval_policy(events: Iterable[Event]) -> ApprovalPolicy | None:
+    """The policy of the last ``approval/policy`` event, or ``None`` (never the config)."""
+    last: Event | None = None
+    for event in events:
+        if event.type == "approval/policy":
+            last = event
+    return None if last is None else _policy_of(last)
+
+
+def _policy_of(event: Event) -> ApprovalPolicy:
+    try:
+        return parse_approval_policy(event.data.get("policy"))
+    except InvalidPolicyError as err:
+        raise InvalidPolicyError(f"approval/policy event #{event.seq}: {err}") from err
+
+
+def approval_context_text(policy: ApprovalPolicy) -> str:
+    return NEVER_TEXT if policy is ApprovalPolicy.NEVER else ASK_TEXT
+
+
+def policy_change_notice(old: ApprovalPolicy, new: ApprovalPolicy) -> str:
+    return f'The approval policy changed from "{old.value}" to "{new.value}" (changed by the user).'
+
+
+class ApprovalService:
+    """Service ``approval``.
+
+    Durability: the ``approval/decided`` event is flushed through the ``sessions`` service (a
+    :class:`~tether.session.SessionStore`) looked up at the moment of use. When no store is
+    composed, or the session is not live in it, there is nothing to flush to: such a session is
+    in memory only and its audit pair is as durable as the session itself.
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        policy: ApprovalPolicy | str = ApprovalPolicy.ASK,
+        timeout: float | None = None,
+    ) -> None:
+        self._ctx = ctx
+        self.policy = parse_approval_policy(policy)
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise InvalidPolicyConfigError(
+                f"approval timeout must be a positive number of seconds, got {timeout!r}"
+            )
+        self.timeout = None if timeout is None else float(timeout)
+
+    # -- policy fold and writes ------------------------------------------------------------
+    def override_of(self, session: Session) -> ApprovalPolicy | None:
+        """The session's own policy (its last ``approval/policy``), or ``None``."""
+        last = session.last("approval/policy")
+        return None if last is None else _policy_of(last)
+
+    def effective_policy(self, session: Session) -> ApprovalPolicy:
+        override = self.override_of(session)
+        return self.policy if override is None else override
+
+    def set_approval_policy(
+        self, session: Session, policy: ApprovalPolicy | str, source: PolicySource | None = None
+    ) -> Event:
+        """Append one ``approval/policy {policy, source?}``: the only write path."""
+        data: dict[str, str] = {"policy": parse_approval_policy(policy).value}
+        checked = parse_policy_source(source)
+        if checked is not None:
+            data["source"] = checked
+        return session.append("approval/policy", data)
+
+    def set_policy(self, agent: HasSession, policy: ApprovalPolicy | str) -> bool:
+        """A user's switch: ``False`` (and nothing written) when the effective policy already is
+        ``policy``; otherwise append it and queue the change notice for the agent's next step."""
+        new = parse_approval_policy(policy)
+        session = agent.session
+        old = self.effective_policy(session)
+        if old is new:
+            return False
+        self.set_approval_policy(session, new)
+        inject = getattr(agent, "inject", None)
+        if callable(inject):
+            inject(policy_change_notice(old, new), source=NOTICE_SOURCE)
+        return True
+
+    def context_text(self, agent: HasSession | None) -> str:
+        """The ``approval:policy`` contribution (``""`` when agentless)."""
+        if agent is None:
+            return ""
+        return approval_context_text(self.effective_policy(agent.session))
+
+    # -- the algorithm -------------------------------------------------------------------
+    async def request(self, req: ApprovalRequest) -> ApprovalOutcome:
+        """Ask; see the module docstring for the exact order. Raises
+        :class:`ApprovalOutsideTurnError` (nothing appended) without an open turn, and
+        re-raises a failed flush: an outcome is only returned once it is durable."""
+        session = req.agent.session
+        if not session.has_open_turn():
+            raise ApprovalOutsideTurnError(
+                f"approval for tool {req.tool_name!r} requested outside an open turn of session "
+                f"{session.id!r}: the approval/asked and approval/decided audit pair must be "
+                "enclosed in a turn"
+            )
+        request_id = str(uuid.uuid4())
+        asked: dict[str, str] = {"id": request_id, "tool_name": req.tool_name}
+        if req.call_id is not None:
+            asked["call_id"] = req.call_id
+        if req.reason is not None:
+            asked["reason"] = req.reason
+        session.append("approval/asked", asked)
+        try:
+            outcome = await self._decide(req, session)
+        except asyncio.CancelledError:
+            # The asking task itself was cancelled: still close the audit pair, so no live log
+            # holds an undecided ask (the write-behind stores it; there is no one to wait).
+            self._append_decided(session, request_id, ApprovalOutcome.CANCELLED)
+            raise
+        except Exception:
+            log.exception("approval: deciding %s failed", req.tool_name)
+            outcome = ApprovalOutcome.UNAVAILABLE
+        self._append_decided(session, request_id, outcome)
+        store: SessionStore | None = self._ctx.get(SESSIONS_SERVICE)
+        if store is not None:
+            await store.flush(session)
+        return outcome
+
+    @staticmethod
+    def _append_decided(session: Session, request_id: str, outcome: ApprovalOutcome) -> None:
+        session.append("approval/decided", {"id": request_id, "outcome": outcome.value})
+
+    async def _decide(self, req: ApprovalRequest, session: Session) -> ApprovalOutcome:
+        if req.signal is not None and req.signal.aborted:
+            return ApprovalOutcome.CANCELLED
+        try:
+            policy = self.effective_policy(session)
+        except InvalidPolicyError:
+            # A corrupt stored policy: nobody can say what the session allows. Deny.
+            log.exception("approval: cannot fold the policy of session %s", session.id)
+            return ApprovalOutcome.UNAVAILABLE
+        if policy is ApprovalPolicy.NEVER:
+            return ApprovalOutcome.REJECTED
+        ask = asyncio.ensure_future(self._consult(req))
+        try:
+            if req.signal is None:
+                return await ask
+            return await req.signal.race(ask)
+        except AbortedError:
+            return ApprovalOutcome.CANCELLED
+        finally:
+            if not ask.done():
+                # Our own task was cancelled mid-question: take the answerer down with it.
+                ask.cancel()
+                ask.add_done_callback(_retrieve)
+
+    async def _consult(self, req: ApprovalRequest) -> ApprovalOutcome:
+        try:
+            async with asyncio.timeout(self.timeout):
+                raw = await self._ctx.waterfall(
+                    APPROVAL_REQUEST_EVENT,
+                    req,
+                    fallback=ApprovalOutcome.UNAVAILABLE,
+                    scope=req.agent,
+                )
+        except TimeoutError:
+            log.warning("approval for %s timed out after %ss", req.tool_name, self.timeout)
+            return ApprovalOutcome.UNAVAILABLE
+        except Exception:
+            log.exception("an approval answerer failed for %s", req.tool_name)
+            return ApprovalOutcome.UNAVAILABLE
+        outcome = as_outcome(raw)
+        if outcome is None:
+            log.warning("an approval answerer returned %r, not an outcome", raw)
+            return ApprovalOutcome.UNAVAILABLE
+        return outcome
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+# -- plugin ------------------------------------------------------------------------------
+class ApprovalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    policy: ApprovalPolicy = ApprovalPolicy.ASK
+    timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Per-request answer deadline; past it the request resolves ``unavailable``."""
+
+
+class ApprovalPlugin:
+    """Provides ``approval`` and the ``approval:policy`` runtime context (order 115)."""
+
+    name = "approval"
+    requires: tuple[str, ...] = ()
+    config_model = ApprovalConfig
+
+    def apply(self, ctx: Context, config: ApprovalConfig) -> None:
+        service = ApprovalService(ctx, config.policy, config.timeout_seconds)
+        ctx.provide(APPROVAL_SERVICE, service)
+        ctx.context(APPROVAL_CONTEXT_NAME, APPROVAL_CONTEXT_ORDER, service.context_text)
+
+
+approval_plugin: Final = ApprovalPlugin()
+
+__all__ = [
+    "APPROVAL_CONTEXT_NAME",
+    "APPROVAL_CONTEXT_ORDER",
+    "APPROVAL_REQUEST_EVENT",
+    "APPROVAL_SERVICE",
+    "ASK_TEXT",
+    "NEVER_TEXT",
+    "NOTICE_SOURCE",
+    "SESSIONS_SERVICE",
+    "Answerer",
+    "ApprovalConfig",
+    "ApprovalPlugin",
+    "ApprovalRequest",
+    "ApprovalService",
+    "approval_context_text",
+    "approval_plugin",
+    "fold_approval_policy",
+    "policy_change_notice",
+    "register_answerer",
+]

@@ -1,0 +1,32 @@
+"""What the policy layer needs of an agent, without importing the agent layer (which sits above).
+
+An agent is anything with a ``session``; its identity is also the scope key of scoped
+listeners and prompt parts. An agent that can ``inject`` receives user-visible notices (the
+approval-policy change notice) for its next step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+from tether.session import JsonValue, Session
+
+
+@runtime_checkable
+class HasSession(Protocol):
+    """An agent as the policy layer sees it."""
+
+    @property
+    def session(self) -> Session: ...
+
+
+@runtime_checkable
+class CanInject(HasSession, Protocol):
+    """An agent with an inbox: ``inject`` queues model-facing text for the next pre-step
+    without waking the agent (behaviour.md §6)."""
+
+    def inject(self, text: str, *, source: Mapping[str, JsonValue]) -> object: ...
+
+
+__all__ = ["CanInject", "HasSession"]

@@ -1,0 +1,205 @@
+"""Record encoding and decoding shared by the bundled backends.
+
+Both backends store one JSON text per event and read it back through :meth:`Event.from_dict`,
+the single validation path for stored records (it refuses unknown required types). This module
+holds what they share: a fast encoder for frozen payloads, the decoder, the torn-tail rule, and
+a garbage-collector pause for bulk loads.
+
+The torn-tail rule, the same for every backend: invalid records at the very end of a log are a
+torn write and are dropped (the append that wrote them never returned, so nothing committed is
+lost); an invalid record followed by any complete record is corruption, because dropping it
+would lose what comes after. A complete record whose ``seq`` is not its position is corruption
+too: a torn write cannot produce it. A record of an unknown required type is refused, never
+treated as torn.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TypeVar
+
+from tether.session.events import Event, InvalidEventError, UnknownEventTypeError
+from tether.session.json import JsonValue
+from tether.session.persistence.base import CorruptLogError
+
+R = TypeVar("R")
+
+
+def _thaw_proxy(value: object) -> object:
+    # Frozen payloads are read-only mappings (tuples already encode as arrays); copying one
+    # level here lets the C encoder do the rest, about twice as fast as thawing in Python.
+    if isinstance(value, MappingProxyType):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_encode_utf8 = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, check_circular=False, default=_thaw_proxy
+).encode
+_encode_ascii = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=True, check_circular=False, default=_thaw_proxy
+).encode
+
+
+def dumps(value: object) -> str:
+    """Compact JSON of a frozen value, always encodable as UTF-8.
+
+    Strings may hold lone surrogates (valid in JSON escapes, not in UTF-8); only then is the
+    text written with ASCII escapes, which round-trips exactly.
+    """
+    text = _encode_utf8(value)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return _encode_ascii(value)
+    return text
+
+
+def event_record(event: Event) -> dict[str, object]:
+    """The stored envelope of ``event`` (same keys and order as :meth:`Event.to_dict`)."""
+    out: dict[str, object] = {
+        "type": event.type,
+        "seq": event.seq,
+        "time": event.time,
+        "data": event.data,
+    }
+    if event.ignorable:
+        out["ignorable"] = True
+    if event.surface_op is not None:
+        out["surface_op"] = event.surface_op
+    return out
+
+
+def event_line(event: Event) -> bytes:
+    """One JSONL line: byte-identical to ``Event.to_json()`` plus a newline."""
+    return (dumps(event_record(event)) + "\n").encode("utf-8")
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+loads: Callable[[str], object] = json.JSONDecoder(parse_constant=_reject_constant).decode
+"""Parse JSON text, refusing ``NaN`` and ``Infinity``; raises ``ValueError``."""
+
+
+def surface_op_text(value: JsonValue) -> str | None:
+    if value is None:
+        return None
+    return '"append"' if value == "append" else dumps(value)
+
+
+def parse_surface_op(text: str) -> object:
+    return "append" if text == '"append"' else loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedLog:
+    events: list[Event]
+    torn: int
+    """How many trailing records were invalid (a torn write) and are not in ``events``."""
+
+
+INVALID_RECORD = (ValueError, RecursionError, InvalidEventError)
+"""What a damaged record raises while parsing or validating (``JSONDecodeError`` and
+``UnicodeDecodeError`` are ``ValueError``s)."""
+
+
+def decode_log(
+    session_id: str,
+    records: Sequence[R],
+    parse: Callable[[R], object],
+    where: Callable[[int], str],
+) -> DecodedLog:
+    """Validate ``records`` in order with :meth:`Event.from_dict`, applying the torn-tail rule.
+
+    ``parse`` turns a stored record into the raw envelope (raising ``ValueError`` when it is
+    unreadable); ``where(index)`` names a record's position for error messages.
+    """
+    events: list[Event] = []
+    append = events.append
+    from_dict = Event.from_dict
+    for index, record in enumerate(records):
+        try:
+            event = from_dict(parse(record))
+        except INVALID_RECORD as err:
+            _require_torn(session_id, records, index, parse, where, err)
+            return DecodedLog(events, len(records) - index)
+        if event.seq != index:
+            raise CorruptLogError(
+                f"session {session_id!r}: {where(index)} has seq {event.seq}, expected {index}"
+            )
+        append(event)
+    return DecodedLog(events, 0)
+
+
+def _require_torn(
+    session_id: str,
+    records: Sequence[R],
+    first_bad: int,
+    parse: Callable[[R], object],
+    where: Callable[[int], str],
+    error: BaseException,
+) -> None:
+    for later in range(first_bad + 1, len(records)):
+        try:
+            Event.from_dict(parse(records[later]))
+        except UnknownEventTypeError:
+            pass  # a complete record all the same
+        except INVALID_RECORD:
+            continue
+        raise CorruptLogError(
+            f"session {session_id!r}: {where(first_bad)} is damaged ({error}) but "
+            f"{where(later)} after it is intact; refusing to drop committed events"
+        )
+
+
+def is_complete_record(raw: object) -> bool:
+    """True when ``raw`` is a whole event, even of a type this reader does not know."""
+    try:
+        Event.from_dict(raw)
+    except UnknownEventTypeError:
+        return True
+    except INVALID_RECORD:
+        return False
+    return True
+
+
+class _GcPause:
+    """Pause the cyclic garbage collector while bulk-decoding a log.
+
+    Decoding allocates hundreds of thousands of acyclic containers; each allocation burst
+    triggers collections that re-traverse everything allocated so far, which roughly doubles
+    load time for large logs. Nesting and concurrent pauses from several threads are counted,
+    and the collector is re-enabled only if it was enabled when the first pause began.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._was_enabled = False
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0 and self._was_enabled:
+                    gc.enable()
+
+
+gc_paused = _GcPause()

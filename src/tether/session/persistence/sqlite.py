@@ -1,0 +1,353 @@
+"""SQLite persistence: the default backend.
+
+One database file holds every session: a ``sessions`` table of headers and an ``events`` table
+keyed by ``(session_id, seq)``. Design points:
+
+- **Off the event loop, one writer.** Every database call of an instance runs on one dedicated
+  worker thread over one connection, in submission order; the event loop only awaits.
+- **Several processes, one file.** WAL mode lets readers run beside the writer. Every write
+  takes the write lock up front (``BEGIN IMMEDIATE``) and waits for it up to ``busy_timeout``,
+  so two processes appending to one session serialise, and the loser sees the winner's rows
+  and gets :class:`SeqConflictError` (a primary-key violation maps to the same error).
+- **Durability.** ``synchronous=FULL`` by default: a commit is fsynced before ``append``
+  returns, so an approval decision flushed before its action survives power loss, not only a
+  process crash, matching the JSONL backend's fsync per commit. ``NORMAL`` (durable against
+  process crash; the newest commits may roll back on power loss) is available for speed.
+- **Repair.** Transactions are atomic, so a torn row cannot happen through this module; the
+  shared torn-tail rule still applies to rows damaged otherwise. ``load`` closes an interrupted
+  turn and writes the closers in one transaction; ``inspect`` computes the same view and never
+  writes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Final, Literal
+
+from tether.session.events import Event
+from tether.session.header import InvalidHeaderError, SessionHeader
+from tether.session.persistence._codec import (
+    DecodedLog,
+    decode_log,
+    dumps,
+    gc_paused,
+    loads,
+    parse_surface_op,
+    surface_op_text,
+)
+from tether.session.persistence._worker import Worker
+from tether.session.persistence.base import (
+    CorruptLogError,
+    SeqConflictError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoredSession,
+)
+from tether.session.persistence.repair import plan_repair
+
+Synchronous = Literal["FULL", "NORMAL"]
+"""SQLite ``synchronous`` level in WAL mode.
+
+``FULL``: every commit is fsynced before it returns (durable against power loss).
+``NORMAL``: the WAL is fsynced only at checkpoints (durable against process crash only).
+"""
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS sessions (
+        id TEXT PRIMARY KEY NOT NULL,
+        version INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        cwd TEXT,
+        parent_session TEXT,
+        seed_length INTEGER,
+        origin TEXT,
+        delegation_depth INTEGER NOT NULL DEFAULT 0,
+        agent_preset TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS events (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        time INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        ignorable INTEGER NOT NULL DEFAULT 0,
+        surface_op TEXT,
+        PRIMARY KEY (session_id, seq)
+    )""",
+)
+
+_HEADER_COLUMNS: Final = (
+    "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, "
+    "agent_preset"
+)
+_INSERT_EVENT: Final = (
+    "INSERT INTO events (session_id, seq, type, time, data, ignorable, surface_op) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT_EVENTS: Final = (
+    "SELECT seq, type, time, data, ignorable, surface_op FROM events "
+    "WHERE session_id = ? ORDER BY seq"
+)
+
+_Row = tuple[int, str, int, str, int, str | None]
+_EventRow = tuple[str, int, str, int, str, int, str | None]
+
+
+class SqlitePersistence:
+    """Sessions in one SQLite database file (created on first use)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout_ms: int = 30_000,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', got {synchronous!r}")
+        self.path = os.fspath(path)
+        self.synchronous: Synchronous = synchronous
+        self.busy_timeout_ms = busy_timeout_ms
+        self._worker = Worker(
+            "tether-sqlite", f"SQLite store {self.path}", wrap=(OSError, sqlite3.Error)
+        )
+        self._conn: sqlite3.Connection | None = None  # worker thread only
+
+    def __repr__(self) -> str:
+        return f"SqlitePersistence({self.path!r})"
+
+    # -- the Persistence protocol ---------------------------------------------------------
+    async def create(self, header: SessionHeader) -> None:
+        await self._worker.run(lambda: self._create(header))
+
+    async def append(self, session_id: str, events: Sequence[Event]) -> None:
+        if not events:
+            return
+        batch = tuple(events)
+        _check_contiguous(session_id, batch)
+        await self._worker.run(lambda: self._append(session_id, batch))
+
+    async def load(self, session_id: str) -> StoredSession:
+        return await self._worker.run(lambda: self._read(session_id, repair=True))
+
+    async def inspect(self, session_id: str) -> StoredSession:
+        return await self._worker.run(lambda: self._read(session_id, repair=False))
+
+    async def list(self) -> list[SessionHeader]:
+        return await self._worker.run(self._list)
+
+    async def close(self) -> None:
+        await self._worker.close(self._release)
+
+    # -- worker-thread side ---------------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, timeout=self.busy_timeout_ms / 1000
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                self._ensure_schema(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    @staticmethod
+    def _ensure_schema(conn: sqlite3.Connection) -> None:
+        # Checked first so that opening an existing store for reading never writes.
+        names = {
+            row[0]
+            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if {"sessions", "events"} <= names:
+            return
+        with _write_transaction(conn):
+            for statement in _SCHEMA:
+                conn.execute(statement)
+
+    def _release(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _create(self, header: SessionHeader) -> None:
+        conn = self._connection()
+        try:
+            with _write_transaction(conn):
+                conn.execute(
+                    f"INSERT INTO sessions ({_HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        header.id,
+                        header.version,
+                        header.created_at,
+                        header.cwd,
+                        header.parent_session,
+                        header.seed_length,
+                        header.origin,
+                        header.delegation_depth,
+                        header.agent_preset,
+                    ),
+                )
+        except sqlite3.IntegrityError as err:
+            raise SessionExistsError(f"session {header.id!r} already exists") from err
+
+    def _append(self, session_id: str, events: Sequence[Event]) -> None:
+        rows = [_event_row(session_id, event) for event in events]
+        conn = self._connection()
+        with _write_transaction(conn):
+            self._write_events(conn, session_id, events[0].seq, rows)
+
+    def _write_events(
+        self, conn: sqlite3.Connection, session_id: str, first: int, rows: Sequence[_EventRow]
+    ) -> None:
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+            raise SessionNotFoundError(f"session {session_id!r} not found")
+        stored = _stored_length(conn, session_id)
+        if first != stored:
+            raise SeqConflictError(
+                f"session {session_id!r}: append starts at seq {first} but {stored} events "
+                "are stored (another writer appended, or this session is stale)"
+            )
+        try:
+            conn.executemany(_INSERT_EVENT, rows)
+        except sqlite3.IntegrityError as err:
+            raise SeqConflictError(
+                f"session {session_id!r}: seq {first} was taken by a concurrent writer"
+            ) from err
+
+    def _read(self, session_id: str, *, repair: bool) -> StoredSession:
+        conn = self._connection()
+        with gc_paused():
+            # One read transaction, so the header and the events are one consistent snapshot.
+            conn.execute("BEGIN")
+            try:
+                header, decoded = self._read_snapshot(conn, session_id)
+            finally:
+                conn.execute("COMMIT")
+            closers, report = plan_repair(decoded.events, decoded.torn)
+            if not repair or not report.changed:
+                return StoredSession(header, (*decoded.events, *closers), report)
+            # Repair under the write lock, re-reading so a writer that raced the first read
+            # cannot be overwritten or truncated.
+            with _write_transaction(conn):
+                header, decoded = self._read_snapshot(conn, session_id)
+                closers, report = plan_repair(decoded.events, decoded.torn)
+                if decoded.torn:
+                    conn.execute(
+                        "DELETE FROM events WHERE session_id = ? AND seq >= ?",
+                        (session_id, len(decoded.events)),
+                    )
+                conn.executemany(_INSERT_EVENT, [_event_row(session_id, e) for e in closers])
+            return StoredSession(header, (*decoded.events, *closers), report)
+
+    def _read_snapshot(
+        self, conn: sqlite3.Connection, session_id: str
+    ) -> tuple[SessionHeader, DecodedLog]:
+        row = conn.execute(
+            f"SELECT {_HEADER_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise SessionNotFoundError(f"session {session_id!r} not found")
+        header = _header(row)
+        rows: list[_Row] = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
+        decoded = decode_log(session_id, rows, _parse_row, _where(rows))
+        if decoded.torn and rows[len(decoded.events)][0] != len(decoded.events):
+            # Deleting from the first damaged row's seq must not reach an intact row.
+            raise CorruptLogError(
+                f"session {session_id!r}: event seq {rows[len(decoded.events)][0]} is damaged "
+                f"and seq {len(decoded.events)} is missing"
+            )
+        return header, decoded
+
+    def _list(self) -> list[SessionHeader]:
+        conn = self._connection()
+        rows = conn.execute(
+            f"SELECT {_HEADER_COLUMNS} FROM sessions ORDER BY created_at, id"
+        ).fetchall()
+        return [_header(row) for row in rows]
+
+
+@contextmanager
+def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _stored_length(conn: sqlite3.Connection, session_id: str) -> int:
+    (last,) = conn.execute(
+        "SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return 0 if last is None else int(last) + 1
+
+
+def _check_contiguous(session_id: str, events: Sequence[Event]) -> None:
+    first = events[0].seq
+    for offset, event in enumerate(events):
+        if event.seq != first + offset:
+            raise SeqConflictError(
+                f"session {session_id!r}: append batch is not contiguous "
+                f"(seq {event.seq} at position {offset}, expected {first + offset})"
+            )
+
+
+def _event_row(session_id: str, event: Event) -> _EventRow:
+    return (
+        session_id,
+        event.seq,
+        event.type,
+        event.time,
+        dumps(event.data),
+        1 if event.ignorable else 0,
+        surface_op_text(event.surface_op),
+    )
+
+
+def _parse_row(row: _Row) -> object:
+    seq, event_type, time, data, ignorable, surface_op = row
+    if not isinstance(data, str) or not isinstance(surface_op, str | None):
+        raise ValueError("payload columns must hold JSON text")
+    raw: dict[str, object] = {"type": event_type, "seq": seq, "time": time, "data": loads(data)}
+    if ignorable:
+        # Stored as 0/1; anything else is handed on so validation rejects it.
+        raw["ignorable"] = True if ignorable == 1 else ignorable
+    if surface_op is not None:
+        raw["surface_op"] = parse_surface_op(surface_op)
+    return raw
+
+
+def _where(rows: Sequence[_Row]) -> Callable[[int], str]:
+    return lambda index: f"event seq {rows[index][0]}"
+
+
+def _header(row: tuple[object, ...]) -> SessionHeader:
+    session_id, version, created_at, cwd, parent, seed_length, origin, depth, preset = row
+    try:
+        return SessionHeader(
+            id=session_id,  # type: ignore[arg-type]
+            created_at=created_at,  # type: ignore[arg-type]
+            cwd=cwd,  # type: ignore[arg-type]
+            parent_session=parent,  # type: ignore[arg-type]
+            seed_length=seed_length,  # type: ignore[arg-type]
+            origin=origin,  # type: ignore[arg-type]
+            delegation_depth=depth,  # type: ignore[arg-type]
+            agent_preset=preset,  # type: ignore[arg-type]
+            version=version,  # type: ignore[arg-type]
+        )
+    except InvalidHeaderError as err:
+        raise CorruptLogError(f"session {session_id!r}: stored header is invalid: {err}") from err
+
+
+__all__ = ["SqlitePersistence", "Synchronous"]

@@ -1,0 +1,152 @@
+"""``tether run``: one root turn from the command line (ARCHITECTURE.md §4).
+
+``--json`` prints one JSON object per line for every event appended to any session of the run,
+then ``{"type": "run/result", ...}``. Exit status 0 when the root turn completed; otherwise 1
+with a one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from tether.harness import Harness, RunResult, SessionEvent
+from tether.kernel import PluginEntry
+from tether.session.json import thaw
+from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, run, store_url
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        metavar="SPEC",
+        help="scripted:PATH, openai:MODEL or deepseek:MODEL (default: $TETHER_MODEL).",
+    ),
+]
+WorkspaceOption = Annotated[
+    str, typer.Option("--workspace", metavar="DIR", help="Workspace root (default: cwd).")
+]
+SandboxOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sandbox",
+        metavar="MODE",
+        help="read-only, workspace-write or danger-full-access (default: the preset's).",
+    ),
+]
+ApprovalOption = Annotated[
+    str | None, typer.Option("--approval", metavar="POLICY", help="ask or never.")
+]
+ApproverOption = Annotated[
+    str | None,
+    typer.Option(
+        "--approver",
+        metavar="CMD",
+        help="Program that answers approval requests (JSON on stdin; allowed-once/rejected out).",
+    ),
+]
+PluginOption = Annotated[
+    list[str] | None, typer.Option("--plugin", metavar="NAME", help="Load a plugin (repeatable).")
+]
+ResumeOption = Annotated[
+    str | None, typer.Option("--resume", metavar="SESSION_ID", help="Continue a stored session.")
+]
+
+
+def run_command(
+    prompt: Annotated[str | None, typer.Argument(help="The prompt for the root turn.")] = None,
+    model: ModelOption = None,
+    workspace: WorkspaceOption = ".",
+    store: StoreOption = None,
+    sandbox: SandboxOption = None,
+    approval: ApprovalOption = None,
+    approver: ApproverOption = None,
+    plugin: PluginOption = None,
+    resume: ResumeOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run one root turn and print its output."""
+    if prompt is None:
+        if sys.stdin.isatty():
+            error_line("run: give a PROMPT argument (or pipe one on stdin)")
+            raise typer.Exit(2)
+        prompt = sys.stdin.read()
+    plugins = [PluginEntry(name=p) for p in plugin or []]
+    if approver:
+        plugins.insert(0, PluginEntry(name="approver_command", config={"command": approver}))
+    result = run(
+        _run(
+            prompt,
+            model,
+            workspace,
+            store_url(store),
+            sandbox,
+            approval,
+            plugins,
+            resume,
+            json_output,
+        )
+    )
+    if result.stop_reason != "completed":
+        error_line(f"run: the turn ended {result.stop_reason}: {result.error or 'no detail'}")
+        raise typer.Exit(1)
+
+
+async def _run(
+    prompt: str,
+    model: str | None,
+    workspace: str,
+    store: str,
+    sandbox: str | None,
+    approval: str | None,
+    plugins: list[PluginEntry],
+    resume: str | None,
+    json_output: bool,
+) -> RunResult:
+    async with Harness.open(
+        workspace=workspace,
+        model=model,
+        store=store,
+        sandbox=sandbox,
+        approval=approval,
+        plugins=plugins,
+    ) as harness:
+        if not json_output:
+            result = await harness.run(prompt, resume=resume)
+            if result.output:
+                typer.echo(result.output)
+            return result
+        async for event in harness.stream(prompt, resume=resume):
+            typer.echo(_line(event))
+        assert harness.root is not None
+        last = harness.root.last_result
+        assert last is not None
+        result = RunResult(harness.root.id, last.stop_reason, last.output, last.error)
+        typer.echo(
+            json.dumps(
+                {
+                    "type": "run/result",
+                    "session": result.session_id,
+                    "stop_reason": result.stop_reason,
+                    "output": result.output,
+                },
+                ensure_ascii=False,
+            )
+        )
+        return result
+
+
+def _line(item: SessionEvent) -> str:
+    event = item.event
+    return json.dumps(
+        {
+            "session": item.session_id,
+            "seq": event.seq,
+            "type": event.type,
+            "data": thaw(event.data),
+        },
+        ensure_ascii=False,
+    )

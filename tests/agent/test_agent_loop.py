@@ -1,0 +1,258 @@
+"""The agent loop: turns, steps, the runtime-context snapshot and request headers, stop
+reasons, cancellation and the inbox."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tether.agent import SNAPSHOT_HEAD, Agent, AgentOptions
+from tether.kernel import Kernel
+from tether.model import ScriptedModel
+from tether.policy.approval import approval_plugin
+from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.session import SessionMeta, SessionStore
+from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.tools.pipeline import ToolRuntime
+
+
+class EchoArgs(ToolArgs):
+    text: str
+
+
+class Echo:
+    name = "echo"
+    description = "Echo the text back."
+    Args = EchoArgs
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        assert isinstance(call.args, EchoArgs)
+        return ToolResult(f"echo: {call.args.text}")
+
+
+class SlowArgs(ToolArgs):
+    pass
+
+
+class Slow:
+    name = "slow"
+    description = "Wait until cancelled."
+    Args = SlowArgs
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        self.started.set()
+        await asyncio.sleep(3600)
+        return ToolResult("never")
+
+
+def compose(
+    steps: list[dict[str, Any]], tmp_path: Any, *, max_steps: int = 50, policies: bool = True
+) -> tuple[Kernel, Agent, Slow]:
+    kernel = Kernel()
+    store = SessionStore()
+    kernel.ctx.provide("sessions", store)
+    if policies:
+        kernel.load(
+            sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(tmp_path)}
+        )
+        kernel.load(approval_plugin, {"policy": "ask"})
+    tools = ToolRuntime(kernel.ctx)
+    tools.register(Echo())
+    slow = Slow()
+    tools.register(slow)
+    model = ScriptedModel.from_dict({"agents": [{"match": {}, "steps": steps}]})
+    session = store.create(meta=SessionMeta(cwd=str(tmp_path)))
+    agent = Agent(kernel.ctx, session, AgentOptions(model, max_steps=max_steps), tools=tools)
+    return kernel, agent, slow
+
+
+def layout(agent: Agent) -> list[str]:
+    return [e.type for e in agent.session.events]
+
+
+async def test_turn_with_a_tool_call_has_the_reference_layout(tmp_path: Any) -> None:
+    _, agent, _ = compose(
+        [
+            {"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]},
+            {"text": "done", "expect": "echo: hi"},
+        ],
+        tmp_path,
+    )
+    result = await agent.run("say hi")
+    assert (result.stop_reason, result.output, result.turn) == ("completed", "done", 1)
+    assert layout(agent) == [
+        "agent/inbox/spliced",
+        "turn/start",
+        "step/start",
+        "user/message",  # the claimed prompt
+        "user/message",  # the runtime-context snapshot, after the prompt
+        "request/header",  # ...and before the request header
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "step/end",
+        "step/start",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+    ]
+    events = agent.session.events
+    assert events[3].data["content"] == "say hi"
+    snapshot = events[4].data
+    assert str(snapshot["content"]).startswith(SNAPSHOT_HEAD)
+    assert snapshot["source"]["form"] == "snapshot"  # type: ignore[index]
+    assert [s["name"] for s in snapshot["source"]["sections"]] == [  # type: ignore[index, union-attr]
+        "sandbox:policy",
+        "approval:policy",
+    ]
+    assert events[5].data["reason"] == "initial"
+    assert events[8].data["content"] == "echo: hi"
+    assert events[8].data["is_error"] is False
+    assert events[-1].data == {"turn": 1, "reason": "completed"}
+
+
+async def test_snapshot_and_header_are_appended_only_on_change(tmp_path: Any) -> None:
+    kernel, agent, _ = compose([{"text": "one"}, {"text": "two"}, {"text": "three"}], tmp_path)
+    await agent.run("first")
+    await agent.run("second")
+    snapshots = [
+        e
+        for e in agent.session.events
+        if e.type == "user/message"
+        and "source" in e.data
+        and e.data["source"].get("form") == "snapshot"
+    ]  # type: ignore[union-attr]
+    headers = [e for e in agent.session.events if e.type == "request/header"]
+    assert len(snapshots) == 1 and len(headers) == 1
+    sandbox = kernel.ctx.get("sandbox_policy")
+    assert sandbox is not None
+    sandbox.set_sandbox_mode(agent.session, "read-only")
+    await agent.run("third")
+    snapshots = [
+        e
+        for e in agent.session.events
+        if e.type == "user/message" and e.data["source"].get("form") == "snapshot"
+    ]  # type: ignore[union-attr]
+    assert len(snapshots) == 2
+    assert "read-only" in str(snapshots[-1].data["content"])
+    assert len([e for e in agent.session.events if e.type == "request/header"]) == 1
+
+
+async def test_no_contexts_means_no_snapshot(tmp_path: Any) -> None:
+    _, agent, _ = compose([{"text": "ok"}], tmp_path, policies=False)
+    await agent.run("hello")
+    assert "user/message" in layout(agent)
+    assert not any(
+        e.type == "user/message" and e.data["source"].get("form") == "snapshot"  # type: ignore[union-attr]
+        for e in agent.session.events
+    )
+
+
+async def test_step_budget_blocks_the_turn(tmp_path: Any) -> None:
+    steps = [{"tool_calls": [{"name": "echo", "arguments": {"text": str(i)}}]} for i in range(5)]
+    _, agent, _ = compose(steps, tmp_path, max_steps=2)
+    result = await agent.run("loop")
+    assert result.stop_reason == "blocked"
+    assert agent.session.events[-1].data == {
+        "turn": 1,
+        "reason": "blocked",
+        "detail": "step budget of 2 exhausted",
+    }
+
+
+async def test_length_finish_is_max_tokens(tmp_path: Any) -> None:
+    _, agent, _ = compose([{"text": "cut off", "finish": "length"}], tmp_path)
+    result = await agent.run("long")
+    assert result.stop_reason == "max-tokens"
+
+
+async def test_model_error_ends_the_turn_with_error(tmp_path: Any) -> None:
+    _, agent, _ = compose([{"text": "x", "expect": "never-matches"}], tmp_path)
+    result = await agent.run("hello")
+    assert result.stop_reason == "error"
+    end = agent.session.events[-1].data
+    assert end["reason"] == "error" and str(end["error"]).startswith("MODEL_SCRIPT")
+    # the interrupted step was closed
+    assert layout(agent)[-2] == "step/end"
+
+
+async def test_bad_arguments_are_an_error_result_not_a_crash(tmp_path: Any) -> None:
+    _, agent, _ = compose(
+        [
+            {"tool_calls": [{"name": "echo", "arguments": {"text": 3, "extra": 1}}]},
+            {"tool_calls": [{"name": "nope", "arguments": {}}]},
+            {"text": "recovered"},
+        ],
+        tmp_path,
+    )
+    result = await agent.run("go")
+    assert result.stop_reason == "completed"
+    results = [e.data for e in agent.session.events if e.type == "tool/result"]
+    assert results[0]["is_error"] is True
+    assert str(results[0]["content"]).startswith('Error: invalid arguments for tool "echo": ')
+    assert "extra" in str(results[0]["content"])
+    assert results[1]["content"] == 'Error: unknown tool "nope"'
+
+
+async def test_cancel_during_a_tool_aborts_with_cause(tmp_path: Any) -> None:
+    _, agent, slow = compose([{"tool_calls": [{"name": "slow", "arguments": {}}]}], tmp_path)
+    agent.followup("wait")
+    await slow.started.wait()
+    agent.cancel("parent")
+    await agent.when_idle()
+    assert agent.last_result is not None
+    assert (agent.last_result.stop_reason, agent.last_result.cause) == ("aborted", "parent")
+    tool_result = next(e for e in agent.session.events if e.type == "tool/result")
+    assert tool_result.data["content"] == 'Error: tool "slow" was cancelled'
+    assert agent.session.events[-1].data == {"turn": 1, "reason": "aborted", "cause": "parent"}
+    assert not agent.session.has_open_turn()
+
+
+async def test_inject_does_not_wake_and_rides_the_next_step(tmp_path: Any) -> None:
+    _, agent, _ = compose([{"text": "a"}, {"text": "b"}], tmp_path)
+    agent.inject("background fact", source={"kind": "plugin", "plugin": "test"})
+    await asyncio.sleep(0)
+    assert agent.status == "idle" and "turn/start" not in layout(agent)
+    await agent.run("now")
+    contents = [e.data["content"] for e in agent.session.events if e.type == "user/message"]
+    assert contents[:2] == ["now", "background fact"]
+
+
+async def test_followups_each_get_their_own_turn(tmp_path: Any) -> None:
+    _, agent, _ = compose([{"text": "a"}, {"text": "b"}], tmp_path)
+    agent.followup("one")
+    agent.followup("two")
+    await agent.when_idle()
+    turns = [e.data for e in agent.session.events if e.type == "turn/end"]
+    assert [t["turn"] for t in turns] == [1, 2]
+
+
+async def test_cancel_without_keep_inbox_discards_queued_work(tmp_path: Any) -> None:
+    _, agent, slow = compose([{"tool_calls": [{"name": "slow", "arguments": {}}]}], tmp_path)
+    agent.followup("first")
+    agent.followup("second")
+    await slow.started.wait()
+    agent.cancel("user")
+    await agent.when_idle()
+    assert [e.data["turn"] for e in agent.session.events if e.type == "turn/start"] == [1]
+    cleared = [e.data for e in agent.session.events if e.type == "agent/inbox/spliced"][-1]
+    assert cleared == {"target": "next-turn", "start": 0, "removed_count": 1}
+
+
+@pytest.mark.parametrize("keep", [True])
+async def test_cancel_with_keep_inbox_parks_work(tmp_path: Any, keep: bool) -> None:
+    _, agent, slow = compose(
+        [{"tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "second ran"}], tmp_path
+    )
+    agent.followup("first")
+    agent.followup("second")
+    await slow.started.wait()
+    agent.cancel("user", keep_inbox=keep)
+    await agent.when_idle()
+    assert [e.data["turn"] for e in agent.session.events if e.type == "turn/start"] == [1, 2]
+    assert agent.last_result is not None and agent.last_result.output == "second ran"
