@@ -18,11 +18,12 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from tether.agent import Agent, AgentOptions, StopReason
 from tether.errors import TetherError
-from tether.kernel import Kernel, PluginEntry, load_plugins, resolve_plugin
+from tether.kernel import Kernel, PluginEntry, load_plugins, read_config, resolve_plugin
 from tether.model import ModelClient, resolve_model
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
@@ -34,6 +35,7 @@ from tether.tools.pipeline import ToolRuntime
 ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
 
 DEFAULT_PRESET = "workspace-write"
+CONFIG_FILE = "tether.toml"
 
 
 class SessionEvent(NamedTuple):
@@ -84,10 +86,20 @@ class Harness:
         approval: str | None = None,
         approver: ApproverFn | None = None,
         plugins: Sequence[str | PluginEntry] = (),
+        config: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Harness]:
+        """Compose a harness. ``config`` is a ``tether.toml``; by default the workspace's own
+        ``tether.toml`` is read when it exists. Its plugins load before ``plugins``."""
         env = os.environ if env is None else env
         root = os.path.realpath(os.fspath(workspace))
+        config_path = Path(config) if config is not None else Path(root) / CONFIG_FILE
+        entries = (
+            list(read_config(config_path).plugins)
+            if config is not None or config_path.is_file()
+            else []
+        )
+        entries += [p if isinstance(p, PluginEntry) else PluginEntry(name=p) for p in plugins]
         if sandbox is not None:
             sandbox = parse_sandbox_mode(sandbox).value
         if approval is not None:
@@ -114,10 +126,7 @@ class Harness:
                 tools.register(tool)
             if approver is not None:
                 register_answerer(kernel.ctx, _answerer(approver))
-            load_plugins(
-                kernel,
-                [p if isinstance(p, PluginEntry) else PluginEntry(name=p) for p in plugins],
-            )
+            load_plugins(kernel, entries)
             harness = cls(
                 kernel,
                 session_store,

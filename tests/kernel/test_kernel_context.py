@@ -214,7 +214,7 @@ async def test_waterfall_scopes(ctx: Context) -> None:
 
 async def test_waterfall_without_listeners_returns_the_fallback_value(ctx: Context) -> None:
     assert await ctx.waterfall("w", {"x": 1}, "unavailable") == "unavailable"
-    assert await ctx.waterfall("w", {}, None) is None
+    assert await ctx.waterfall("w", {}, 0) == 0
 
 
 async def test_waterfall_fallback_callables(ctx: Context) -> None:

@@ -71,7 +71,9 @@ def test_surface_events_accept_append(event_type: str) -> None:
 def test_surface_event_accepts_replace_with_a_range() -> None:
     session = fresh()
     event = session.append(
-        "assistant/message", {"content": "summary"}, surface_op={"op": "replace", "start": 0, "end": 3}
+        "assistant/message",
+        {"content": "summary"},
+        surface_op={"op": "replace", "start": 0, "end": 3},
     )
     assert event.to_dict() == {
         "type": "assistant/message",
@@ -80,7 +82,9 @@ def test_surface_event_accepts_replace_with_a_range() -> None:
         "data": {"content": "summary"},
         "surface_op": {"op": "replace", "start": 0, "end": 3},
     }
-    empty_range = session.append("user/message", USER, surface_op={"op": "replace", "start": 2, "end": 2})
+    empty_range = session.append(
+        "user/message", USER, surface_op={"op": "replace", "start": 2, "end": 2}
+    )
     assert empty_range.surface_op == {"op": "replace", "start": 2, "end": 2}
 
 
@@ -111,7 +115,9 @@ def test_surface_events_need_a_valid_surface_op(surface_op: object) -> None:
     assert len(session) == 0
 
 
-@pytest.mark.parametrize("event_type", ["turn/start", "tool/call", "sandbox/mode", "session/end-seed"])
+@pytest.mark.parametrize(
+    "event_type", ["turn/start", "tool/call", "sandbox/mode", "session/end-seed"]
+)
 @pytest.mark.parametrize("surface_op", ["append", {"op": "replace", "start": 0, "end": 0}])
 def test_log_only_events_refuse_surface_op(event_type: str, surface_op: object) -> None:
     session = fresh()
@@ -157,7 +163,13 @@ def test_unknown_ignorable_type_is_accepted_at_append() -> None:
     name = unique_type()
     event = fresh().append(name, {"x": 1}, ignorable=True)
     assert event.ignorable is True
-    assert event.to_dict() == {"type": name, "seq": 0, "time": 42, "data": {"x": 1}, "ignorable": True}
+    assert event.to_dict() == {
+        "type": name,
+        "seq": 0,
+        "time": 42,
+        "data": {"x": 1},
+        "ignorable": True,
+    }
     assert not is_known_event_type(name)
 
 
@@ -286,7 +298,11 @@ def test_from_dict_refuses_malformed_records(raw: object) -> None:
 
 
 def test_from_dict_surface_event_round_trip() -> None:
-    raw = record(type="tool/result", data={"call_id": "c1", "name": "read", "content": "x", "is_error": False}, surface_op="append")
+    raw = record(
+        type="tool/result",
+        data={"call_id": "c1", "name": "read", "content": "x", "is_error": False},
+        surface_op="append",
+    )
     event = Event.from_dict(raw)
     assert event.to_dict() == raw
 
@@ -327,4 +343,6 @@ def test_envelope_key_order_in_json() -> None:
     )
     name = unique_type()
     ignorable = Event.make(name, 0, 1, {}, ignorable=True)
-    assert ignorable.to_json() == f'{{"type":"{name}","seq":0,"time":1,"data":{{}},"ignorable":true}}'
+    assert (
+        ignorable.to_json() == f'{{"type":"{name}","seq":0,"time":1,"data":{{}},"ignorable":true}}'
+    )

@@ -129,7 +129,9 @@ def test_none_payload_means_empty_object() -> None:
 def test_lone_surrogates_are_refused_in_values_and_keys() -> None:
     # Such a string could be appended but never encoded for storage.
     err = refused({"out": ["fine", "bad \udcff byte"]})
-    assert str(err) == "data.out[1]: string contains a lone surrogate at index 4 (not valid Unicode)"
+    assert (
+        str(err) == "data.out[1]: string contains a lone surrogate at index 4 (not valid Unicode)"
+    )
     err = refused({"obj": {"\ud800": 1}})
     assert str(err).startswith("data.obj: string contains a lone surrogate")
 
@@ -218,7 +220,9 @@ JSON_LEAVES = (
 )
 JSON_VALUES = st.recursive(
     JSON_LEAVES,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -255,7 +259,7 @@ def test_event_data_is_deeply_read_only() -> None:
     assert isinstance(event.data, MappingProxyType)
     assert isinstance(event.data["list"], tuple)
     assert isinstance(event.data["obj"], MappingProxyType)
-    assert isinstance(event.data["list"][1], MappingProxyType)  # type: ignore[index]
+    assert isinstance(event.data["list"][1], MappingProxyType)
     with pytest.raises(TypeError):
         event.data["new"] = 1  # type: ignore[index]
     with pytest.raises(TypeError):
@@ -273,7 +277,12 @@ def test_to_dict_returns_a_fresh_copy() -> None:
     copy = event.to_dict()
     copy["data"]["obj"]["k"].append(2)  # type: ignore[index]
     copy["type"] = "changed"
-    assert event.to_dict() == {"type": "turn/start", "seq": 0, "time": 7, "data": {"obj": {"k": [1]}}}
+    assert event.to_dict() == {
+        "type": "turn/start",
+        "seq": 0,
+        "time": 7,
+        "data": {"obj": {"k": [1]}},
+    }
 
 
 def test_surface_op_is_frozen_too() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from tether.session import (
     Event,
+    PayloadError,
     SeedError,
     Session,
     SessionHeader,
@@ -293,7 +294,9 @@ def test_appends_made_by_an_observer_reach_every_observer_in_seq_order() -> None
 def test_observer_added_during_delivery_is_not_called_for_that_event() -> None:
     session = fresh()
     late: list[int] = []
-    session.observe(lambda s, e: s.observe(lambda s2, e2: late.append(e2.seq)) if e.seq == 0 else None)
+    session.observe(
+        lambda s, e: s.observe(lambda s2, e2: late.append(e2.seq)) if e.seq == 0 else None
+    )
     session.append("turn/start", {"turn": 1})
     assert late == []
     session.append("turn/end", {"turn": 1, "reason": "completed"})
@@ -317,6 +320,6 @@ def test_last_returns_the_newest_event_of_a_type() -> None:
 def test_last_ignores_refused_appends() -> None:
     session = fresh()
     first = session.append("sandbox/mode", {"mode": "read-only"})
-    with pytest.raises(Exception):
+    with pytest.raises(PayloadError):
         session.append("sandbox/mode", {"mode": float("nan")})
     assert session.last("sandbox/mode") is first

@@ -774,6 +774,7 @@ async def test_forked_child_is_stored_with_its_lineage() -> None:
 async def test_fork_veto_rolls_the_child_back() -> None:
     store = make_store()
     two_turns(store)
+
     def no_forks(session: Session) -> None:
         if session.header.parent_session is not None:
             raise RuntimeError("no forks")

@@ -14,7 +14,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 from tether.errors import TetherError
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
@@ -146,6 +146,35 @@ class Context:
         """
         return [entry.fn(payload) for entry in self.runtime._chain(name, scope)]
 
+    # Overloads so a callable fallback types as its result (a plain union makes mypy infer
+    # ``Never``); the last one covers a value fallback.
+    @overload
+    async def waterfall(
+        self,
+        name: str,
+        payload: object,
+        fallback: Callable[[], Awaitable[R]],
+        *,
+        scope: object | None = None,
+    ) -> R: ...
+    @overload
+    async def waterfall(
+        self,
+        name: str,
+        payload: object,
+        fallback: Callable[[], R],
+        *,
+        scope: object | None = None,
+    ) -> R: ...
+    @overload
+    async def waterfall(
+        self,
+        name: str,
+        payload: object,
+        fallback: R,
+        *,
+        scope: object | None = None,
+    ) -> R: ...
     async def waterfall(
         self,
         name: str,

@@ -48,12 +48,12 @@ class FunctionPlugin:
     """A plugin built from a function, for small compositions and tests."""
 
     name: str
-    apply_fn: Callable[[Context, Any], None]
+    apply_fn: Callable[[Context, Any], object]
     requires: tuple[str, ...] = ()
     config_model: type[BaseModel] | None = None
 
     def apply(self, ctx: Context, config: Any) -> None:
-        self.apply_fn(ctx, config)
+        _refuse_awaitable(self.name, self.apply_fn(ctx, config))
 
 
 @dataclass
@@ -67,6 +67,16 @@ class PluginHandle:
         """Unload: every listener, service and effect the plugin registered is removed."""
         self.ctx.dispose()
         self._on_dispose()
+
+
+def _refuse_awaitable(name: str, result: object) -> None:
+    # An ``async def apply`` would register nothing until awaited, and nobody awaits it:
+    # refuse it loudly rather than load a plugin that silently does nothing.
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if callable(close):
+            close()
+        raise PluginError(f"plugin {name!r}: apply(ctx, config) must be synchronous")
 
 
 def validate_config(plugin: object, name: str, raw: Mapping[str, Any] | BaseModel | None) -> Any:
@@ -113,14 +123,7 @@ class Kernel:
         validated = validate_config(plugin, name, config)
         ctx = self.ctx.child(name)
         try:
-            result = apply(ctx, validated)
-            if inspect.isawaitable(result):
-                # An ``async def apply`` would register nothing until awaited, and nobody
-                # awaits it: refuse it loudly rather than load a plugin that does nothing.
-                close = getattr(result, "close", None)
-                if callable(close):
-                    close()
-                raise PluginError(f"plugin {name!r}: apply(ctx, config) must be synchronous")
+            _refuse_awaitable(name, apply(ctx, validated))
         except BaseException:
             ctx.dispose()
             raise

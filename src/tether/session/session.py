@@ -26,7 +26,7 @@ from tether.session.header import SessionHeader
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
-EventObserver = Callable[["Session", Event], None]
+EventObserver = Callable[["Session", Event], object]
 
 
 def wall_clock_ms() -> int:

@@ -35,8 +35,8 @@ from tether.session.session import Clock, Session, has_open_turn, wall_clock_ms
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SessionListener = Callable[[Session], None]
-EventListener = Callable[[Session, Event], None]
+SessionListener = Callable[[Session], object]
+EventListener = Callable[[Session, Event], object]
 
 
 class InvalidBoundaryError(TetherError):

@@ -134,7 +134,8 @@ def decode_log(
             return DecodedLog(events, len(records) - index)
         if event.seq != index:
             raise CorruptLogError(
-                f"session {session_id!r}: {where(index)} has seq {event.seq}, expected {index}"
+                f"session {session_id!r}: {where(index)}: expected seq {index}, found seq "
+                f"{event.seq} (events are missing or out of order)"
             )
         append(event)
     return DecodedLog(events, 0)

@@ -21,6 +21,7 @@ keyed by ``(session_id, seq)``. Design points:
 
 from __future__ import annotations
 
+import builtins
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -30,10 +31,12 @@ from typing import Final, Literal
 from tether.session.events import Event
 from tether.session.header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._codec import (
+    INVALID_RECORD,
     DecodedLog,
     decode_log,
     dumps,
     gc_paused,
+    is_complete_record,
     loads,
     parse_surface_op,
     surface_op_text,
@@ -92,6 +95,11 @@ _SELECT_EVENTS: Final = (
     "WHERE session_id = ? ORDER BY seq"
 )
 
+_SELECT_EVENT: Final = (
+    "SELECT seq, type, time, data, ignorable, surface_op FROM events "
+    "WHERE session_id = ? AND seq = ?"
+)
+
 _Row = tuple[int, str, int, str, int, str | None]
 _EventRow = tuple[str, int, str, int, str, int, str | None]
 
@@ -115,6 +123,7 @@ class SqlitePersistence:
             "tether-sqlite", f"SQLite store {self.path}", wrap=(OSError, sqlite3.Error)
         )
         self._conn: sqlite3.Connection | None = None  # worker thread only
+        self._intact: dict[str, int] = {}  # session -> last seq known intact; worker only
 
     def __repr__(self) -> str:
         return f"SqlitePersistence({self.path!r})"
@@ -163,8 +172,7 @@ class SqlitePersistence:
     def _ensure_schema(conn: sqlite3.Connection) -> None:
         # Checked first so that opening an existing store for reading never writes.
         names = {
-            row[0]
-            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
         if {"sessions", "events"} <= names:
             return
@@ -173,6 +181,7 @@ class SqlitePersistence:
                 conn.execute(statement)
 
     def _release(self) -> None:
+        self._intact.clear()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -209,7 +218,7 @@ class SqlitePersistence:
     ) -> None:
         if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
             raise SessionNotFoundError(f"session {session_id!r} not found")
-        stored = _stored_length(conn, session_id)
+        stored = self._intact_length(conn, session_id)
         if first != stored:
             raise SeqConflictError(
                 f"session {session_id!r}: append starts at seq {first} but {stored} events "
@@ -221,6 +230,29 @@ class SqlitePersistence:
             raise SeqConflictError(
                 f"session {session_id!r}: seq {first} was taken by a concurrent writer"
             ) from err
+        self._intact[session_id] = first + len(rows) - 1
+
+    def _intact_length(self, conn: sqlite3.Connection, session_id: str) -> int:
+        """Stored event count, after durably dropping damaged final rows (the torn-tail rule)
+        so that an append never lands behind them. Call inside a write transaction.
+
+        Only the last row is read, and only when this instance did not write it.
+        """
+        last = _last_seq(conn, session_id)
+        if last is None or self._intact.get(session_id) == last:
+            return 0 if last is None else last + 1
+        while last is not None:
+            row = conn.execute(_SELECT_EVENT, (session_id, last)).fetchone()
+            try:
+                complete = is_complete_record(_parse_row(row))
+            except INVALID_RECORD:
+                complete = False
+            if complete:
+                self._intact[session_id] = last
+                return last + 1
+            conn.execute("DELETE FROM events WHERE session_id = ? AND seq = ?", (session_id, last))
+            last = _last_seq(conn, session_id)
+        return 0
 
     def _read(self, session_id: str, *, repair: bool) -> StoredSession:
         conn = self._connection()
@@ -245,6 +277,7 @@ class SqlitePersistence:
                         (session_id, len(decoded.events)),
                     )
                 conn.executemany(_INSERT_EVENT, [_event_row(session_id, e) for e in closers])
+            self._intact.pop(session_id, None)
             return StoredSession(header, (*decoded.events, *closers), report)
 
     def _read_snapshot(
@@ -256,17 +289,17 @@ class SqlitePersistence:
         if row is None:
             raise SessionNotFoundError(f"session {session_id!r} not found")
         header = _header(row)
-        rows: list[_Row] = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
+        rows: builtins.list[_Row] = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
         decoded = decode_log(session_id, rows, _parse_row, _where(rows))
         if decoded.torn and rows[len(decoded.events)][0] != len(decoded.events):
             # Deleting from the first damaged row's seq must not reach an intact row.
+            kept = len(decoded.events)
             raise CorruptLogError(
-                f"session {session_id!r}: event seq {rows[len(decoded.events)][0]} is damaged "
-                f"and seq {len(decoded.events)} is missing"
+                f"session {session_id!r}: {_where(rows)(kept)} is damaged and seq {kept} is missing"
             )
         return header, decoded
 
-    def _list(self) -> list[SessionHeader]:
+    def _list(self) -> builtins.list[SessionHeader]:
         conn = self._connection()
         rows = conn.execute(
             f"SELECT {_HEADER_COLUMNS} FROM sessions ORDER BY created_at, id"
@@ -286,11 +319,11 @@ def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-def _stored_length(conn: sqlite3.Connection, session_id: str) -> int:
+def _last_seq(conn: sqlite3.Connection, session_id: str) -> int | None:
     (last,) = conn.execute(
         "SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)
     ).fetchone()
-    return 0 if last is None else int(last) + 1
+    return None if last is None else int(last)
 
 
 def _check_contiguous(session_id: str, events: Sequence[Event]) -> None:
@@ -329,7 +362,7 @@ def _parse_row(row: _Row) -> object:
 
 
 def _where(rows: Sequence[_Row]) -> Callable[[int], str]:
-    return lambda index: f"event seq {rows[index][0]}"
+    return lambda index: f"row {index + 1} (seq {rows[index][0]})"
 
 
 def _header(row: tuple[object, ...]) -> SessionHeader:

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from tether import __version__
-from tether.surfaces.cli import demo, run, sessions
+from tether.surfaces.cli import demo, doctor, run, sessions
 
 app = typer.Typer(
     name="tether",
@@ -25,6 +25,7 @@ app = typer.Typer(
 app.add_typer(sessions.app, name="sessions")
 app.command("run")(run.run_command)
 app.command("demo")(demo.demo_command)
+app.command("doctor")(doctor.doctor_command)
 
 
 def _print_version(value: bool) -> None:

@@ -11,7 +11,7 @@ log whose committed facts (a ``sandbox/mode`` switch, an approval) silently went
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from tether.errors import TetherError
@@ -108,7 +108,3 @@ def _parse_event(raw: bytes, number: int, source: str) -> Event:
 
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
-
-
-def render_events(events: Sequence[Event]) -> list[dict[str, object]]:
-    return [event.to_dict() for event in events]

@@ -15,6 +15,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from tether.agent.context_snapshot import is_snapshot
 from tether.harness import Harness, SessionEvent
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, run
@@ -80,11 +81,9 @@ def _narrate(console: Console, item: SessionEvent) -> None:
     event, data = item.event, item.event.data
     short = item.session_id[:8]
     if event.type == "user/message":
-        source = data.get("source")
-        if isinstance(source, dict) or hasattr(source, "get"):
-            if source.get("form") == "snapshot":  # type: ignore[union-attr]
-                console.print(f"[dim]{short} runtime context updated[/dim]")
-                return
+        if is_snapshot(event):
+            console.print(f"[dim]{short} runtime context updated[/dim]")
+            return
         console.print(f"[cyan]{short} user:[/cyan] {data.get('content')}")
     elif event.type == "assistant/message" and data.get("content"):
         console.print(f"[green]{short} assistant:[/green] {data.get('content')}")
@@ -94,10 +93,20 @@ def _narrate(console: Console, item: SessionEvent) -> None:
         style = "red" if data.get("is_error") else "dim"
         text = str(data.get("content")).splitlines()[0] if data.get("content") else ""
         console.print(f"[{style}]{short}   → {text}[/{style}]")
-    elif event.type in ("approval/asked", "approval/decided", "sandbox/mode", "approval/policy"):
+    elif event.type in (
+        "approval/asked",
+        "approval/decided",
+        "sandbox/mode",
+        "approval/policy",
+        "permission/preset",
+    ):
         console.print(f"[magenta]{short} {event.type}[/magenta] {json.dumps(thaw(data))}")
     elif event.type == "turn/end":
-        console.print(f"[bold]{short} turn {data.get('turn')} ended: {data.get('reason')}[/bold]")
+        detail = data.get("error") or data.get("detail")
+        suffix = f" ({detail})" if detail else ""
+        console.print(
+            f"[bold]{short} turn {data.get('turn')} ended: {data.get('reason')}{suffix}[/bold]"
+        )
 
 
 __all__ = ["demo_command"]

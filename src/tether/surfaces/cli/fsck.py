@@ -77,7 +77,7 @@ class Problem:
             return f"unclosed turn (closers: {', '.join(self.closers)})"
         if self.kind is ProblemKind.UNMATCHED_APPROVAL:
             return f"unmatched approval ({', '.join(self.ids)})"
-        return f"unreadable: {self.code}: {self.message}"
+        return f"{self.code}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +110,16 @@ class SessionCheck:
         return out
 
     def describe(self) -> str:
+        head = f"{self.session_id}: {self.status.value}"
         if self.status is Status.OK:
-            return f"{self.session_id}: ok"
+            return head
+        if self.status is Status.REPAIRED and self.repaired is not None:
+            return f"{head}: {describe_repair(self.repaired)}"
         found = "; ".join(p.describe() for p in self.problems)
-        if self.status is Status.REPAIRED:
-            return f"{self.session_id}: repaired: {found}"
-        if self.repaired is not None and self.remaining:
+        if self.repaired is not None:
             left = "; ".join(p.describe() for p in self.remaining)
-            return f"{self.session_id}: {self.status.value}: {found}; still: {left}"
-        return f"{self.session_id}: {self.status.value}: {found}"
+            return f"{head}: {found}; repair ({describe_repair(self.repaired)}) left: {left}"
+        return f"{head}: {found}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,17 @@ class FsckReport:
         noun = "session" if total == 1 else "sessions"
         parts = [f"{n} {status}" for status, n in self.counts().items() if n]
         return f"checked {total} {noun}: {', '.join(parts) if parts else 'nothing to check'}"
+
+
+def describe_repair(report: RepairReport) -> str:
+    """What ``load`` did, e.g. ``dropped 1 torn record; added step/end, turn/end``."""
+    parts = []
+    if report.dropped_tail:
+        noun = "record" if report.dropped_tail == 1 else "records"
+        parts.append(f"dropped {report.dropped_tail} torn {noun}")
+    if report.synthesized:
+        parts.append(f"added {', '.join(report.synthesized)}")
+    return "; ".join(parts) or "nothing changed"
 
 
 def problems_of(report: RepairReport) -> tuple[Problem, ...]:
@@ -199,8 +211,6 @@ async def check_session(persistence: Persistence, session_id: str, *, repair: bo
     return SessionCheck(session_id, status, problems, remaining, loaded.repair)
 
 
-async def fsck(
-    persistence: Persistence, session_ids: Sequence[str], *, repair: bool
-) -> FsckReport:
+async def fsck(persistence: Persistence, session_ids: Sequence[str], *, repair: bool) -> FsckReport:
     checks = [await check_session(persistence, sid, repair=repair) for sid in session_ids]
     return FsckReport(tuple(checks), repair)

@@ -74,6 +74,12 @@ def run_command(
             error_line("run: give a PROMPT argument (or pipe one on stdin)")
             raise typer.Exit(2)
         prompt = sys.stdin.read()
+    if resume and (sandbox or approval):
+        error_line(
+            "run: --sandbox/--approval cannot change a resumed session: its recorded scope is "
+            "replayed from its log"
+        )
+        raise typer.Exit(2)
     plugins = [PluginEntry(name=p) for p in plugin or []]
     if approver:
         plugins.insert(0, PluginEntry(name="approver_command", config={"command": approver}))

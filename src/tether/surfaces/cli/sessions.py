@@ -83,7 +83,9 @@ async def _list(store: str | None) -> list[SessionHeader]:
 
 # -- show -------------------------------------------------------------------------------------
 @app.command("show")
-def show(session_id: SessionIdArgument, store: StoreOption = None, as_json: JsonOption = False) -> None:
+def show(
+    session_id: SessionIdArgument, store: StoreOption = None, as_json: JsonOption = False
+) -> None:
     """A session's header and events, as loading would see them (nothing is written)."""
     stored = run(_inspect(store, session_id))
     if as_json:
@@ -163,7 +165,11 @@ def export(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", metavar="FILE", help="Write to FILE instead of stdout.", dir_okay=False
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write to FILE instead of stdout.",
+            dir_okay=False,
         ),
     ] = None,
     store: StoreOption = None,
@@ -233,7 +239,7 @@ async def _import(store: str | None, data: bytes, source: str) -> str:
 def fsck_command(
     session_id: Annotated[
         str | None,
-        typer.Argument(metavar="[ID]", help="Check only this session (default: every session)."),
+        typer.Argument(metavar="ID", help="Check only this session (default: every session)."),
     ] = None,
     repair: Annotated[
         bool,

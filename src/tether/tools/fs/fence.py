@@ -35,16 +35,13 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from tether.errors import TetherError
+from tether.policy import SandboxMode
 from tether.tools.base import ToolResult
 
-READ_ONLY: Final = "read-only"
-"""No file changes at all."""
-WORKSPACE_WRITE: Final = "workspace-write"
-"""File changes only under the workspace root, ``.git`` excluded."""
-DANGER_FULL_ACCESS: Final = "danger-full-access"
-"""No fence: paths are used as given, symbolic links followed."""
-
-KNOWN_MODES: Final = frozenset({READ_ONLY, WORKSPACE_WRITE, DANGER_FULL_ACCESS})
+# The vocabulary lives in tether.policy (one home); these names keep the fence readable.
+READ_ONLY: Final = SandboxMode.READ_ONLY
+WORKSPACE_WRITE: Final = SandboxMode.WORKSPACE_WRITE
+DANGER_FULL_ACCESS: Final = SandboxMode.DANGER_FULL_ACCESS
 
 NO_POLICY_REASON: Final = "no sandbox policy is composed; file writes are refused"
 
@@ -78,7 +75,7 @@ class SandboxDenied(FileToolError):
     def __init__(self, reason: str, mode: str) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.mode = mode
+        self.mode = str(mode)
 
 
 def denial_marker(mode: str) -> str:
@@ -88,6 +85,7 @@ def denial_marker(mode: str) -> str:
 
 def sandbox_denial(reason: str, mode: str) -> ToolResult:
     """``Error: <reason> [sandbox: file access denied under <mode> mode]``."""
+    mode = str(mode)
     return ToolResult.error(f"{reason} {denial_marker(mode)}", sandbox_denied=True, mode=mode)
 
 
@@ -118,7 +116,7 @@ def display_path(policy: FencePolicy | None, abs_path: str) -> str:
     if rel == os.curdir:
         return "."
     if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-        return abs_path
+        return os.path.normpath(abs_path)
     return rel
 
 
@@ -144,7 +142,7 @@ class WritePlan:
     ``parts`` is the absolute target split at its last component.
     """
 
-    mode: str
+    mode: SandboxMode
     display: str
     confined: bool
     root: str
@@ -153,6 +151,27 @@ class WritePlan:
     @property
     def name(self) -> str:
         return self.parts[-1]
+
+    @property
+    def target(self) -> str:
+        """The absolute path the write lands on (as planned)."""
+        return os.path.join(self.root, *self.parts)
+
+
+def _stable_realpath(target: str, display: str, mode: SandboxMode) -> str:
+    """``realpath``, which raises when a link it saw vanishes under it (e.g. ``EINVAL``).
+
+    A few retries absorb a one-off change; a path that keeps changing is refused, since the
+    fence cannot tell where the write would land.
+    """
+    for _ in range(3):
+        try:
+            return os.path.realpath(target)
+        except OSError as err:
+            problem = err.strerror or str(err)
+    raise SandboxDenied(
+        f"cannot write {display}: the path kept changing while it was checked ({problem})", mode
+    )
 
 
 def plan_write(policy: FencePolicy | None, path: str, *, mode: str | None = None) -> WritePlan:
@@ -164,9 +183,13 @@ def plan_write(policy: FencePolicy | None, path: str, *, mode: str | None = None
     """
     if policy is None:
         raise FileToolError(NO_POLICY_REASON)
-    effective = mode if mode is not None else policy.mode
-    if effective not in KNOWN_MODES:
-        raise FileToolError(f'unknown sandbox mode "{effective}"; file writes are refused')
+    requested = str(mode if mode is not None else policy.mode)
+    try:
+        effective = SandboxMode(requested)
+    except ValueError:
+        raise FileToolError(
+            f'unknown sandbox mode "{requested}"; file writes are refused'
+        ) from None
     if effective == READ_ONLY:
         raise SandboxDenied(f"cannot write {path}: the sandbox is read-only", effective)
     if not path:
@@ -180,12 +203,14 @@ def plan_write(policy: FencePolicy | None, path: str, *, mode: str | None = None
             raise FileToolError(f"{path} is a directory")
         return WritePlan(effective, path, False, head, (tail,))
 
-    root = policy.workspace_root
+    # The policy's root is canonical by contract; canonicalising again costs little and keeps
+    # a hand-built policy with a linked root from refusing every write as "outside".
+    root = os.path.realpath(policy.workspace_root)
     # realpath resolves links and ``..`` as the filesystem stands now; the walk re-checks
     # every component without following links, so a change after this point is refused.
-    real = os.path.realpath(target)
+    real = _stable_realpath(target, path, effective)
     rel = os.path.relpath(real, root)
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
         shown = "" if real == target else f" (it resolves to {real})"
         raise SandboxDenied(
             f"cannot write {path}: it is outside the workspace {root}{shown}", effective
@@ -209,21 +234,35 @@ def _symlink_denial(plan: WritePlan, component: str) -> SandboxDenied:
     )
 
 
+def _changed_denial(plan: WritePlan, component: str) -> SandboxDenied:
+    return SandboxDenied(
+        f"cannot write {plan.display}: {component} changed while it was being written", plan.mode
+    )
+
+
 def _open_dir(plan: WritePlan, parent_fd: int, name: str, shown: str) -> int:
-    """Open directory ``name`` under ``parent_fd`` without following a link."""
+    """Open directory ``name`` under ``parent_fd`` without following a link.
+
+    Linux reports a link opened with ``O_DIRECTORY | O_NOFOLLOW`` as ``ENOTDIR`` (``ELOOP``
+    without ``O_DIRECTORY``), so ``ENOTDIR`` is told apart by a second look: a link, or a
+    directory again (it was swapped back in between), means the path is changing under us.
+    """
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise _symlink_denial(plan, shown) from err
-        if err.errno == errno.ENOTDIR:
+        if err.errno != errno.ENOTDIR:
+            raise
+        try:
             st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode):
-                raise _symlink_denial(plan, shown) from err
-            raise FileToolError(
-                f"cannot write {plan.display}: {shown} is not a directory"
-            ) from err
-        raise
+        except FileNotFoundError:
+            raise _changed_denial(plan, shown) from err
+        if stat.S_ISLNK(st.st_mode):
+            raise _symlink_denial(plan, shown) from err
+        if stat.S_ISDIR(st.st_mode):
+            raise _changed_denial(plan, shown) from err
+        raise FileToolError(f"cannot write {plan.display}: {shown} is not a directory") from err
 
 
 @contextlib.contextmanager
@@ -346,7 +385,6 @@ def replace_file(plan: WritePlan, parent_fd: int, data: bytes) -> bool:
 
 __all__ = [
     "DANGER_FULL_ACCESS",
-    "KNOWN_MODES",
     "NO_POLICY_REASON",
     "PROTECTED_COMPONENT",
     "READ_ONLY",

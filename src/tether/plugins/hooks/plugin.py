@@ -1,0 +1,366 @@
+"""The ``hooks`` plugin: Claude Code command hooks bridged onto tether's interception points.
+
+=====================  ===================================  =========================================
+Claude Code event      tether point                         effect of the merged reply
+=====================  ===================================  =========================================
+``PreToolUse``         ``tools/pre-execute`` waterfall      deny → deny; ask → ask (the approval
+                                                            service asks); allow / nothing → the
+                                                            rest of the chain decides
+``PostToolUse``        ``tools/post-execute`` waterfall     block → the result becomes
+                                                            ``Error: <reason>``
+``UserPromptSubmit``   ``agent/pre-step`` at step 1         block → ``reject`` (turn ends
+                                                            ``blocked``, prompt never logged)
+``Stop``               ``agent/turn-end`` (root agents)     block → the reason is queued as a
+                                                            followup turn
+``SubagentStart``      ``subagent/start`` notification      context → injected into the child
+``SubagentStop``       ``subagent/end`` notification        reported only
+``SessionStart``       ``sessions.on_created`` (and         context → injected at the first step
+                       ``agent/session-start``)
+=====================  ===================================  =========================================
+
+Context (``additionalContext``, or plain stdout for UserPromptSubmit/SessionStart) reaches the
+model as an injected ``user/message`` with source ``{kind: plugin, plugin: hooks, hook_event}``.
+A hook ``allow`` never overrides another listener's deny or ask: tether has no permission
+prompt for it to skip, only other policies, and those keep their say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from tether.kernel import Context, Next, PluginConfigError
+from tether.plugins.hooks.payload import (
+    call_arguments,
+    claude_tool_input,
+    claude_tool_name,
+    claude_tool_response,
+)
+from tether.plugins.hooks.service import (
+    HOOKS_SERVICE,
+    Dispatch,
+    HookService,
+    HookSettings,
+    context_source,
+)
+from tether.plugins.hooks.settings import (
+    HookEvent,
+    HookHandler,
+    HookSettingsError,
+    parse_hooks_block,
+    read_settings_file,
+)
+from tether.session import Session
+from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
+
+log = logging.getLogger(__name__)
+
+
+class HooksConfig(BaseModel):
+    """The plugin's configuration (``[[plugins]] name = "hooks"`` in ``tether.toml``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hooks: dict[str, Any] = Field(default_factory=dict)
+    """Inline hooks, Claude Code's shape: ``{PreToolUse = [{matcher = "Bash", hooks = [...]}]}``."""
+    settings_files: list[str] = Field(default_factory=list)
+    """``.claude/settings.json``-style files whose ``hooks`` block is added after the inline
+    hooks, in order. Missing files are skipped; malformed ones fail the load."""
+    project_dir: str | None = None
+    """Base for relative ``settings_files`` (default: the process cwd at load)."""
+    default_timeout: float = Field(default=600.0, gt=0, allow_inf_nan=False)
+    """Seconds a command may run when its handler sets no ``timeout`` (Claude Code: 10 min)."""
+    pass_env: list[str] = Field(default_factory=list)
+    """Environment variables passed to hooks besides PATH, HOME, LANG and TERM."""
+    fail_closed: bool = False
+    """When true, a PreToolUse hook that errors, times out or prints an invalid reply denies
+    the call. Default false: such a hook is reported and makes no decision (Claude Code)."""
+
+    _inline: list[HookHandler] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _parse_inline(self) -> HooksConfig:
+        try:
+            self._inline = parse_hooks_block(self.hooks, "tether.toml", strict=True)
+        except HookSettingsError as err:
+            raise ValueError(str(err)) from None
+        return self
+
+    def inline_handlers(self) -> list[HookHandler]:
+        return list(self._inline)
+
+
+def load_handlers(config: HooksConfig) -> list[HookHandler]:
+    """Inline handlers, then each settings file's, in order."""
+    handlers = config.inline_handlers()
+    base = config.project_dir or os.getcwd()
+    for path in config.settings_files:
+        handlers.extend(read_settings_file(path, base_dir=base))
+    return handlers
+
+
+class HookBridge:
+    """The listeners that connect the :class:`HookService` to tether's points."""
+
+    def __init__(self, service: HookService) -> None:
+        self.service = service
+        self._continued: set[str] = set()
+        """Agents whose current turn was started by a blocking Stop hook (stop_hook_active)."""
+        self._session_start: dict[str, asyncio.Task[Dispatch]] = {}
+        """Session id -> the background SessionStart run, awaited at the first step."""
+        self._session_seen: set[str] = set()
+
+    # -- PreToolUse ------------------------------------------------------------------------
+    async def pre_execute(self, call: ToolCall, next: Next) -> Any:
+        service = self.service
+        name = claude_tool_name(call.name)
+        if not service.matching(HookEvent.PRE_TOOL_USE, name):
+            return await next()
+        session = _session_of(call.agent)
+        workspace = service.workspace(session, call.policy)
+        fields = {
+            "tool_name": name,
+            "tool_input": claude_tool_input(call.name, call_arguments(call), workspace),
+            "tool_use_id": call.call_id,
+        }
+        run = await service.dispatch(
+            HookEvent.PRE_TOOL_USE,
+            fields,
+            session=session,
+            subject=name,
+            workspace=workspace,
+            signal=call.signal,
+        )
+        merged = run.merged
+        _inject(call.agent, merged.contexts, HookEvent.PRE_TOOL_USE)
+        if merged.decision == "deny":
+            return PreDecision.deny(merged.reason or "blocked by a PreToolUse hook")
+        downstream = await next()
+        if merged.decision == "ask" and isinstance(downstream, PreDecision):
+            # deny > ask: a later listener's deny stands; anything else becomes our ask.
+            return downstream if downstream.kind == "deny" else PreDecision.ask(merged.reason)
+        return downstream
+
+    # -- PostToolUse -----------------------------------------------------------------------
+    async def post_execute(self, item: tuple[ToolCall, ToolResult], next: Next) -> Any:
+        call, result = item
+        decision = await next()
+        if not isinstance(decision, PostDecision) or decision.kind == "block":
+            return decision
+        final = decision.result or result
+        name = claude_tool_name(call.name)
+        # Claude Code runs PostToolUse after a tool *succeeded*; scripts assume it did.
+        if final.is_error or not self.service.matching(HookEvent.POST_TOOL_USE, name):
+            return decision
+        session = _session_of(call.agent)
+        workspace = self.service.workspace(session, call.policy)
+        tool_input = claude_tool_input(call.name, call_arguments(call), workspace)
+        fields = {
+            "tool_name": name,
+            "tool_input": tool_input,
+            "tool_response": claude_tool_response(name, tool_input, final),
+            "tool_use_id": call.call_id,
+        }
+        run = await self.service.dispatch(
+            HookEvent.POST_TOOL_USE,
+            fields,
+            session=session,
+            subject=name,
+            workspace=workspace,
+            signal=call.signal,
+        )
+        _inject(call.agent, run.merged.contexts, HookEvent.POST_TOOL_USE)
+        if run.merged.decision == "block":
+            return PostDecision("block", feedback=run.merged.reason)
+        return decision
+
+    # -- SessionStart / UserPromptSubmit ----------------------------------------------------
+    def session_created(self, session: Session) -> None:
+        """``sessions.on_created``: never raises (a raise would veto the session)."""
+        try:
+            self._start_session(session)
+        except Exception:
+            log.exception("hooks: SessionStart for %s failed", session.id)
+
+    def agent_session_start(self, agent: Any) -> None:
+        session = _session_of(agent)
+        if session is not None:
+            self.session_created(session)
+
+    def _start_session(self, session: Session) -> None:
+        if session.id in self._session_seen or session.header.origin == "subagent":
+            return
+        self._session_seen.add(session.id)
+        if not self.service.has(HookEvent.SESSION_START):
+            return
+        source = "resume" if session.first_live_seq > 0 else "startup"
+        self._session_start[session.id] = self.service.spawn(
+            self.service.dispatch(
+                HookEvent.SESSION_START, {"source": source}, session=session, subject=source
+            ),
+            "SessionStart",
+        )
+
+    async def pre_step(self, step: Any, next: Next) -> Any:
+        if getattr(step, "step", None) != 1:
+            return await next()
+        agent = step.agent
+        session = _session_of(agent)
+        pending = self._session_start.pop(session.id, None) if session is not None else None
+        if pending is not None:
+            # wait() rather than await: our own cancellation must not cancel the shared run.
+            await asyncio.wait({pending})
+            started = None if pending.cancelled() or pending.exception() else pending.result()
+            if started is not None:
+                _inject(agent, started.merged.contexts, HookEvent.SESSION_START)
+        prompt = _user_prompt(getattr(step, "prompt", None))
+        if (
+            prompt is not None
+            and getattr(agent, "depth", 0) == 0
+            and self.service.has(HookEvent.USER_PROMPT_SUBMIT)
+        ):
+            run = await self.service.dispatch(
+                HookEvent.USER_PROMPT_SUBMIT, {"prompt": prompt}, session=session
+            )
+            if run.merged.decision == "block":
+                return "reject"
+            _inject(agent, run.merged.contexts, HookEvent.USER_PROMPT_SUBMIT)
+        return await next()
+
+    # -- Stop ------------------------------------------------------------------------------
+    def turn_end(self, item: tuple[Any, Any]) -> None:
+        agent, result = item
+        if getattr(agent, "depth", 0) != 0 or getattr(result, "stop_reason", None) == "aborted":
+            return  # subagents have SubagentStop; a user interrupt runs no Stop hook
+        active = agent.id in self._continued
+        self._continued.discard(agent.id)
+        self.service.spawn(self._stop(agent, active), "Stop")
+
+    async def _stop(self, agent: Any, active: bool) -> None:
+        run = await self.service.dispatch(
+            HookEvent.STOP, {"stop_hook_active": active}, session=_session_of(agent)
+        )
+        if run.merged.decision == "block" and callable(getattr(agent, "followup", None)):
+            self._continued.add(agent.id)
+            agent.followup(run.merged.reason or "continue", source=context_source(HookEvent.STOP))
+
+    # -- SubagentStart / SubagentStop ------------------------------------------------------
+    def subagent_start(self, item: tuple[Any, Any, Any]) -> None:
+        self.service.spawn(self.subagent_started(*item), "SubagentStart")
+
+    def subagent_end(self, item: tuple[Any, Any, Any]) -> None:
+        self.service.spawn(self.subagent_stopped(*item), "SubagentStop")
+
+    async def subagent_started(self, parent: Any, child: Any, description: Any) -> None:
+        """Run SubagentStart; awaitable directly by delegation code that wants the child's
+        context in place before its first step."""
+        agent_type = _agent_type(child, description)
+        fields = {"agent_id": _agent_id(child), "agent_type": agent_type}
+        run = await self.service.dispatch(
+            HookEvent.SUBAGENT_START, fields, session=_session_of(parent), subject=agent_type
+        )
+        _inject(child, run.merged.contexts, HookEvent.SUBAGENT_START)
+
+    async def subagent_stopped(self, parent: Any, child: Any, description: Any) -> None:
+        agent_type = _agent_type(child, description)
+        fields = {
+            "stop_hook_active": False,
+            "agent_id": _agent_id(child),
+            "agent_type": agent_type,
+            "agent_transcript_path": self.service.transcript_path(_session_of(child)),
+        }
+        await self.service.dispatch(
+            HookEvent.SUBAGENT_STOP, fields, session=_session_of(parent), subject=agent_type
+        )
+
+
+def _session_of(agent: object) -> Session | None:
+    session = getattr(agent, "session", None)
+    return session if isinstance(session, Session) else None
+
+
+def _inject(agent: object, contexts: Sequence[str], event: HookEvent) -> None:
+    inject = getattr(agent, "inject", None)
+    if not callable(inject):
+        return
+    for text in contexts:
+        inject(text, source=context_source(event))
+
+
+def _user_prompt(prompt: object) -> str | None:
+    """The text of a turn's prompt if a user typed it (plugin followups are not prompts)."""
+    if isinstance(prompt, str):
+        return prompt
+    content = getattr(prompt, "content", None)
+    source = getattr(prompt, "source", None) or {}
+    if isinstance(content, str) and source.get("kind", "user") == "user":
+        return content
+    return None
+
+
+def _agent_id(child: object) -> str:
+    ident = getattr(child, "id", None)
+    return ident if isinstance(ident, str) else str(child)
+
+
+def _agent_type(child: object, description: object) -> str:
+    label = getattr(getattr(child, "options", None), "label", None)
+    if isinstance(label, str) and label:
+        return label
+    return description if isinstance(description, str) else ""
+
+
+class HooksPlugin:
+    """Loads the handlers, provides service ``hooks``, and listens only where a handler is
+    configured (no handler, no per-call cost)."""
+
+    name = "hooks"
+    requires: tuple[str, ...] = ()
+    config_model = HooksConfig
+
+    def apply(self, ctx: Context, config: HooksConfig) -> None:
+        try:
+            handlers = load_handlers(config)
+        except HookSettingsError as err:
+            raise PluginConfigError(f"plugin 'hooks': {err}") from err
+        service = HookService(
+            ctx,
+            handlers,
+            HookSettings(
+                default_timeout=config.default_timeout,
+                pass_env=tuple(config.pass_env),
+                fail_closed=config.fail_closed,
+                project_dir=config.project_dir,
+            ),
+        )
+        bridge = HookBridge(service)
+        ctx.provide(HOOKS_SERVICE, service)
+        ctx.effect(service.close)
+        if service.has(HookEvent.PRE_TOOL_USE):
+            ctx.on("tools/pre-execute", bridge.pre_execute)
+        if service.has(HookEvent.POST_TOOL_USE):
+            ctx.on("tools/post-execute", bridge.post_execute)
+        if service.has(HookEvent.USER_PROMPT_SUBMIT) or service.has(HookEvent.SESSION_START):
+            ctx.on("agent/pre-step", bridge.pre_step)
+        if service.has(HookEvent.STOP):
+            ctx.on("agent/turn-end", bridge.turn_end)
+        if service.has(HookEvent.SUBAGENT_START):
+            ctx.on("subagent/start", bridge.subagent_start)
+        if service.has(HookEvent.SUBAGENT_STOP):
+            ctx.on("subagent/end", bridge.subagent_end)
+        if service.has(HookEvent.SESSION_START):
+            ctx.on("agent/session-start", bridge.agent_session_start)
+            sessions = ctx.get("sessions")
+            on_created = getattr(sessions, "on_created", None)
+            if callable(on_created):
+                ctx.effect(on_created(bridge.session_created))
+
+
+plugin: Final = HooksPlugin()
+
+__all__ = ["HookBridge", "HooksConfig", "HooksPlugin", "load_handlers", "plugin"]

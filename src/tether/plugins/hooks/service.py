@@ -1,0 +1,270 @@
+"""The hook service: run the matching commands of one event, serially, with durable records.
+
+For every command it runs, the service appends to the agent's session
+
+- ``hook/invoked {turn, point, dialect: "claude-code", matcher?, handler_id}`` before it starts,
+- ``hook/result {turn, point, handler_id, decision, exit_code?, stderr_summary?, duration_ms}``
+  when it finished,
+
+where ``point`` is the Claude Code event name. Both must sit inside an open turn
+(behaviour.md §4.2). Hooks that fire outside one (``SessionStart`` at session creation,
+``Stop`` after ``turn/end``) still run; only their records are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tether.kernel import Context
+from tether.plugins.hooks.payload import base_payload, encode_payload
+from tether.plugins.hooks.protocol import (
+    FAILED,
+    HookReply,
+    MergedReply,
+    interpret,
+    merge,
+    stderr_summary,
+)
+from tether.plugins.hooks.runner import hook_env, run_command
+from tether.plugins.hooks.settings import HookEvent, HookHandler
+from tether.session import JsonValue, Session
+from tether.signals import AbortSignal
+
+log = logging.getLogger(__name__)
+
+HOOKS_SERVICE: Final = "hooks"
+DIALECT: Final = "claude-code"
+PLUGIN_NAME: Final = "hooks"
+
+MATCHED_EVENTS: Final = frozenset(
+    {
+        HookEvent.PRE_TOOL_USE,
+        HookEvent.POST_TOOL_USE,
+        HookEvent.SESSION_START,
+        HookEvent.SUBAGENT_START,
+        HookEvent.SUBAGENT_STOP,
+    }
+)
+"""Events whose matcher applies (to the tool name, the session source, the agent type);
+Claude Code ignores the matcher of the others."""
+
+
+def context_source(event: HookEvent) -> dict[str, JsonValue]:
+    """The ``source`` of a ``user/message`` carrying a hook's context."""
+    return {"kind": "plugin", "plugin": PLUGIN_NAME, "hook_event": event.value}
+
+
+@dataclass(frozen=True, slots=True)
+class HookSettings:
+    default_timeout: float = 600.0
+    pass_env: tuple[str, ...] = ()
+    fail_closed: bool = False
+    project_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One event's run: every hook's reply (in order) and their merge."""
+
+    replies: tuple[HookReply, ...]
+    merged: MergedReply
+
+
+NOTHING: Final = Dispatch((), MergedReply("none", None, ()))
+
+
+class HookService:
+    """Service ``hooks``: the configured handlers and the machinery to run them."""
+
+    def __init__(
+        self, ctx: Context, handlers: Sequence[HookHandler], settings: HookSettings
+    ) -> None:
+        self._ctx = ctx
+        self.handlers = tuple(handlers)
+        self.settings = settings
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lookup ---------------------------------------------------------------------------
+    def has(self, event: HookEvent) -> bool:
+        return any(h.event is event for h in self.handlers)
+
+    def matching(self, event: HookEvent, subject: str | None) -> list[HookHandler]:
+        """Handlers for ``event`` whose matcher accepts ``subject``; a repeated command runs
+        once (Claude Code de-duplicates identical commands, e.g. from two settings files)."""
+        seen: set[str] = set()
+        out: list[HookHandler] = []
+        for handler in self.handlers:
+            if handler.event is not event or handler.command in seen:
+                continue
+            if event in MATCHED_EVENTS and not handler.matcher.matches(subject or ""):
+                continue
+            seen.add(handler.command)
+            out.append(handler)
+        return out
+
+    # -- where --------------------------------------------------------------------------
+    def workspace(self, session: Session | None, policy: object | None = None) -> str:
+        """The call's workspace root: its policy's, else the sandbox policy service's for the
+        session, else the session's cwd, else the configured project dir or process cwd."""
+        root = getattr(policy, "workspace_root", None)
+        if isinstance(root, str) and root:
+            return root
+        service = self._ctx.get("sandbox_policy")
+        if service is not None and session is not None:
+            try:
+                resolved = getattr(service.resolve(session=session), "workspace_root", None)
+            except Exception:
+                log.exception("hooks: cannot resolve the sandbox policy of %s", session.id)
+            else:
+                if isinstance(resolved, str) and resolved:
+                    return resolved
+        if session is not None and session.header.cwd:
+            return session.header.cwd
+        return self.settings.project_dir or os.getcwd()
+
+    def transcript_path(self, session: Session | None) -> str | None:
+        """The session's log file when the store keeps one (JSONL), else ``None``.
+
+        It is tether's event log, not a Claude Code transcript."""
+        if session is None:
+            return None
+        store = self._ctx.get("sessions")
+        log_path = getattr(getattr(store, "persistence", None), "log_path", None)
+        if not callable(log_path):
+            return None
+        try:
+            return str(log_path(session.id))
+        except Exception:
+            return None
+
+    # -- running ------------------------------------------------------------------------
+    async def dispatch(
+        self,
+        event: HookEvent,
+        fields: Mapping[str, Any],
+        *,
+        session: Session | None,
+        subject: str | None = None,
+        workspace: str | None = None,
+        signal: AbortSignal | None = None,
+    ) -> Dispatch:
+        """Run every matching hook of ``event`` serially and merge their replies.
+
+        ``fields`` are the event-specific payload fields; the common ones (``session_id``,
+        ``transcript_path``, ``cwd``, ``hook_event_name``) are added here. Never raises for
+        anything a hook does.
+        """
+        handlers = self.matching(event, subject)
+        if not handlers:
+            return NOTHING
+        root = workspace or self.workspace(session)
+        cwd = session.header.cwd if session is not None and session.header.cwd else root
+        payload = base_payload(
+            event, session.id if session is not None else None, cwd, self.transcript_path(session)
+        )
+        payload.update(fields)
+        data = encode_payload(payload)
+        env = hook_env(root, self.settings.pass_env)
+        replies: list[HookReply] = []
+        for handler in handlers:
+            replies.append(await self._run_one(handler, data, env, root, session, signal))
+        return Dispatch(tuple(replies), merge(replies))
+
+    async def _run_one(
+        self,
+        handler: HookHandler,
+        data: bytes,
+        env: Mapping[str, str],
+        root: str,
+        session: Session | None,
+        signal: AbortSignal | None,
+    ) -> HookReply:
+        point = handler.event.value
+        invoked: dict[str, JsonValue] = {"point": point, "dialect": DIALECT}
+        if handler.matcher.pattern is not None:
+            invoked["matcher"] = handler.matcher.pattern
+        invoked["handler_id"] = handler.handler_id
+        _record(session, "hook/invoked", invoked)
+        run = await run_command(
+            handler.command,
+            data,
+            cwd=root,
+            env=env,
+            timeout=handler.timeout or self.settings.default_timeout,
+            signal=signal,
+        )
+        reply = interpret(handler.event, run)
+        result: dict[str, JsonValue] = {
+            "point": point,
+            "handler_id": handler.handler_id,
+            "decision": reply.decision,
+        }
+        if run.exit_code is not None:
+            result["exit_code"] = run.exit_code
+        summary = stderr_summary(run.stderr) or run.error
+        if summary:
+            result["stderr_summary"] = summary
+        result["duration_ms"] = run.duration_ms
+        _record(session, "hook/result", result)
+        if reply.decision in FAILED:
+            log.warning("%s hook %s: %s", point, handler.handler_id, reply.problem)
+            if self.settings.fail_closed and handler.event is HookEvent.PRE_TOOL_USE:
+                return HookReply(
+                    "deny",
+                    f"{point} hook {handler.handler_id} failed ({reply.problem}); "
+                    "denied because hooks fail closed",
+                )
+        return reply
+
+    # -- background runs ----------------------------------------------------------------
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run ``coro`` in the background, tracked so :meth:`settle` can wait for it and
+        disposal can cancel it (which kills its command's process group)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(fut: asyncio.Task[Any]) -> None:
+            self._tasks.discard(fut)
+            if not fut.cancelled() and fut.exception() is not None:
+                log.error("hooks: %s failed: %s", what, fut.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    async def settle(self) -> None:
+        """Wait until no background hook (Stop, SessionStart, Subagent*) is running."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+
+def _record(session: Session | None, event_type: str, data: dict[str, JsonValue]) -> None:
+    """Append a hook record inside the open turn; outside one there is nowhere to put it."""
+    if session is None or not session.has_open_turn():
+        return
+    start = session.last("turn/start")
+    turn = start.data.get("turn") if start is not None else None
+    try:
+        session.append(event_type, {"turn": turn, **data})
+    except Exception:
+        log.exception("hooks: cannot append %s to session %s", event_type, session.id)
+
+
+__all__ = [
+    "DIALECT",
+    "HOOKS_SERVICE",
+    "MATCHED_EVENTS",
+    "NOTHING",
+    "Dispatch",
+    "HookService",
+    "HookSettings",
+    "context_source",
+]

@@ -1,0 +1,191 @@
+"""Hook settings: the Claude Code ``hooks`` block, from ``tether.toml`` or settings files.
+
+The shape is Claude Code's own, so a ``.claude/settings.json`` works unchanged::
+
+    {"hooks": {"PreToolUse": [{"matcher": "Bash",
+                               "hooks": [{"type": "command", "command": "...", "timeout": 10}]}]}}
+
+Two sources, one parser:
+
+- **inline** (the plugin's ``hooks`` config in ``tether.toml``) is tether's own configuration
+  and is strict: an unknown event name or key is an error;
+- **settings files** are shared with Claude Code, which grows new events and handler keys over
+  time: events tether does not bridge (``Notification``, ``PreCompact``, ...) and unknown keys
+  are ignored, so the same file serves both programs.
+
+Both are strict about what tether *would* run: a supported event whose handler is not a
+``command`` (Claude Code also has ``prompt``, ``http``, ...) fails the load, because silently
+skipping a configured ``PreToolUse`` guard would widen what an agent may do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from tether.errors import TetherError
+from tether.plugins.hooks.matcher import InvalidMatcherError, Matcher, compile_matcher
+
+log = logging.getLogger(__name__)
+
+
+class HookEvent(StrEnum):
+    """The Claude Code hook events tether bridges."""
+
+    PRE_TOOL_USE = "PreToolUse"
+    """Before a tool call runs (``tools/pre-execute``): may allow, deny or ask."""
+    POST_TOOL_USE = "PostToolUse"
+    """After a tool call succeeded (``tools/post-execute``): may block the result, add context."""
+    USER_PROMPT_SUBMIT = "UserPromptSubmit"
+    """Before a turn's user prompt reaches the model (``agent/pre-step`` at step 1)."""
+    STOP = "Stop"
+    """When a root agent's turn ended (``agent/turn-end``): may ask it to continue."""
+    SUBAGENT_START = "SubagentStart"
+    """When a subagent starts (``subagent/start``)."""
+    SUBAGENT_STOP = "SubagentStop"
+    """When a subagent finished (``subagent/end``)."""
+    SESSION_START = "SessionStart"
+    """When a root session is created or resumed (``sessions.on_created``)."""
+
+
+class HookSettingsError(TetherError):
+    """A hooks block or settings file that cannot be used; the message names where."""
+
+    code = "HOOK_SETTINGS"
+
+
+@dataclass(frozen=True, slots=True)
+class HookHandler:
+    """One configured command for one event."""
+
+    event: HookEvent
+    matcher: Matcher
+    command: str
+    timeout: float | None
+    """Seconds; ``None`` uses the plugin's default."""
+    handler_id: str
+    """Stable, human-readable origin: ``<source>#<Event>[group].hooks[index]``."""
+
+
+def parse_hooks_block(raw: object, source: str, *, strict: bool) -> list[HookHandler]:
+    """Parse a Claude Code ``hooks`` object. ``source`` names it in ids and errors."""
+    if raw is None:
+        return []
+    if not isinstance(raw, Mapping):
+        raise HookSettingsError(f"{source}: hooks must be an object of event -> list of groups")
+    handlers: list[HookHandler] = []
+    for event_name, groups in raw.items():
+        try:
+            event = HookEvent(event_name)
+        except ValueError:
+            if strict:
+                known = ", ".join(e.value for e in HookEvent)
+                raise HookSettingsError(
+                    f"{source}: unknown hook event {event_name!r} (supported: {known})"
+                ) from None
+            log.info("%s: hook event %r is not bridged by tether; ignored", source, event_name)
+            continue
+        handlers.extend(_parse_groups(event, groups, source, strict=strict))
+    return handlers
+
+
+def _parse_groups(
+    event: HookEvent, groups: object, source: str, *, strict: bool
+) -> list[HookHandler]:
+    where = f"{source}: {event.value}"
+    if not isinstance(groups, Sequence) or isinstance(groups, str):
+        raise HookSettingsError(f"{where}: must be a list of matcher groups")
+    handlers: list[HookHandler] = []
+    for g, group in enumerate(groups):
+        gwhere = f"{where}[{g}]"
+        if not isinstance(group, Mapping):
+            raise HookSettingsError(f"{gwhere}: a matcher group must be an object")
+        _check_keys(group, {"matcher", "hooks"}, gwhere, strict)
+        pattern = group.get("matcher")
+        if pattern is not None and not isinstance(pattern, str):
+            raise HookSettingsError(f"{gwhere}.matcher: must be a string")
+        try:
+            matcher = compile_matcher(pattern)
+        except InvalidMatcherError as err:
+            raise HookSettingsError(f"{gwhere}.matcher: {err}") from None
+        items = group.get("hooks")
+        if not isinstance(items, Sequence) or isinstance(items, str):
+            raise HookSettingsError(f"{gwhere}.hooks: must be a list of hook handlers")
+        for h, item in enumerate(items):
+            hwhere = f"{gwhere}.hooks[{h}]"
+            handler_id = f"{source}#{event.value}[{g}].hooks[{h}]"
+            handlers.append(_parse_handler(event, matcher, item, hwhere, handler_id, strict))
+    return handlers
+
+
+def _parse_handler(
+    event: HookEvent, matcher: Matcher, item: object, where: str, handler_id: str, strict: bool
+) -> HookHandler:
+    if not isinstance(item, Mapping):
+        raise HookSettingsError(f"{where}: a hook handler must be an object")
+    _check_keys(item, {"type", "command", "timeout"}, where, strict)
+    kind = item.get("type")
+    if kind != "command":
+        raise HookSettingsError(
+            f'{where}: hook type {kind!r} is not supported (tether runs only type "command")'
+        )
+    command = item.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise HookSettingsError(f"{where}.command: must be a non-empty string")
+    timeout = item.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise HookSettingsError(f"{where}.timeout: must be a positive number of seconds")
+    return HookHandler(
+        event, matcher, command, None if timeout is None else float(timeout), handler_id
+    )
+
+
+def _check_keys(obj: Mapping[str, Any], allowed: set[str], where: str, strict: bool) -> None:
+    if strict:
+        unknown = sorted(set(obj) - allowed)
+        if unknown:
+            raise HookSettingsError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+
+
+def read_settings_file(path: str, *, base_dir: str) -> list[HookHandler]:
+    """The handlers of one ``.claude/settings.json``-style file; ``[]`` when it is absent.
+
+    A missing file is skipped (Claude Code reads whichever of its settings files exist, and
+    ``settings.local.json`` is usually absent); an unreadable or malformed one fails.
+    """
+    full = Path(path if os.path.isabs(path) else os.path.join(base_dir, path))
+    try:
+        text = full.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        log.info("hooks: settings file %s does not exist; skipped", full)
+        return []
+    except (OSError, UnicodeDecodeError) as err:
+        raise HookSettingsError(f"{path}: cannot read: {err}") from err
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise HookSettingsError(f"{path}: not valid JSON: {err}") from err
+    if not isinstance(data, Mapping):
+        raise HookSettingsError(f"{path}: a settings file must be a JSON object")
+    return parse_hooks_block(data.get("hooks"), path, strict=False)
+
+
+__all__ = [
+    "HookEvent",
+    "HookHandler",
+    "HookSettingsError",
+    "parse_hooks_block",
+    "read_settings_file",
+]

@@ -1,0 +1,88 @@
+"""Open a persistence backend from a store URL.
+
+Accepted forms (the ``--store`` flag and ``TETHER_STORE``):
+
+- ``sqlite:///ABS/PATH.db``: :class:`SqlitePersistence` on that file (the default);
+- ``jsonl:///ABS/DIR``: :class:`JsonlPersistence` rooted at that directory.
+
+Paths are absolute; percent-escapes in them are decoded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+from urllib.parse import quote, unquote
+
+from tether.errors import TetherError
+from tether.session.persistence.base import Persistence
+from tether.session.persistence.jsonl import JsonlPersistence
+from tether.session.persistence.sqlite import SqlitePersistence
+
+STORE_URL_FORMS: Final = ("sqlite:///ABS/PATH.db", "jsonl:///ABS/DIR")
+STORE_ENV: Final = "TETHER_STORE"
+
+
+class InvalidStoreUrlError(TetherError):
+    """A store URL is not one of :data:`STORE_URL_FORMS`."""
+
+    code = "INVALID_STORE_URL"
+
+
+def open_persistence(url: str) -> Persistence:
+    """The backend ``url`` names. Nothing is opened or created until its first call."""
+    scheme, _, rest = url.partition("://")
+    if scheme == "sqlite":
+        return SqlitePersistence(_absolute_path(url, rest))
+    if scheme == "jsonl":
+        return JsonlPersistence(_absolute_path(url, rest))
+    raise _invalid(url, f"unknown scheme {scheme!r}" if rest else "not a URL")
+
+
+def default_store_url(env: Mapping[str, str] | None = None) -> str:
+    """``TETHER_STORE`` if set, else SQLite in the user data directory.
+
+    The data directory is ``$XDG_DATA_HOME/tether`` (when that is an absolute path, per the
+    XDG spec) or ``~/.local/share/tether``; it is created so the default store can open.
+    """
+    env = os.environ if env is None else env
+    configured = env.get(STORE_ENV, "").strip()
+    if configured:
+        return configured
+    xdg = env.get("XDG_DATA_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        base = Path(xdg)
+    else:
+        home = env.get("HOME") or str(Path.home())
+        base = Path(home) / ".local" / "share"
+    directory = base / "tether"
+    directory.mkdir(parents=True, exist_ok=True)
+    return "sqlite://" + quote(str(directory / "tether.db"))
+
+
+def _absolute_path(url: str, rest: str) -> str:
+    if "?" in rest or "#" in rest:
+        raise _invalid(url, "query strings and fragments are not supported")
+    if not rest.startswith("/"):
+        raise _invalid(url, "the path must be absolute (three slashes after the scheme)")
+    path = unquote(rest)
+    if path.rstrip("/") == "":
+        raise _invalid(url, "the path is empty")
+    return path
+
+
+def _invalid(url: str, problem: str) -> InvalidStoreUrlError:
+    return InvalidStoreUrlError(
+        f"invalid store URL {url!r}: {problem}; expected one of {', '.join(STORE_URL_FORMS)}"
+    )
+
+
+__all__ = [
+    "STORE_ENV",
+    "STORE_URL_FORMS",
+    "InvalidStoreUrlError",
+    "default_store_url",
+    "open_persistence",
+]

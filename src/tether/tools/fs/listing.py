@@ -1,0 +1,317 @@
+"""``ls`` (one directory) and ``glob`` (paths matching a pattern). Reads are not fenced."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from pydantic import Field
+
+from tether.session import JsonValue
+from tether.signals import AbortSignal
+from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.tools.fs._common import args_of, run_blocking
+from tether.tools.fs.fence import (
+    PROTECTED_COMPONENT,
+    FencePolicy,
+    FileToolError,
+    display_path,
+    os_reason,
+    resolve_path,
+)
+
+DEFAULT_MAX_ENTRIES: Final = 1000
+DEFAULT_MAX_VISITED: Final = 200_000
+"""``glob`` stops walking after this many directory entries, so a huge tree cannot stall it."""
+EMPTY_DIRECTORY: Final = "[empty directory]"
+
+
+class LsArgs(ToolArgs):
+    path: str = Field(
+        default=".", min_length=1, description="Directory to list; default the workspace."
+    )
+
+
+def _ls_name(entry: os.DirEntry[str]) -> str:
+    if entry.is_symlink():
+        try:
+            return f"{entry.name} -> {os.readlink(entry.path)}"
+        except OSError:
+            return f"{entry.name} -> ?"
+    if entry.is_dir(follow_symlinks=False):
+        return entry.name + "/"
+    return entry.name
+
+
+class LsTool:
+    name: str = "ls"
+    description: str = (
+        "List one directory: entries sorted by name, directories end with `/`, symbolic links "
+        "show their target. Relative paths are under the workspace."
+    )
+    Args: type[ToolArgs] = LsArgs
+
+    def __init__(self, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        args = args_of(call, LsArgs)
+        target = resolve_path(call.policy, args.path)
+        return await run_blocking(args.path, lambda: self._ls(target, args.path))
+
+    def _ls(self, target: str, display: str) -> ToolResult:
+        try:
+            with os.scandir(target) as it:
+                names = sorted(_ls_name(e) for e in it)
+        except FileNotFoundError as err:
+            raise FileToolError(f"directory not found: {display}") from err
+        except NotADirectoryError as err:
+            raise FileToolError(f"{display} is not a directory") from err
+        except OSError as err:
+            raise FileToolError(os_reason(err, display)) from err
+        details: dict[str, JsonValue] = {"path": os.path.normpath(target), "entries": len(names)}
+        if not names:
+            return ToolResult(EMPTY_DIRECTORY, details=details)
+        text = "\n".join(names[: self.max_entries])
+        if len(names) > self.max_entries:
+            text += f"\n[truncated: showing {self.max_entries} of {len(names)} entries]"
+        return ToolResult(text, details=details)
+
+
+# -- glob ------------------------------------------------------------------------------------
+
+_MAGIC = re.compile(r"[*?\[{]")
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """``a.{py,pyi}`` → ``a.py``, ``a.pyi`` (nesting supported; an unclosed brace is literal)."""
+    depth = 0
+    start = -1
+    for i, ch in enumerate(pattern):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                options = _split_top(pattern[start + 1 : i])
+                out: list[str] = []
+                for option in options:
+                    out.extend(expand_braces(pattern[:start] + option + pattern[i + 1 :]))
+                return out
+    return [pattern]
+
+
+def _split_top(body: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    current = ""
+    for ch in body:
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += ch == "{"
+        depth -= ch == "}" and depth > 0
+        current += ch
+    parts.append(current)
+    return parts
+
+
+def _segment_regex(segment: str) -> str:
+    out = ""
+    i = 0
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "*":
+            out += "[^/]*"
+        elif ch == "?":
+            out += "[^/]"
+        elif ch == "[":
+            j = i + 1
+            if segment[j : j + 1] in ("!", "^"):
+                j += 1
+            if segment[j : j + 1] == "]":
+                j += 1
+            end = segment.find("]", j)
+            if end == -1:
+                out += re.escape(ch)
+            else:
+                body = segment[i + 1 : end]
+                negate = body[:1] in ("!", "^")
+                if negate:
+                    body = body[1:]
+                escaped = "".join("\\" + c if c in "\\[" else c for c in body)
+                out += "[" + ("^" if negate else "") + escaped + "]"
+                i = end
+        else:
+            out += re.escape(ch)
+        i += 1
+    return out
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A regex matching ``/``-separated relative paths against a glob pattern.
+
+    ``*``, ``?`` and ``[...]`` stay within one component; ``**`` as a whole component spans
+    any number of them (including none).
+    """
+    segments = pattern.split("/")
+    regex = ""
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":
+            regex += ".*" if last else "(?:[^/]+/)*"
+        else:
+            regex += _segment_regex(segment) + ("" if last else "/")
+    return re.compile(regex)
+
+
+def split_pattern(pattern: str) -> tuple[str, str]:
+    """The literal leading directory of ``pattern`` and the wildcard rest.
+
+    ``src/**/*.py`` → (``src``, ``**/*.py``); ``/etc/*.conf`` → (``/etc``, ``*.conf``).
+    """
+    parts = pattern.split("/")
+    literal: list[str] = []
+    for part in parts[:-1]:
+        if _MAGIC.search(part):
+            break
+        literal.append(part)
+    rest = parts[len(literal) :]
+    base = "/".join(literal)
+    if pattern.startswith("/") and not base:
+        base = "/"
+    return base, "/".join(rest)
+
+
+@dataclass(frozen=True, slots=True)
+class _Match:
+    path: str
+    is_dir: bool
+
+
+class GlobArgs(ToolArgs):
+    pattern: str = Field(
+        min_length=1,
+        description="Glob pattern, e.g. `**/*.py` or `src/*.{ts,tsx}`; `**` spans directories.",
+    )
+    path: str | None = Field(
+        default=None, description="Directory the pattern is relative to; default the workspace."
+    )
+
+
+class GlobTool:
+    name: str = "glob"
+    description: str = (
+        "Find files and directories whose path matches a glob pattern (relative to the "
+        "workspace or to `path`). `*` and `?` match within one path component, `**` across "
+        "components, `{a,b}` alternatives. Results are sorted; directories end with `/`; "
+        "`.git` directories are skipped."
+    )
+    Args: type[ToolArgs] = GlobArgs
+
+    def __init__(
+        self, *, max_results: int = DEFAULT_MAX_ENTRIES, max_visited: int = DEFAULT_MAX_VISITED
+    ) -> None:
+        self.max_results = max_results
+        self.max_visited = max_visited
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        args = args_of(call, GlobArgs)
+        policy = call.policy
+        return await run_blocking(
+            args.path or args.pattern, lambda: self._glob(policy, args, call.signal)
+        )
+
+    def _glob(self, policy: FencePolicy | None, args: GlobArgs, signal: AbortSignal) -> ToolResult:
+        start = resolve_path(policy, args.path or ".")
+        if args.path is not None and not os.path.isdir(start):
+            if os.path.lexists(start):
+                raise FileToolError(f"{args.path} is not a directory")
+            raise FileToolError(f"directory not found: {args.path}")
+        matches: set[str] = set()
+        dirs: set[str] = set()
+        visited = 0
+        stopped = False
+        for pattern in expand_braces(args.pattern):
+            literal, rest = split_pattern(pattern)
+            base = os.path.join(start, literal) if literal else start
+            if not rest:
+                continue
+            try:
+                regex = glob_regex(rest)
+            except re.error as err:
+                raise FileToolError(f"invalid glob pattern {args.pattern}: {err}") from err
+            depth = None if "**" in rest.split("/") else rest.count("/") + 1
+            for rel, is_dir in _walk(base, depth):
+                visited += 1
+                if visited > self.max_visited or signal.aborted:
+                    stopped = True
+                    break
+                if regex.fullmatch(rel):
+                    full = os.path.join(base, rel)
+                    matches.add(full)
+                    if is_dir:
+                        dirs.add(full)
+            if stopped:
+                break
+        shown = sorted(display_path(policy, m) + ("/" if m in dirs else "") for m in matches)
+        details: dict[str, JsonValue] = {"pattern": args.pattern, "matches": len(shown)}
+        if not shown:
+            text = f"no paths match {args.pattern}"
+        else:
+            text = "\n".join(shown[: self.max_results])
+            if len(shown) > self.max_results:
+                text += f"\n[truncated: showing {self.max_results} of {len(shown)} matches]"
+        if stopped:
+            text += (
+                f"\n[search stopped after visiting {self.max_visited} entries; "
+                "narrow the pattern or path]"
+                if not signal.aborted
+                else "\n[search cancelled]"
+            )
+        return ToolResult(text, details=details)
+
+
+def _walk(base: str, depth: int | None) -> Iterator[tuple[str, bool]]:
+    """``(relative path, is directory)`` below ``base``, not following links, skipping ``.git``.
+
+    ``depth`` bounds how many components deep the walk goes (``None``: unbounded).
+    """
+    stack: list[tuple[str, str, int]] = [(base, "", 0)]
+    while stack:
+        directory, prefix, level = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == PROTECTED_COMPONENT:
+                continue
+            rel = prefix + entry.name
+            try:
+                is_dir = stat.S_ISDIR(entry.stat(follow_symlinks=False).st_mode)
+            except OSError:
+                continue
+            yield rel, is_dir
+            if is_dir and (depth is None or level + 1 < depth):
+                stack.append((entry.path, rel + "/", level + 1))
+
+
+__all__ = [
+    "EMPTY_DIRECTORY",
+    "GlobArgs",
+    "GlobTool",
+    "LsArgs",
+    "LsTool",
+    "expand_braces",
+    "glob_regex",
+    "split_pattern",
+]

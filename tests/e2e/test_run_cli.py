@@ -1,0 +1,250 @@
+"""``tether run`` end to end: the real console script in a subprocess, the scripted model, a
+real SQLite store, real files, and a real ``--approver`` program."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TETHER = str(Path(sys.executable).parent / "tether")
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def script(path: Path, steps: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"agents": [{"match": {"depth": 0}, "steps": steps}]}))
+    return path
+
+
+def write_call(target: str, content: str = "x") -> dict[str, Any]:
+    return {"tool_calls": [{"name": "write", "arguments": {"path": target, "content": content}}]}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, Any]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    return {
+        "workspace": workspace,
+        "store": f"sqlite:///{tmp_path / 'store.db'}",
+        "tmp": tmp_path,
+    }
+
+
+def tether(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TETHER, *args], capture_output=True, text=True, cwd=cwd, timeout=100, check=False
+    )
+
+
+def run_json(
+    env: dict[str, Any], steps: list[dict[str, Any]], *extra: str
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    model = script(env["tmp"] / "script.json", steps)
+    proc = tether(
+        "run",
+        "--model",
+        f"scripted:{model}",
+        "--workspace",
+        str(env["workspace"]),
+        "--store",
+        env["store"],
+        "--json",
+        *extra,
+        "do the task",
+    )
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    return proc, lines
+
+
+def approver(tmp: Path, answer: str) -> str:
+    marker = tmp / "approver-called.jsonl"
+    program = tmp / "approver.py"
+    program.write_text(
+        "import json, sys\n"
+        "request = json.loads(sys.stdin.read())\n"
+        f"open({str(marker)!r}, 'a').write(json.dumps(request) + '\\n')\n"
+        f"print({answer!r})\n"
+    )
+    return f"{sys.executable} {program}"
+
+
+def types_of(lines: list[dict[str, Any]]) -> list[str]:
+    return [line["type"] for line in lines]
+
+
+def test_json_stream_shows_the_run_layout_and_writes_the_file(env: dict[str, Any]) -> None:
+    proc, lines = run_json(env, [write_call("out.txt", "hello"), {"text": "All done."}])
+    assert proc.returncode == 0, proc.stderr
+    assert (env["workspace"] / "out.txt").read_text() == "hello"
+    assert lines[-1]["type"] == "run/result"
+    assert lines[-1]["stop_reason"] == "completed" and lines[-1]["output"] == "All done."
+    events = lines[:-1]
+    assert {line["session"] for line in events} == {lines[-1]["session"]}
+    assert [line["seq"] for line in events] == list(range(len(events)))
+    assert types_of(events) == [
+        "permission/preset",
+        "sandbox/mode",
+        "approval/policy",
+        "agent/inbox/spliced",
+        "turn/start",
+        "step/start",
+        "user/message",
+        "user/message",
+        "request/header",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "step/end",
+        "step/start",
+        "assistant/message",
+        "step/end",
+        "turn/end",
+    ]
+    # a fresh root is pinned to the default preset's three facts (behaviour.md §2.5)
+    assert events[0]["data"] == {"preset": "workspace-write"}
+    assert events[1]["data"] == {"mode": "workspace-write"}
+    assert events[2]["data"] == {"policy": "ask"}
+    assert events[7]["data"]["source"]["form"] == "snapshot"
+    assert events[11]["data"]["is_error"] is False
+
+
+def test_ask_answered_allowed_once_by_approver_runs_after_the_audit_pair(
+    env: dict[str, Any],
+) -> None:
+    proc, lines = run_json(
+        env,
+        [write_call("approved.txt", "yes"), {"text": "ok"}],
+        "--plugin",
+        "ask_tools",
+        "--approver",
+        approver(env["tmp"], "allowed-once"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (env["workspace"] / "approved.txt").read_text() == "yes"
+    kinds = types_of(lines)
+    asked, decided, result = (
+        kinds.index("approval/asked"),
+        kinds.index("approval/decided"),
+        kinds.index("tool/result"),
+    )
+    assert kinds.index("tool/call") < asked < decided < result
+    assert lines[asked]["data"]["tool_name"] == "write"
+    assert lines[asked]["data"]["reason"] == 'run "write": approved.txt'
+    assert lines[decided]["data"] == {"id": lines[asked]["data"]["id"], "outcome": "allowed-once"}
+    request = json.loads((env["tmp"] / "approver-called.jsonl").read_text().splitlines()[0])
+    assert request["approval_id"] == lines[asked]["data"]["id"]
+    assert request["tool_name"] == "write" and request["delegation_depth"] == 0
+    assert request["action"] == {"tool": "write", "path": "approved.txt"}
+
+
+def test_ask_rejected_by_approver_writes_nothing(env: dict[str, Any]) -> None:
+    proc, lines = run_json(
+        env,
+        [write_call("rejected.txt"), {"text": "it was rejected", "expect": "rejected"}],
+        "--plugin",
+        "ask_tools",
+        "--approver",
+        approver(env["tmp"], '{"outcome": "rejected"}'),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not (env["workspace"] / "rejected.txt").exists()
+    result = next(line for line in lines if line["type"] == "tool/result")
+    assert result["data"]["content"] == 'Error: the user rejected tool "write"'
+    assert result["data"]["is_error"] is True
+
+
+def test_garbage_from_the_approver_is_unavailable(env: dict[str, Any]) -> None:
+    proc, lines = run_json(
+        env,
+        [write_call("never.txt"), {"text": "no channel"}],
+        "--plugin",
+        "ask_tools",
+        "--approver",
+        approver(env["tmp"], "yes please"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not (env["workspace"] / "never.txt").exists()
+    decided = next(line for line in lines if line["type"] == "approval/decided")
+    assert decided["data"]["outcome"] == "unavailable"
+    result = next(line for line in lines if line["type"] == "tool/result")
+    assert result["data"]["content"] == (
+        'Error: tool "write" requires approval, but no approval channel is available'
+    )
+
+
+def test_policy_never_rejects_without_running_the_approver(env: dict[str, Any]) -> None:
+    proc, lines = run_json(
+        env,
+        [write_call("never.txt"), {"text": "rejected"}],
+        "--plugin",
+        "ask_tools",
+        "--approval",
+        "never",
+        "--approver",
+        approver(env["tmp"], "allowed-once"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not (env["workspace"] / "never.txt").exists()
+    assert not (env["tmp"] / "approver-called.jsonl").exists()
+    decided = next(line for line in lines if line["type"] == "approval/decided")
+    assert decided["data"]["outcome"] == "rejected"
+
+
+def test_read_only_sandbox_denies_the_write_with_the_marker(env: dict[str, Any]) -> None:
+    proc, lines = run_json(
+        env, [write_call("ro.txt"), {"text": "denied"}], "--sandbox", "read-only"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not (env["workspace"] / "ro.txt").exists()
+    result = next(line for line in lines if line["type"] == "tool/result")
+    assert result["data"]["content"].endswith("[sandbox: file access denied under read-only mode]")
+    assert lines[0]["data"] == {"mode": "read-only"}
+
+
+def test_resume_continues_the_stored_session(env: dict[str, Any]) -> None:
+    first, lines = run_json(env, [{"text": "first answer"}, {"text": "second answer"}])
+    assert first.returncode == 0, first.stderr
+    session = lines[-1]["session"]
+    second, resumed = run_json(
+        env, [{"text": "first answer"}, {"text": "second answer"}], "--resume", session
+    )
+    assert second.returncode == 0, second.stderr
+    assert resumed[-1]["session"] == session
+    assert resumed[-1]["output"] == "second answer"
+    assert resumed[0]["type"] == "session/end-seed"
+    assert not any(line["type"] in ("sandbox/mode", "approval/policy") for line in resumed)
+    turn = next(line for line in resumed if line["type"] == "turn/start")
+    assert turn["data"] == {"turn": 2}
+
+
+def test_resume_refuses_scope_flags(env: dict[str, Any]) -> None:
+    proc, _ = run_json(env, [{"text": "x"}], "--resume", "whatever", "--sandbox", "read-only")
+    assert proc.returncode == 2
+    assert "cannot change a resumed session" in proc.stderr
+
+
+def test_failed_turn_exits_non_zero_with_one_line(env: dict[str, Any]) -> None:
+    proc, lines = run_json(env, [{"text": "x", "expect": "no such text"}])
+    assert proc.returncode == 1
+    assert lines[-1]["stop_reason"] == "error"
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith("tether: run: the turn ended error: MODEL_SCRIPT")
+
+
+def test_missing_model_configuration_names_the_options(env: dict[str, Any]) -> None:
+    proc = tether("run", "--store", env["store"], "--workspace", str(env["workspace"]), "hi")
+    assert proc.returncode == 1
+    assert "scripted:PATH" in proc.stderr and "deepseek:MODEL" in proc.stderr
+
+
+def test_demo_runs_offline() -> None:
+    proc = tether("demo")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "stop reason: completed" in proc.stdout
+    assert "file outside the workspace created: False" in proc.stdout

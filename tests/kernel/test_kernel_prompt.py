@@ -1,0 +1,133 @@
+"""The prompt registry: sections and runtime contexts, ordering, scope shadowing, rendering."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.kernel import Context, PromptPart, PromptRegistry, Runtime
+
+
+class Agent:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+@pytest.fixture
+def ctx() -> Context:
+    return Runtime().root
+
+
+def test_sections_render_in_order(ctx: Context) -> None:
+    ctx.section("tools", 30, "Tools.")
+    ctx.section("identity", 10, "You are tether.")
+    ctx.section("style", 20, "Be brief.")
+    assert ctx.runtime.prompt.render("section", None) == [
+        ("identity", "You are tether."),
+        ("style", "Be brief."),
+        ("tools", "Tools."),
+    ]
+
+
+def test_equal_orders_keep_registration_order(ctx: Context) -> None:
+    ctx.section("b", 5, "B")
+    ctx.section("a", 5, "A")
+    assert [name for name, _ in ctx.runtime.prompt.render("section", None)] == ["b", "a"]
+
+
+def test_sections_and_contexts_are_separate(ctx: Context) -> None:
+    ctx.section("identity", 10, "You are tether.")
+    ctx.context("approval:policy", 115, "Approval policy: ask.")
+    ctx.context("sandbox:policy", 110, "Sandbox: read-only.")
+    prompt = ctx.runtime.prompt
+    assert prompt.render("section", None) == [("identity", "You are tether.")]
+    assert prompt.render("context", None) == [
+        ("sandbox:policy", "Sandbox: read-only."),
+        ("approval:policy", "Approval policy: ask."),
+    ]
+    assert [p.name for p in prompt.parts("context", None)] == ["sandbox:policy", "approval:policy"]
+    assert all(p.kind == "context" for p in prompt.parts("context", None))
+
+
+def test_text_functions_receive_the_agent(ctx: Context) -> None:
+    agent = Agent("worker")
+    seen: list[object] = []
+
+    def text(a: object) -> str:
+        seen.append(a)
+        return f"agent={getattr(a, 'name', None)}"
+
+    ctx.context("who", 1, text)
+    assert ctx.runtime.prompt.render("context", agent) == [("who", "agent=worker")]
+    assert ctx.runtime.prompt.render("context", None) == [("who", "agent=None")]
+    assert seen == [agent, None]
+
+
+def test_empty_text_is_no_contribution(ctx: Context) -> None:
+    ctx.context("silent", 1, "")
+    ctx.context("conditional", 2, lambda agent: "" if agent is None else "for an agent")
+    ctx.context("present", 3, "here")
+    prompt = ctx.runtime.prompt
+    assert prompt.render("context", None) == [("present", "here")]
+    assert prompt.render("context", Agent("a")) == [
+        ("conditional", "for an agent"),
+        ("present", "here"),
+    ]
+    # The parts still exist; they just contribute nothing.
+    assert [p.name for p in prompt.parts("context", None)] == ["silent", "conditional", "present"]
+
+
+def test_scoped_parts_apply_only_to_their_agent(ctx: Context) -> None:
+    parent, child = Agent("parent"), Agent("child")
+    ctx.context("subagent:delegation", 120, "You were delegated a task.", scope=child)
+    prompt = ctx.runtime.prompt
+    assert prompt.render("context", child) == [
+        ("subagent:delegation", "You were delegated a task.")
+    ]
+    assert prompt.render("context", parent) == []
+    assert prompt.render("context", None) == []
+
+
+def test_nearest_scope_wins_a_name(ctx: Context) -> None:
+    parent, child = Agent("parent"), Agent("child")
+    ctx.section("rules", 10, "Global rules.")
+    ctx.section("rules", 99, "Child rules.", scope=child)
+    prompt = ctx.runtime.prompt
+    assert prompt.render("section", child) == [("rules", "Child rules.")]
+    assert prompt.render("section", parent) == [("rules", "Global rules.")]
+    assert prompt.render("section", None) == [("rules", "Global rules.")]
+    # The winner's order is used.
+    ctx.section("tools", 50, "Tools.")
+    assert [n for n, _ in prompt.render("section", child)] == ["tools", "rules"]
+
+
+def test_shadowing_wins_regardless_of_registration_order(ctx: Context) -> None:
+    child = Agent("child")
+    ctx.section("rules", 10, "Child rules.", scope=child)
+    ctx.section("rules", 10, "Global rules.")
+    assert ctx.runtime.prompt.render("section", child) == [("rules", "Child rules.")]
+
+
+def test_an_empty_shadow_silences_the_global_part(ctx: Context) -> None:
+    child = Agent("child")
+    ctx.section("rules", 10, "Global rules.")
+    ctx.section("rules", 10, "", scope=child)
+    assert ctx.runtime.prompt.render("section", child) == []
+
+
+def test_disposing_a_shadow_restores_the_global_part(ctx: Context) -> None:
+    child = Agent("child")
+    ctx.section("rules", 10, "Global rules.")
+    shadow = ctx.section("rules", 10, "Child rules.", scope=child)
+    shadow.dispose()
+    assert ctx.runtime.prompt.render("section", child) == [("rules", "Global rules.")]
+
+
+def test_registry_directly() -> None:
+    registry = PromptRegistry()
+    part = PromptPart("section", "x", 1.5, "X")
+    remove = registry.add(part)
+    assert registry.parts("section", None) == [part]
+    assert part.render(None) == "X"
+    remove()
+    remove()
+    assert registry.parts("section", None) == []

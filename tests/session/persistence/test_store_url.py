@@ -1,0 +1,101 @@
+"""Store URLs: ``open_persistence`` and ``default_store_url``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether.errors import TetherError
+from tether.session.persistence import (
+    InvalidStoreUrlError,
+    JsonlPersistence,
+    SqlitePersistence,
+    default_store_url,
+    open_persistence,
+)
+from tether.session.persistence.conformance import header
+
+
+async def test_sqlite_url_opens_the_sqlite_backend(tmp_path: Path) -> None:
+    backend = open_persistence(f"sqlite://{tmp_path}/store.db")
+    assert isinstance(backend, SqlitePersistence)
+    assert backend.path == f"{tmp_path}/store.db"
+    assert backend.synchronous == "FULL"
+    try:
+        await backend.create(header())
+    finally:
+        await backend.close()
+    assert (tmp_path / "store.db").is_file()
+
+
+async def test_jsonl_url_opens_the_jsonl_backend(tmp_path: Path) -> None:
+    backend = open_persistence(f"jsonl://{tmp_path}/logs")
+    assert isinstance(backend, JsonlPersistence)
+    assert backend.root == tmp_path / "logs"
+    try:
+        await backend.create(header())
+    finally:
+        await backend.close()
+    assert (tmp_path / "logs" / "s-1" / "session.jsonl").is_file()
+
+
+def test_percent_escapes_in_the_path_are_decoded() -> None:
+    backend = open_persistence("sqlite:///tmp/my%20store/t.db")
+    assert isinstance(backend, SqlitePersistence)
+    assert backend.path == "/tmp/my store/t.db"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("", "not a URL"),
+        ("/abs/store.db", "not a URL"),
+        ("postgresql://localhost/db", "unknown scheme 'postgresql'"),
+        (
+            "sqlite://relative/store.db",
+            "the path must be absolute (three slashes after the scheme)",
+        ),
+        ("sqlite://", "the path must be absolute (three slashes after the scheme)"),
+        ("sqlite:///", "the path is empty"),
+        ("jsonl:///%2F", "the path is empty"),
+        ("jsonl:relative", "not a URL"),
+        ("sqlite:///tmp/x.db?mode=ro", "query strings and fragments are not supported"),
+    ],
+)
+def test_bad_urls_name_the_accepted_forms(url: str, problem: str) -> None:
+    with pytest.raises(InvalidStoreUrlError) as caught:
+        open_persistence(url)
+    assert isinstance(caught.value, TetherError)
+    assert caught.value.code == "INVALID_STORE_URL"
+    assert str(caught.value) == (
+        f"invalid store URL {url!r}: {problem}; expected one of "
+        "sqlite:///ABS/PATH.db, jsonl:///ABS/DIR"
+    )
+
+
+def test_tether_store_wins(tmp_path: Path) -> None:
+    env = {"TETHER_STORE": "jsonl:///srv/logs", "XDG_DATA_HOME": str(tmp_path)}
+    assert default_store_url(env) == "jsonl:///srv/logs"
+    assert not (tmp_path / "tether").exists()
+
+
+def test_default_is_sqlite_in_xdg_data_home(tmp_path: Path) -> None:
+    url = default_store_url({"XDG_DATA_HOME": str(tmp_path / "data"), "TETHER_STORE": ""})
+    assert url == f"sqlite://{tmp_path}/data/tether/tether.db"
+    assert (tmp_path / "data" / "tether").is_dir()
+    assert isinstance(open_persistence(url), SqlitePersistence)
+
+
+def test_default_falls_back_to_home_local_share(tmp_path: Path) -> None:
+    for env in ({"HOME": str(tmp_path)}, {"HOME": str(tmp_path), "XDG_DATA_HOME": "relative"}):
+        assert default_store_url(env) == f"sqlite://{tmp_path}/.local/share/tether/tether.db"
+    assert (tmp_path / ".local" / "share" / "tether").is_dir()
+
+
+def test_default_url_escapes_unusual_paths(tmp_path: Path) -> None:
+    url = default_store_url({"XDG_DATA_HOME": str(tmp_path / "a b%c")})
+    assert url == f"sqlite://{tmp_path}/a%20b%25c/tether/tether.db"
+    backend = open_persistence(url)
+    assert isinstance(backend, SqlitePersistence)
+    assert backend.path == f"{tmp_path}/a b%c/tether/tether.db"
