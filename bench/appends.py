@@ -34,12 +34,33 @@ def realistic_events(count: int, start: int = 0) -> list[Event]:
         call = f"call_{turn:08d}"
         for kind, data, surface in (
             ("turn/start", {"turn": turn}, None),
-            ("user/message", {"content": "Please fix the failing test in " * 4, "source": "user"}, "append"),
+            (
+                "user/message",
+                {"content": "Please fix the failing test in " * 4, "source": "user"},
+                "append",
+            ),
             ("step/start", {"step": 1}, None),
-            ("tool/call", {"call_id": call, "name": "bash", "arguments": '{"command": "pytest -x tests/unit"}'}, None),
+            (
+                "tool/call",
+                {
+                    "call_id": call,
+                    "name": "bash",
+                    "arguments": '{"command": "pytest -x tests/unit"}',
+                },
+                None,
+            ),
             ("approval/asked", {"id": f"ap_{turn}", "tool_name": "bash", "call_id": call}, None),
             ("approval/decided", {"id": f"ap_{turn}", "outcome": "allowed-once"}, None),
-            ("tool/result", {"call_id": call, "name": "bash", "content": "collected 12 items\n" + "." * 600 + "\n12 passed", "is_error": False}, "append"),
+            (
+                "tool/result",
+                {
+                    "call_id": call,
+                    "name": "bash",
+                    "content": "collected 12 items\n" + "." * 600 + "\n12 passed",
+                    "is_error": False,
+                },
+                "append",
+            ),
             ("step/end", {"step": 1}, None),
             ("assistant/message", {"content": "The test now passes. " * 10}, "append"),
             ("turn/end", {"turn": turn, "reason": "completed"}, None),

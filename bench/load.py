@@ -23,7 +23,7 @@ from tether.session import Session, SessionHeader
 from tether.session.persistence import JsonlPersistence, Persistence, SqlitePersistence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from appends import T0, realistic_events  # noqa: E402
+from appends import T0, realistic_events
 
 BACKENDS: dict[str, Callable[[Path], Persistence]] = {
     "sqlite": lambda d: SqlitePersistence(d / "store.db"),

@@ -33,7 +33,7 @@ from tether.session.persistence import SessionNotFoundError, open_persistence
 TRIALS = 25
 PARALLEL = 4
 
-CHILD = r'''
+CHILD = r"""
 import asyncio, json, random, sys
 
 from tether.session import SessionMeta, SessionStore
@@ -101,7 +101,7 @@ async def main(url: str, session_id: str, seed: int) -> None:
 
 
 asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
-'''
+"""
 
 
 @dataclass
@@ -173,9 +173,7 @@ async def check_log(url: str, trial: Trial, *, repair: bool) -> None:
         again = await backend.inspect(trial.session_id)
         assert not again.repair.changed
         assert again.repair.unmatched_approvals == ()
-        decided = {
-            e.data["id"]: e.data for e in loaded.events if e.type == "approval/decided"
-        }
+        decided = {e.data["id"]: e.data for e in loaded.events if e.type == "approval/decided"}
         for approval_id in view.repair.unmatched_approvals:
             assert decided[approval_id] == {
                 "id": approval_id,
@@ -186,7 +184,9 @@ async def check_log(url: str, trial: Trial, *, repair: bool) -> None:
         await backend.close()
 
 
-def check_approvals(trial: Trial, stored: tuple[Event, ...] | list[Event], unmatched: tuple[str, ...]) -> None:
+def check_approvals(
+    trial: Trial, stored: tuple[Event, ...] | list[Event], unmatched: tuple[str, ...]
+) -> None:
     """An unanswered question may only be the very last stored event (killed mid-approval)."""
     asked = [e for e in stored if e.type == "approval/asked"]
     answered = {e.data["id"] for e in stored if e.type == "approval/decided"}

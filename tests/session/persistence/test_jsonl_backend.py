@@ -64,7 +64,9 @@ async def test_layout_is_a_header_line_then_one_event_per_line(
         "cwd": "/work",
         "delegation_depth": 0,
     }
-    assert lines[0].decode() == json.dumps(header("a/b", cwd="/work").to_dict(), separators=(",", ":"))
+    assert lines[0].decode() == json.dumps(
+        header("a/b", cwd="/work").to_dict(), separators=(",", ":")
+    )
     assert [line.decode() for line in lines[1:-1]] == [event.to_json() for event in events]
     assert sorted(os.listdir(store.root / "a%2Fb")) == sorted([LOCK_NAME, LOG_NAME])
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -75,7 +77,7 @@ async def test_lines_match_to_json_for_unicode_payloads(store: JsonlPersistence)
         "user/message",
         0,
         T0,
-        {"content": "grüße 世界 🧪 \u0000\n\"q\"", "nested": {"a": [1.5, None, True]}},
+        {"content": 'grüße 世界 🧪 \u0000\n"q"', "nested": {"a": [1.5, None, True]}},
         surface_op={"op": "replace", "start": 0, "end": 2},
     )
     await store.create(header())
@@ -116,7 +118,9 @@ async def test_an_unterminated_final_line_is_torn_even_if_it_parses(
     await store.create(header())
     await store.append("s-1", events)
     with open(store.log_path("s-1"), "ab") as file:
-        file.write(make_events(3, ("session/title", {"title": "never acknowledged"}))[0].to_json().encode())
+        file.write(
+            make_events(3, ("session/title", {"title": "never acknowledged"}))[0].to_json().encode()
+        )
     before = store.log_path("s-1").read_bytes()
     inspected = await store.inspect("s-1")
     assert inspected.repair.dropped_tail == 1

@@ -17,6 +17,7 @@ from tether.harness import Harness, RunResult, SessionEvent
 from tether.kernel import PluginEntry
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, run, store_url
+from tether.surfaces.cli.tty_answerer import register_tty_answerer
 
 ModelOption = Annotated[
     str | None,
@@ -120,6 +121,8 @@ async def _run(
         approval=approval,
         plugins=plugins,
     ) as harness:
+        if not any(p.name == "approver_command" for p in plugins) and sys.stdin.isatty():
+            register_tty_answerer(harness.ctx)
         if not json_output:
             result = await harness.run(prompt, resume=resume)
             if result.output:

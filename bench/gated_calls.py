@@ -1,0 +1,114 @@
+"""Tool calls through the full gated pipeline vs the bare tool body.
+
+Gated: ``tools/pre-execute`` (the ``ask_tools`` gate) → ask routed to the approval service →
+an in-process answerer allows once → ``approval/asked`` + ``approval/decided`` appended and
+flushed durably to SQLite → policy resolved → body → post-execute.
+Bypassed: the same tool body called directly.
+
+Run: ``.venv/bin/python bench/gated_calls.py [--calls N] [--runs R]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from tether.kernel import Kernel
+from tether.plugins.ask_tools import plugin as ask_tools
+from tether.policy.approval import approval_plugin, register_answerer
+from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.session import SessionMeta, SessionStore
+from tether.session.persistence import open_persistence
+from tether.signals import AbortSignal
+from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.tools.pipeline import ToolRuntime
+
+
+class NoArgs(ToolArgs):
+    value: int = 0
+
+
+class Noop:
+    name = "noop"
+    description = "Does nothing."
+    Args = NoArgs
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        return ToolResult("ok")
+
+
+class Owner:
+    def __init__(self, session: object) -> None:
+        self.session = session
+
+
+async def measure(calls: int, workdir: Path) -> tuple[list[float], list[float]]:
+    kernel = Kernel()
+    store = SessionStore(open_persistence(f"sqlite:///{workdir / 'bench.db'}"))
+    kernel.ctx.provide("sessions", store)
+    kernel.load(sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(workdir)})
+    kernel.load(approval_plugin, {"policy": "ask"})
+    kernel.load(ask_tools, {"tools": ["noop"]})
+    register_answerer(kernel.ctx, lambda request, next_: "allowed-once")
+    tools = ToolRuntime(kernel.ctx)
+    tool = Noop()
+    tools.register(tool)
+    session = store.create(meta=SessionMeta(cwd=str(workdir)))
+    session.append("turn/start", {"turn": 1})
+    agent = Owner(session)
+    signal = AbortSignal()
+    gated: list[float] = []
+    for i in range(calls):
+        start = time.perf_counter()
+        result = await tools.execute(agent, f"c{i}", "noop", '{"value": 1}', signal)  # type: ignore[arg-type]
+        gated.append(time.perf_counter() - start)
+        assert result.content == "ok", result
+    bare: list[float] = []
+    call = ToolCall("c", "noop", NoArgs(value=1), "{}", agent, signal, kernel.ctx, None)  # type: ignore[arg-type]
+    for _ in range(calls):
+        start = time.perf_counter()
+        await tool.run(call)
+        bare.append(time.perf_counter() - start)
+    await store.close()
+    return gated, bare
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    medians, p99s, bare_medians, rates = [], [], [], []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            gated, bare = asyncio.run(measure(args.calls, Path(tmp)))
+        medians.append(statistics.median(gated))
+        p99s.append(pct(gated, 0.99))
+        bare_medians.append(statistics.median(bare))
+        rates.append(len(gated) / sum(gated))
+    gated_p50 = statistics.median(medians)
+    bare_p50 = statistics.median(bare_medians)
+    print(f"gated tool calls, {args.calls} calls x {args.runs} runs (median of runs)")
+    print(f"{'path':<28}{'calls/s':>12}{'p50 ms':>10}{'p99 ms':>10}")
+    print(
+        f"{'full pipeline (SQLite)':<28}{statistics.median(rates):>12.0f}"
+        f"{gated_p50 * 1e3:>10.3f}{statistics.median(p99s) * 1e3:>10.3f}"
+    )
+    print(f"{'bypassed (tool body)':<28}{1 / bare_p50:>12.0f}{bare_p50 * 1e3:>10.4f}{'':>10}")
+    print(
+        f"ratio gated/bypassed p50: {gated_p50 / bare_p50:.0f}x; target p50 < 1 ms: "
+        f"{'met' if gated_p50 < 1e-3 else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

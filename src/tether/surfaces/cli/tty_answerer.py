@@ -1,0 +1,75 @@
+"""The terminal answerer: ``tether run`` asks the person at the keyboard.
+
+Used when stdin is a terminal and no ``--approver`` is given. It shows the tool, the reason
+and the command or path, then reads one line: ``a``/``allow``/``y`` allows once; ``r``,
+``reject``, ``n`` or an empty line rejects (the safe default); end of input is
+``unavailable``. Questions are asked one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from tether.kernel import Context, Disposable, Next
+from tether.policy.approval import ApprovalRequest, register_answerer
+
+ALLOW = frozenset({"a", "allow", "y", "yes"})
+REJECT = frozenset({"", "r", "reject", "n", "no"})
+
+
+def describe(request: ApprovalRequest) -> list[str]:
+    session = request.agent.session
+    depth = session.header.delegation_depth
+    lines = [
+        f"Approval needed: tool {request.tool_name!r} (session {session.id[:8]}, depth {depth})"
+    ]
+    if request.reason:
+        lines.append(f"  reason: {' '.join(request.reason.split())}")
+    for key in ("command", "path", "justification"):
+        value = (request.action or {}).get(key)
+        if isinstance(value, str):
+            lines.append(f"  {key}: {value}")
+    return lines
+
+
+def parse_reply(reply: str | None) -> str:
+    if reply is None:
+        return "unavailable"
+    word = reply.strip().lower()
+    if word in ALLOW:
+        return "allowed-once"
+    if word in REJECT:
+        return "rejected"
+    return "retry"
+
+
+def register_tty_answerer(
+    ctx: Context,
+    *,
+    read_line: Callable[[], str | None] | None = None,
+    out: TextIO | None = None,
+) -> Disposable:
+    lock = asyncio.Lock()
+    output = out or sys.stderr
+    reader = read_line or _read_stdin
+
+    async def answer(request: ApprovalRequest, _next: Next) -> str:
+        async with lock:
+            for line in describe(request):
+                print(line, file=output)
+            while True:
+                print("  [a] Allow once   [r] Reject (default) > ", end="", file=output, flush=True)
+                outcome = parse_reply(await asyncio.to_thread(reader))
+                if outcome != "retry":
+                    print(f"  → {outcome}", file=output)
+                    return outcome
+
+    return register_answerer(ctx, answer)
+
+
+def _read_stdin() -> str | None:
+    line = sys.stdin.readline()
+    return line if line else None

@@ -1,0 +1,115 @@
+"""The terminal answerer, driven through a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tether.surfaces.cli.tty_answerer import parse_reply
+
+TETHER = str(Path(sys.executable).parent / "tether")
+
+
+@pytest.mark.parametrize(
+    ("reply", "outcome"),
+    [
+        ("a\n", "allowed-once"),
+        ("Allow", "allowed-once"),
+        ("\n", "rejected"),
+        ("r", "rejected"),
+        (None, "unavailable"),
+        ("maybe", "retry"),
+    ],
+)
+def test_parse_reply(reply: str | None, outcome: str) -> None:
+    assert parse_reply(reply) == outcome
+
+
+def read_until(fd: int, needle: bytes, deadline: float) -> bytes:
+    seen = b""
+    while needle not in seen:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never saw {needle!r}; got {seen!r}")
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("answer", "written"), [(b"a\n", True), (b"r\n", False)])
+def test_prompt_at_the_terminal_decides_the_write(
+    tmp_path: Path, answer: bytes, written: bool
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = tmp_path / "s.json"
+    script.write_text(
+        json.dumps(
+            {
+                "agents": [
+                    {
+                        "match": {},
+                        "steps": [
+                            {
+                                "tool_calls": [
+                                    {
+                                        "name": "write",
+                                        "arguments": {"path": "t.txt", "content": "t"},
+                                    }
+                                ]
+                            },
+                            {"text": "finished"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [
+            TETHER,
+            "run",
+            "--model",
+            f"scripted:{script}",
+            "--workspace",
+            str(workspace),
+            "--store",
+            f"sqlite:///{tmp_path / 's.db'}",
+            "--plugin",
+            "ask_tools",
+            "go",
+        ],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
+    os.close(slave)
+    try:
+        shown = read_until(master, b"> ", time.monotonic() + 40)
+        assert b"Approval needed: tool 'write'" in shown
+        assert b'reason: run "write": t.txt' in shown
+        assert b"path: t.txt" in shown
+        os.write(master, answer)
+        rest = read_until(master, b"finished", time.monotonic() + 40)
+        assert (b"allowed-once" if written else b"rejected") in rest
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(master)
+    assert (workspace / "t.txt").exists() is written
