@@ -9,6 +9,7 @@ behind appends) or broken (every append fails), which is what the durability tes
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ from typing import Any
 
 from tether.kernel import Kernel
 from tether.policy import (
+    ApprovalService,
+    PermissionPresetsService,
+    SandboxPolicyService,
     approval_plugin,
     permission_presets_plugin,
     sandbox_policy_plugin,
@@ -87,13 +91,13 @@ class MemoryPersistence:
         header = SessionHeader.from_dict(json.loads(self.headers[session_id]))
         return StoredSession(header, tuple(Event.from_json(r) for r in self.records[session_id]))
 
-    async def list(self) -> list[SessionHeader]:
+    async def list(self) -> builtins.list[SessionHeader]:
         return [SessionHeader.from_dict(json.loads(h)) for h in self.headers.values()]
 
     async def close(self) -> None:
         pass
 
-    def stored_types(self, session_id: str) -> list[str]:
+    def stored_types(self, session_id: str) -> builtins.list[str]:
         return [json.loads(r)["type"] for r in self.records.get(session_id, [])]
 
 
@@ -128,3 +132,21 @@ def compose(
     if presets is not None:
         kernel.load(permission_presets_plugin, presets)
     return kernel
+
+
+def sandbox_of(kernel: Kernel) -> SandboxPolicyService:
+    service = kernel.ctx.get("sandbox_policy")
+    assert isinstance(service, SandboxPolicyService)
+    return service
+
+
+def approval_of(kernel: Kernel) -> ApprovalService:
+    service = kernel.ctx.get("approval")
+    assert isinstance(service, ApprovalService)
+    return service
+
+
+def presets_of(kernel: Kernel) -> PermissionPresetsService:
+    service = kernel.ctx.get("permission_presets")
+    assert isinstance(service, PermissionPresetsService)
+    return service

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from policy_support import (
     MemoryPersistence,
     SessionOnlyAgent,
     ToyAgent,
+    approval_of,
     close_turn,
     compose,
     layout,
@@ -34,6 +36,7 @@ from tether.policy import (
     register_answerer,
 )
 from tether.session import Event, PersistenceError, Session, SessionHeader, SessionStore
+from tether.session.persistence.factory import open_persistence
 from tether.signals import AbortSignal
 
 NEVER_TEXT = (
@@ -57,9 +60,7 @@ def turn_agent(session_id: str = "s1") -> ToyAgent:
 
 
 def service_of(kernel: Kernel) -> ApprovalService:
-    service = kernel.ctx.get("approval")
-    assert isinstance(service, ApprovalService)
-    return service
+    return approval_of(kernel)
 
 
 def audit(session: Session, start: int = 0) -> list[tuple[str, object]]:
@@ -571,6 +572,29 @@ async def test_the_decision_is_durable_when_request_returns() -> None:
     assert persistence.stored_types("s1") == ["turn/start", "approval/asked", "approval/decided"]
     stored = await persistence.inspect("s1")
     assert stored.events == tuple(agent.session.events)
+
+
+async def test_the_decision_is_on_disk_when_request_returns(tmp_path: Path) -> None:
+    url = f"jsonl://{tmp_path / 'store'}"
+    store = SessionStore(open_persistence(url))
+    kernel = compose(store=store, approval={})
+    register_answerer(kernel.ctx, answer("allowed-once"))
+    agent = ToyAgent(store.create("s1"))
+    open_turn(agent.session)
+    outcome = await approval_of(kernel).request(ApprovalRequest(agent, "bash", call_id="c1"))
+    assert outcome is ApprovalOutcome.ALLOWED_ONCE
+    # A second, independent reader of the same files sees the whole pair right away.
+    reader = open_persistence(url)
+    try:
+        stored = await reader.inspect("s1")
+    finally:
+        await reader.close()
+    # (The reader sees the turn as a crash would leave it, so it plans closers after the pair.)
+    live = tuple(agent.session.events)
+    assert stored.events[: len(live)] == live
+    assert [e.type for e in live][-2:] == ["approval/asked", "approval/decided"]
+    assert stored.repair.unmatched_approvals == ()
+    await store.close()
 
 
 async def test_a_failed_flush_raises_instead_of_returning_an_outcome() -> None:

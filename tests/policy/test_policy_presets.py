@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from policy_support import MemoryPersistence, ToyAgent, compose, layout
+from policy_support import (
+    MemoryPersistence,
+    ToyAgent,
+    approval_of,
+    compose,
+    layout,
+    presets_of,
+    sandbox_of,
+)
 
 from tether.kernel import Kernel, PluginConfigError, PluginRequirementError, resolve_plugin
 from tether.policy import (
@@ -23,6 +32,7 @@ from tether.policy import (
     validate_table,
 )
 from tether.session import Event, Session, SessionHeader, SessionStore
+from tether.session.persistence.factory import open_persistence
 
 RO, WW, DFA = SandboxMode.READ_ONLY, SandboxMode.WORKSPACE_WRITE, SandboxMode.DANGER_FULL_ACCESS
 ASK, NEVER = ApprovalPolicy.ASK, ApprovalPolicy.NEVER
@@ -51,12 +61,6 @@ def pinned(name: str, m: str, p: str) -> list[tuple[str, object]]:
         ("sandbox/mode", {"mode": m}),
         ("approval/policy", {"policy": p}),
     ]
-
-
-def presets_of(kernel: Kernel) -> PermissionPresetsService:
-    service = kernel.ctx.get("permission_presets")
-    assert isinstance(service, PermissionPresetsService)
-    return service
 
 
 def full_kernel(
@@ -90,7 +94,10 @@ def test_the_default_table() -> None:
         # The newest knob event wins.
         (log(mode("read-only"), policy("never"), mode("danger-full-access")), "danger-full-access"),
         # A recorded preset that no longer matches the knobs is ignored...
-        (log(preset("danger-full-access"), mode("workspace-write"), policy("ask")), "workspace-write"),
+        (
+            log(preset("danger-full-access"), mode("workspace-write"), policy("ask")),
+            "workspace-write",
+        ),
         (log(preset("workspace-write"), mode("read-only"), policy("ask")), CUSTOM_PRESET),
         # ...and one naming no row never wins.
         (log(preset("gone"), mode("workspace-write"), policy("ask")), "workspace-write"),
@@ -172,7 +179,9 @@ def test_set_writes_the_preset_and_the_changed_knobs() -> None:
     agent = ToyAgent(store.create("s1"))
     start = len(agent.session)
     assert presets_of(kernel).set_preset(agent, "danger-full-access") is True
-    assert layout(agent.session, start) == pinned("danger-full-access", "danger-full-access", "never")
+    assert layout(agent.session, start) == pinned(
+        "danger-full-access", "danger-full-access", "never"
+    )
     assert agent.notices == [
         ('The approval policy changed from "ask" to "never" (changed by the user).', NOTICE_SOURCE)
     ]
@@ -203,7 +212,9 @@ def test_set_writes_only_the_knobs_that_change() -> None:
 
 
 def test_selecting_a_tie_mate_writes_only_the_preset() -> None:
-    table = {name: {"sandbox": row.sandbox, "approval": row.approval} for name, row in TIE_TABLE.items()}
+    table = {
+        name: {"sandbox": row.sandbox, "approval": row.approval} for name, row in TIE_TABLE.items()
+    }
     kernel, store = full_kernel(table=table, default="first")
     agent = ToyAgent(store.create("s1"))
     assert presets_of(kernel).set_preset(agent, "second") is True
@@ -229,7 +240,7 @@ def test_reselecting_is_a_no_op() -> None:
 def test_set_after_a_raw_knob_change_restores_the_preset() -> None:
     kernel, store = full_kernel()
     agent = ToyAgent(store.create("s1"))
-    sandbox = kernel.ctx.get("sandbox_policy")
+    sandbox = sandbox_of(kernel)
     sandbox.set_sandbox_mode(agent.session, "read-only")
     service = presets_of(kernel)
     assert service.current(agent.session) == CUSTOM_PRESET
@@ -244,7 +255,7 @@ def test_set_after_a_raw_knob_change_restores_the_preset() -> None:
 # -- pinning -----------------------------------------------------------------------------------
 async def test_new_sessions_pin_three_facts_durably() -> None:
     persistence = MemoryPersistence()
-    kernel, store = full_kernel(SessionStore(persistence))
+    _kernel, store = full_kernel(SessionStore(persistence))
     session = store.create("s1")
     assert layout(session) == pinned("workspace-write", "workspace-write", "ask")
     await store.flush(session)
@@ -256,23 +267,23 @@ async def test_new_sessions_pin_three_facts_durably() -> None:
 
 
 def test_the_configured_default_preset_is_pinned() -> None:
-    kernel, store = full_kernel(default="danger-full-access")
-    assert layout(store.create("s1")) == pinned(
-        "danger-full-access", "danger-full-access", "never"
-    )
+    _kernel, store = full_kernel(default="danger-full-access")
+    assert layout(store.create("s1")) == pinned("danger-full-access", "danger-full-access", "never")
 
 
 def test_the_default_wins_a_tie_when_pinning() -> None:
-    table = {name: {"sandbox": row.sandbox, "approval": row.approval} for name, row in TIE_TABLE.items()}
+    table = {
+        name: {"sandbox": row.sandbox, "approval": row.approval} for name, row in TIE_TABLE.items()
+    }
     kernel, store = full_kernel(table=table, default="second")
     session = store.create("s1")
     assert layout(session) == pinned("second", "workspace-write", "ask")
     assert presets_of(kernel).current(session) == "second"
 
 
-async def test_seeded_sessions_are_preserved() -> None:
-    persistence = MemoryPersistence()
-    kernel, store = full_kernel(SessionStore(persistence))
+async def test_seeded_sessions_are_preserved(tmp_path: Path) -> None:
+    url = f"jsonl://{tmp_path / 'store'}"
+    kernel, store = full_kernel(SessionStore(open_persistence(url)))
     parent = ToyAgent(store.create("parent"))
     presets_of(kernel).set_preset(parent, "danger-full-access")
     child = await store.fork("parent", child_id="child")
@@ -280,16 +291,18 @@ async def test_seeded_sessions_are_preserved() -> None:
     assert presets_of(kernel).current(child) == "danger-full-access"
 
     await store.close()
-    reopened_store = SessionStore(persistence)
+    reopened_store = SessionStore(open_persistence(url))
     compose(store=reopened_store, sandbox={}, approval={}, presets={})
     resumed = await reopened_store.open("parent")
     assert [e.type for e in resumed.events[resumed.first_live_seq :]] == ["session/end-seed"]
+    assert presets_of(kernel).current(resumed) == "danger-full-access"
+    await reopened_store.close()
 
 
 def test_a_delegated_child_keeps_its_pins_and_gains_no_custom_preset() -> None:
     kernel, store = full_kernel()
-    sandbox = kernel.ctx.get("sandbox_policy")
-    approval = kernel.ctx.get("approval")
+    sandbox = sandbox_of(kernel)
+    approval = approval_of(kernel)
     child = store.prepare("child")
     store.enter(child)
     sandbox.set_sandbox_mode(child, "read-only", source="delegation")
@@ -306,8 +319,8 @@ def test_a_delegated_child_matching_a_row_gains_the_preset() -> None:
     kernel, store = full_kernel()
     child = store.prepare("child")
     store.enter(child)
-    kernel.ctx.get("sandbox_policy").set_sandbox_mode(child, "danger-full-access", "delegation")
-    kernel.ctx.get("approval").set_approval_policy(child, "never", "delegation")
+    sandbox_of(kernel).set_sandbox_mode(child, "danger-full-access", "delegation")
+    approval_of(kernel).set_approval_policy(child, "never", "delegation")
     store.announce(child)
     assert layout(child)[2:] == [("permission/preset", {"preset": "danger-full-access"})]
 
@@ -316,7 +329,7 @@ def test_a_partial_session_gains_only_the_missing_facts() -> None:
     kernel, store = full_kernel()
     partial = store.prepare("partial")
     store.enter(partial)
-    kernel.ctx.get("sandbox_policy").set_sandbox_mode(partial, "workspace-write")
+    sandbox_of(kernel).set_sandbox_mode(partial, "workspace-write")
     store.announce(partial)
     assert layout(partial) == [
         ("sandbox/mode", {"mode": "workspace-write"}),
@@ -325,13 +338,13 @@ def test_a_partial_session_gains_only_the_missing_facts() -> None:
     ]
     narrow = store.prepare("narrow")
     store.enter(narrow)
-    kernel.ctx.get("sandbox_policy").set_sandbox_mode(narrow, "read-only")
+    sandbox_of(kernel).set_sandbox_mode(narrow, "read-only")
     store.announce(narrow)
     assert layout(narrow)[1:] == [("approval/policy", {"policy": "ask"})]
 
 
 def test_a_seeded_session_without_knobs_gains_them() -> None:
-    kernel, store = full_kernel()
+    _kernel, store = full_kernel()
     seed = log(("turn/start", {"turn": 1}), ("turn/end", {"turn": 1, "reason": "completed"}))
     session = store.create("s1", seed=seed)
     assert layout(session, session.first_live_seq) == [

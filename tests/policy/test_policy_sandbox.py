@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from policy_support import MemoryPersistence, SessionOnlyAgent, ToyAgent, compose, layout
+from policy_support import SessionOnlyAgent, ToyAgent, compose, layout
 
 from tether.kernel import Kernel, PluginConfigError, resolve_plugin
 from tether.policy import (
@@ -22,6 +22,7 @@ from tether.policy import (
     sandbox_policy_plugin,
 )
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
+from tether.session.persistence.factory import open_persistence
 
 READ_ONLY_TEXT = (
     "Current tether file policy: read-only. Commands and file tools run under a sandbox that "
@@ -145,7 +146,7 @@ def test_unknown_config_keys_are_rejected_at_load() -> None:
 
 def test_bad_mode_in_the_constructor() -> None:
     with pytest.raises(InvalidModeError) as info:
-        SandboxPolicyService("full")  # type: ignore[arg-type]
+        SandboxPolicyService("full")
     assert info.value.code == "INVALID_MODE"
     assert str(info.value) == (
         "invalid sandbox mode 'full' (accepted: read-only, workspace-write, danger-full-access)"
@@ -195,8 +196,8 @@ def test_a_corrupt_stored_mode_fails_loudly() -> None:
 
 # -- resume ------------------------------------------------------------------------------------
 async def test_a_resumed_log_reconstructs_the_policy(tmp_path: Path) -> None:
-    persistence = MemoryPersistence()
-    store = SessionStore(persistence)
+    url = f"jsonl://{tmp_path / 'store'}"
+    store = SessionStore(open_persistence(url))
     service = SandboxPolicyService("read-only", str(tmp_path))
     session = store.create("s1", meta=SessionMeta(cwd=str(tmp_path)))
     service.set_sandbox_mode(session, "danger-full-access")
@@ -204,13 +205,15 @@ async def test_a_resumed_log_reconstructs_the_policy(tmp_path: Path) -> None:
     before = service.resolve(session)
     await store.close()
 
-    reopened = await SessionStore(persistence).open("s1")
+    reopened_store = SessionStore(open_persistence(url))
+    reopened = await reopened_store.open("s1")
     assert reopened is not session
     assert service.resolve(reopened) == before
     assert before.mode is SandboxMode.WORKSPACE_WRITE
     # The pure fold over a seed built from stored JSON agrees too.
     seed = [Event.from_json(e.to_json()) for e in session.events]
     assert service.resolve(Session(session.header, seed)) == before
+    await reopened_store.close()
 
 
 # -- runtime context ---------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from tether.model import (
 )
 from tether.session import JsonValue, Session
 from tether.signals import AbortedError, AbortSignal
-from tether.tools.pipeline import ToolRuntime, tool_schema
+from tether.tools.pipeline import ToolRuntime
 
 log = logging.getLogger(__name__)
 
@@ -264,8 +264,8 @@ class Agent:
         if self.tools is None:
             return []
         return [
-            ToolSchema(t.name, t.description, tool_schema(t))
-            for t in self.tools.tools(self.options.allowed_tools)
+            ToolSchema(name, description, parameters)
+            for name, description, parameters in self.tools.schemas(self.options.allowed_tools)
         ]
 
     async def _request(self, signal: AbortSignal) -> Completion:

@@ -19,12 +19,25 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from tether.kernel import Context, Disposable
-from tether.policy import ApprovalRequest, SandboxExecutionPolicy
+from tether.policy import (
+    ESCALATION_TARGETS,
+    ApprovalPolicy,
+    ApprovalRequest,
+    SandboxExecutionPolicy,
+    SandboxMode,
+)
+from tether.policy.escalation import (
+    EffectNoun,
+    EscalationRefused,
+    approve_escalation,
+    denial_hint,
+)
 from tether.session import JsonValue
 from tether.signals import AbortedError, AbortSignal
 from tether.tools.base import AgentLike, PostDecision, PreDecision, Tool, ToolCall, ToolResult
@@ -34,11 +47,37 @@ log = logging.getLogger(__name__)
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH: the call was cancelled before it ran"
 
 
-def tool_schema(tool: Tool) -> dict[str, Any]:
-    """The JSON schema advertised to the model for ``tool``'s arguments."""
+ESCALATION_FIELDS = ("sandbox_permissions", "justification")
+
+
+def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
+    """The JSON schema advertised to the model for ``tool``'s arguments.
+
+    With ``escalation`` (a confining sandbox is mounted and the tool supports it), the paired
+    ``sandbox_permissions``/``justification`` parameters are added.
+    """
     schema = tool.Args.model_json_schema()
     schema.pop("title", None)
+    if escalation and escalation_noun(tool) is not None:
+        properties = dict(schema.get("properties", {}))
+        properties["sandbox_permissions"] = {
+            "type": "string",
+            "enum": [mode.value for mode in ESCALATION_TARGETS],
+            "description": "Run this one call under a wider sandbox mode; the user is asked "
+            "to approve. Give it only after a sandbox denial, together with justification.",
+        }
+        properties["justification"] = {
+            "type": "string",
+            "description": "Why this call needs the wider mode (shown to the approver).",
+        }
+        schema["properties"] = properties
     return schema
+
+
+def escalation_noun(tool: Tool) -> EffectNoun | None:
+    """``command``/``operation`` for tools that support escalation, else ``None``."""
+    noun = getattr(tool, "escalation_noun", None)
+    return noun if noun in ("command", "operation") else None
 
 
 def format_validation_error(name: str, err: ValidationError) -> str:
@@ -76,6 +115,21 @@ class ToolRuntime:
     def tools(self, allowed: frozenset[str] | None = None) -> list[Tool]:
         return [t for n, t in self._tools.items() if allowed is None or n in allowed]
 
+    def schemas(
+        self, allowed: frozenset[str] | None = None
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        """``(name, description, parameters)`` for every visible tool, as advertised now."""
+        escalation = self.escalation_enabled()
+        return [
+            (t.name, t.description, tool_schema(t, escalation=escalation))
+            for t in self.tools(allowed)
+        ]
+
+    def escalation_enabled(self) -> bool:
+        """Escalation parameters exist only while a confining sandbox backend is mounted."""
+        sandbox = self.ctx.get("sandbox")
+        return sandbox is not None and bool(getattr(sandbox, "confines", False))
+
     async def execute(
         self,
         agent: AgentLike | None,
@@ -92,6 +146,14 @@ class ToolRuntime:
         parsed = _parse_arguments(name, raw_arguments)
         if isinstance(parsed, ToolResult):
             return parsed
+        noun = escalation_noun(tool) if self.escalation_enabled() else None
+        requested: tuple[SandboxMode, str] | None = None
+        if noun is not None:
+            parsed = dict(parsed)
+            pair = _escalation_request(name, parsed)
+            if isinstance(pair, ToolResult):
+                return pair
+            requested = pair
         try:
             args = tool.Args.model_validate(parsed)
         except ValidationError as err:
@@ -122,6 +184,26 @@ class ToolRuntime:
             return ToolResult.error(ABORTED_BEFORE_DISPATCH, cancelled=True)
 
         policy = self._resolve_policy(agent)
+        if requested is not None and noun is not None:
+            if policy is None:
+                return ToolResult.error("sandbox escalation requires a sandbox policy service")
+            granted = await approve_escalation(
+                approval=self.ctx.get("approval"),
+                agent=agent,
+                policy=policy,
+                target=requested[0],
+                justification=requested[1],
+                tool_name=name,
+                call_id=call_id,
+                noun=noun,
+                signal=signal,
+                action=describe_action(call),
+            )
+            if isinstance(granted, EscalationRefused):
+                if granted.cancelled and signal.aborted:
+                    return ToolResult.error(ABORTED_BEFORE_DISPATCH, cancelled=True)
+                return ToolResult.error(granted.reason, cancelled=granted.cancelled)
+            policy = granted
         call = ToolCall(call_id, name, args, raw_arguments, agent, signal, self.ctx, policy)
         try:
             result = await signal.race(tool.run(call))
@@ -130,7 +212,27 @@ class ToolRuntime:
         except Exception as err:
             log.exception("tool %s raised", name)
             return ToolResult.error(f'tool "{name}" failed: {type(err).__name__}: {err}')
+        if noun is not None and result.details.get("sandbox_denied") and policy is not None:
+            result = self._with_hint(result, noun, policy, agent)
         return await self._post(call, result)
+
+    def _with_hint(
+        self,
+        result: ToolResult,
+        noun: EffectNoun,
+        policy: SandboxExecutionPolicy,
+        agent: AgentLike | None,
+    ) -> ToolResult:
+        approval = self.ctx.get("approval")
+        effective = (
+            approval.effective_policy(agent.session)
+            if approval is not None and agent is not None
+            else ApprovalPolicy.NEVER
+        )
+        hint = denial_hint(noun, policy.mode, effective)
+        if not hint:
+            return result
+        return replace(result, content=f"{result.content}\n{hint}")
 
     async def _decide(self, call: ToolCall, decision: object) -> ToolResult | None:
         """``None`` to proceed, or the denial result."""
@@ -214,6 +316,31 @@ def _parse_arguments(name: str, raw: str) -> Mapping[str, Any] | ToolResult:
     if not isinstance(value, dict):
         return ToolResult.error(f'arguments for tool "{name}" must be a JSON object')
     return value
+
+
+def _escalation_request(
+    name: str, parsed: dict[str, Any]
+) -> tuple[SandboxMode, str] | ToolResult | None:
+    """Pop and validate the paired escalation arguments (both, or neither)."""
+    target = parsed.pop("sandbox_permissions", None)
+    justification = parsed.pop("justification", None)
+    if target is None and justification is None:
+        return None
+    if target is None or justification is None:
+        return ToolResult.error(
+            f'invalid arguments for tool "{name}": sandbox_permissions and justification must '
+            "be given together"
+        )
+    if target not in [mode.value for mode in ESCALATION_TARGETS]:
+        allowed = ", ".join(mode.value for mode in ESCALATION_TARGETS)
+        return ToolResult.error(
+            f'invalid arguments for tool "{name}": sandbox_permissions must be one of {allowed}'
+        )
+    if not isinstance(justification, str) or not justification.strip():
+        return ToolResult.error(
+            f'invalid arguments for tool "{name}": justification must be a non-empty string'
+        )
+    return SandboxMode(target), justification
 
 
 def describe_action(call: ToolCall) -> dict[str, JsonValue]:

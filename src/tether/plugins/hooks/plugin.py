@@ -32,7 +32,8 @@ import os
 from collections.abc import Sequence
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from tether.kernel import Context, Next, PluginConfigError
 from tether.plugins.hooks.payload import (
@@ -81,18 +82,18 @@ class HooksConfig(BaseModel):
     """When true, a PreToolUse hook that errors, times out or prints an invalid reply denies
     the call. Default false: such a hook is reported and makes no decision (Claude Code)."""
 
-    _inline: list[HookHandler] = PrivateAttr(default_factory=list)
-
-    @model_validator(mode="after")
-    def _parse_inline(self) -> HooksConfig:
+    @field_validator("hooks")
+    @classmethod
+    def _check_hooks(cls, value: dict[str, Any]) -> dict[str, Any]:
         try:
-            self._inline = parse_hooks_block(self.hooks, "tether.toml", strict=True)
+            parse_hooks_block(value, "tether.toml", strict=True)
         except HookSettingsError as err:
-            raise ValueError(str(err)) from None
-        return self
+            # A custom error keeps pydantic's "Value error, " prefix out of the message.
+            raise PydanticCustomError("hook_settings", str(err)) from None
+        return value
 
     def inline_handlers(self) -> list[HookHandler]:
-        return list(self._inline)
+        return parse_hooks_block(self.hooks, "tether.toml", strict=True)
 
 
 def load_handlers(config: HooksConfig) -> list[HookHandler]:

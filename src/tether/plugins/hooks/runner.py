@@ -129,6 +129,8 @@ async def run_command(
             await asyncio.wait(still_open, timeout=EXIT_GRACE)
     except BaseException:
         _kill_group(proc)
+        # Reap it and let the pipes close before propagating, so nothing outlives the loop.
+        await asyncio.wait([waiter, *readers], timeout=EXIT_GRACE)
         raise
     finally:
         if aborted is not None:

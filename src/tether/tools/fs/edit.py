@@ -8,6 +8,7 @@ from typing import Final
 
 from pydantic import Field
 
+from tether.policy.escalation import EffectNoun
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs._common import SNIFF_BYTES, args_of, encode_text, plural, run_blocking
 from tether.tools.fs.fence import (
@@ -42,6 +43,7 @@ class EditArgs(ToolArgs):
 
 class EditTool:
     name: str = "edit"
+    escalation_noun: EffectNoun = "operation"
     description: str = (
         "Replace an exact string in a text file. `old_string` must match the file's text "
         "exactly (whitespace included) and occur exactly once, unless `replace_all` is set. "

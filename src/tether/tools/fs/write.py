@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from tether.policy.escalation import EffectNoun
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs._common import args_of, encode_text, plural, run_blocking
 from tether.tools.fs.fence import FencePolicy, open_parent, plan_write, replace_file
@@ -21,6 +22,7 @@ class WriteArgs(ToolArgs):
 
 class WriteTool:
     name: str = "write"
+    escalation_noun: EffectNoun = "operation"
     description: str = (
         "Write a file with the given content, replacing it if it exists and creating missing "
         "parent directories. The write is atomic. Relative paths are under the workspace; the "

@@ -1,0 +1,234 @@
+"""Matcher semantics and hook settings (inline ``tether.toml`` and settings files)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hooks_support import group
+
+from tether.kernel import Kernel, PluginConfigError, load_plugins, read_config
+from tether.plugins.hooks import (
+    HookEvent,
+    HookService,
+    HookSettingsError,
+    compile_matcher,
+    parse_hooks_block,
+    plugin,
+    read_settings_file,
+)
+
+
+# -- matcher ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("pattern", [None, "", "*"])
+def test_absent_empty_and_star_match_everything(pattern: str | None) -> None:
+    matcher = compile_matcher(pattern)
+    assert matcher.matches_all
+    assert all(matcher.matches(n) for n in ("Bash", "Write", "mcp__x__y", ""))
+
+
+def test_pure_word_pattern_is_a_literal_alternation() -> None:
+    matcher = compile_matcher("Edit|Write")
+    assert [matcher.matches(n) for n in ("Edit", "Write", "MultiEdit", "Edit|Write", "edit")] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    # As in Claude Code, a bare server prefix is an exact name and matches none of its tools.
+    assert not compile_matcher("mcp__lab").matches("mcp__lab__probe")
+    assert compile_matcher("Bash").matches("Bash")
+    assert not compile_matcher("Bash").matches("BashOutput")
+
+
+def test_anything_else_is_an_unanchored_regex() -> None:
+    assert compile_matcher("Notebook.*").matches("NotebookEdit")
+    assert compile_matcher("mcp__lab__.*").matches("mcp__lab__probe")
+    assert not compile_matcher("mcp__lab__.*").matches("mcp__other__probe")
+    assert compile_matcher("^(Edit|Write)$").matches("Write")
+    assert not compile_matcher("^(Edit|Write)$").matches("MultiWrite")
+    assert compile_matcher("Ed.t").matches("MultiEdit")  # search, like RegExp.test
+
+
+# -- inline config (strict) ------------------------------------------------------------------
+def load(hooks: object, **config: object) -> HookService:
+    kernel = Kernel()
+    kernel.load(plugin, {"hooks": hooks, **config})
+    service = kernel.ctx.get("hooks")
+    assert isinstance(service, HookService)
+    return service
+
+
+def test_inline_hooks_get_stable_handler_ids() -> None:
+    service = load(
+        {
+            "PreToolUse": [group("a", "Bash", timeout=5), group("b")],
+            "Stop": [{"hooks": [{"type": "command", "command": "c"}]}],
+        }
+    )
+    assert [
+        (h.event, h.matcher.pattern, h.command, h.timeout, h.handler_id) for h in service.handlers
+    ] == [
+        (HookEvent.PRE_TOOL_USE, "Bash", "a", 5.0, "tether.toml#PreToolUse[0].hooks[0]"),
+        (HookEvent.PRE_TOOL_USE, None, "b", None, "tether.toml#PreToolUse[1].hooks[0]"),
+        (HookEvent.STOP, None, "c", None, "tether.toml#Stop[0].hooks[0]"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("hooks", "message"),
+    [
+        (
+            {"PreToolUs": [group("x")]},
+            "tether.toml: unknown hook event 'PreToolUs' (supported: PreToolUse, PostToolUse, "
+            "UserPromptSubmit, Stop, SubagentStart, SubagentStop, SessionStart)",
+        ),
+        (
+            {"PreToolUse": [{"hooks": [{"type": "prompt", "prompt": "is it safe?"}]}]},
+            "tether.toml: PreToolUse[0].hooks[0]: unknown key(s) 'prompt'",
+        ),
+        (
+            {"PreToolUse": [{"hooks": [{"type": "prompt"}]}]},
+            "tether.toml: PreToolUse[0].hooks[0]: hook type 'prompt' is not supported "
+            '(tether runs only type "command")',
+        ),
+        (
+            {"PreToolUse": [{"hooks": [{"type": "command", "command": " "}]}]},
+            "tether.toml: PreToolUse[0].hooks[0].command: must be a non-empty string",
+        ),
+        (
+            {"PreToolUse": [group("x", timeout=0)]},
+            "tether.toml: PreToolUse[0].hooks[0].timeout: must be a positive number of seconds",
+        ),
+        (
+            {"PreToolUse": [group("x", "Bash(")]},
+            "tether.toml: PreToolUse[0].matcher: matcher 'Bash(' is not a valid regular "
+            "expression: missing ), unterminated subpattern at position 4",
+        ),
+        (
+            {"PreToolUse": {"matcher": "x"}},
+            "tether.toml: PreToolUse: must be a list of matcher groups",
+        ),
+        (
+            {"Stop": [{"matcher": "", "hooks": "echo"}]},
+            "tether.toml: Stop[0].hooks: must be a list of hook handlers",
+        ),
+    ],
+)
+def test_invalid_inline_hooks_fail_the_load_naming_the_place(hooks: object, message: str) -> None:
+    with pytest.raises(PluginConfigError) as info:
+        load(hooks)
+    assert str(info.value) == f"plugin 'hooks': invalid config: hooks: {message}"
+
+
+def test_invalid_plugin_options_fail_the_load() -> None:
+    with pytest.raises(PluginConfigError, match="default_timeout"):
+        load({}, default_timeout=0)
+    with pytest.raises(PluginConfigError, match="unknown_option"):
+        load({}, unknown_option=True)
+
+
+# -- settings files (lenient about what tether does not bridge) -------------------------------
+def test_settings_file_uses_claude_codes_shape(tmp_path: Path) -> None:
+    claude = tmp_path / ".claude"
+    claude.mkdir()
+    (claude / "settings.json").write_text(
+        json.dumps(
+            {
+                "permissions": {"allow": ["Bash(ls)"]},
+                "hooks": {
+                    "PreToolUse": [
+                        {
+                            "matcher": "Write|Edit",
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": "guard.sh",
+                                    "timeout": 30,
+                                    "statusMessage": "checking",
+                                }
+                            ],
+                        }
+                    ],
+                    "Notification": [{"hooks": [{"type": "command", "command": "notify"}]}],
+                    "PreCompact": [{"hooks": [{"type": "prompt", "prompt": "?"}]}],
+                },
+            }
+        )
+    )
+    service = load(
+        {"PreToolUse": [group("inline.sh")]},
+        settings_files=[".claude/settings.json", ".claude/settings.local.json"],
+        project_dir=str(tmp_path),
+    )
+    assert [(h.command, h.matcher.pattern, h.timeout, h.handler_id) for h in service.handlers] == [
+        ("inline.sh", None, None, "tether.toml#PreToolUse[0].hooks[0]"),
+        ("guard.sh", "Write|Edit", 30.0, ".claude/settings.json#PreToolUse[0].hooks[0]"),
+    ]
+
+
+def test_a_malformed_settings_file_fails_the_load(tmp_path: Path) -> None:
+    bad = tmp_path / "settings.json"
+    bad.write_text("{not json")
+    with pytest.raises(PluginConfigError) as info:
+        load({}, settings_files=[str(bad)])
+    assert str(info.value).startswith(f"plugin 'hooks': {bad}: not valid JSON: ")
+    bad.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "http", "url": "x"}]}]}}))
+    with pytest.raises(PluginConfigError) as info:
+        load({}, settings_files=[str(bad)])
+    assert str(info.value) == (
+        f"plugin 'hooks': {bad}: Stop[0].hooks[0]: hook type 'http' is not supported "
+        '(tether runs only type "command")'
+    )
+    bad.write_text("[]")
+    with pytest.raises(HookSettingsError, match="must be a JSON object"):
+        read_settings_file(str(bad), base_dir="/")
+
+
+def test_identical_commands_run_once_per_dispatch() -> None:
+    service = load(
+        {
+            "PreToolUse": [group("same", "Bash"), group("same", "*"), group("other", "Write")],
+        }
+    )
+    assert [h.command for h in service.matching(HookEvent.PRE_TOOL_USE, "Bash")] == ["same"]
+    assert [h.command for h in service.matching(HookEvent.PRE_TOOL_USE, "Write")] == [
+        "same",
+        "other",
+    ]
+
+
+def test_matcher_is_ignored_for_events_without_a_subject() -> None:
+    handlers = parse_hooks_block(
+        {"Stop": [group("s", "Bash")], "UserPromptSubmit": [group("u", "Nope")]},
+        "x",
+        strict=True,
+    )
+    kernel = Kernel()
+    service = HookService(kernel.ctx, handlers, load({}).settings)
+    assert [h.command for h in service.matching(HookEvent.STOP, None)] == ["s"]
+    assert [h.command for h in service.matching(HookEvent.USER_PROMPT_SUBMIT, None)] == ["u"]
+
+
+def test_loads_from_tether_toml_through_the_entry_point(tmp_path: Path) -> None:
+    toml = tmp_path / "tether.toml"
+    toml.write_text(
+        "[[plugins]]\n"
+        'name = "hooks"\n'
+        'config = { default_timeout = 10, hooks = { PreToolUse = [{ matcher = "Bash", hooks = '
+        '[{ type = "command", command = "guard.sh", timeout = 3 }] }] } }\n'
+    )
+    kernel = Kernel()
+    load_plugins(kernel, read_config(toml).plugins)
+    service = kernel.ctx.get("hooks")
+    assert isinstance(service, HookService)
+    assert service.settings.default_timeout == 10
+    assert [(h.command, h.timeout) for h in service.handlers] == [("guard.sh", 3.0)]
+    # Only the points with handlers are listened on: no per-call cost elsewhere.
+    assert len(kernel.runtime._chain("tools/pre-execute", None)) == 1
+    assert kernel.runtime._chain("tools/post-execute", None) == []
+    kernel.dispose()
+    assert kernel.ctx.get("hooks") is None
+    assert kernel.runtime._chain("tools/pre-execute", None) == []

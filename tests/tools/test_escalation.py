@@ -1,0 +1,226 @@
+"""The escalation ladder through the real tool pipeline: every fail-closed text, the strictly
+wider check without a prompt, the one-call grant, and the audit pair (behaviour.md §2.4,
+§10.6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.kernel import Kernel
+from tether.policy.approval import approval_plugin, register_answerer
+from tether.policy.escalation import denial_hint
+from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.session import Session, SessionMeta, SessionStore
+from tether.signals import AbortSignal
+from tether.tools.fs import file_tools
+from tether.tools.pipeline import ToolRuntime
+
+MARKER = "[sandbox: file access denied under read-only mode]"
+
+
+class ConfiningSandbox:
+    """What the pipeline asks of the sandbox service: whether its backend confines."""
+
+    confines = True
+
+
+class Owner:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+
+def compose(
+    tmp_path: Path,
+    *,
+    answer: str | None = "allowed-once",
+    policy: str = "ask",
+    approval: bool = True,
+    sandbox: bool = True,
+) -> tuple[Kernel, ToolRuntime, Owner, list[Any]]:
+    kernel = Kernel()
+    store = SessionStore()
+    kernel.ctx.provide("sessions", store)
+    kernel.load(sandbox_policy_plugin, {"mode": "read-only", "workspace_root": str(tmp_path)})
+    if approval:
+        kernel.load(approval_plugin, {"policy": policy})
+    if sandbox:
+        kernel.ctx.provide("sandbox", ConfiningSandbox())
+    asked: list[Any] = []
+    if answer is not None:
+
+        def answerer(request: Any, _next: Any) -> str:
+            asked.append(request)
+            return answer
+
+        register_answerer(kernel.ctx, answerer)
+    tools = ToolRuntime(kernel.ctx)
+    for tool in file_tools():
+        tools.register(tool)
+    session = store.create(meta=SessionMeta(cwd=str(tmp_path)))
+    session.append("turn/start", {"turn": 1})
+    return kernel, tools, Owner(session), asked
+
+
+def args(**extra: str) -> str:
+    return json.dumps({"path": "out.txt", "content": "x", **extra})
+
+
+ESCALATE = {"sandbox_permissions": "workspace-write", "justification": "needs the file"}
+
+
+async def run(
+    tools: ToolRuntime, owner: Owner | None, raw: str, signal: AbortSignal | None = None
+) -> Any:
+    return await tools.execute(owner, "call-1", "write", raw, signal or AbortSignal())  # type: ignore[arg-type]
+
+
+def audit(owner: Owner) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (e.type, json.loads(json.dumps(dict(e.data), default=list)))
+        for e in owner.session.events
+        if e.type.startswith("approval/")
+    ]
+
+
+def test_fields_are_advertised_only_under_a_confining_sandbox(tmp_path: Path) -> None:
+    _, tools, _, _ = compose(tmp_path)
+    schemas = {name: params for name, _, params in tools.schemas()}
+    assert schemas["write"]["properties"]["sandbox_permissions"]["enum"] == [
+        "workspace-write",
+        "danger-full-access",
+    ]
+    assert "justification" in schemas["edit"]["properties"]
+    assert "sandbox_permissions" not in schemas["read"]["properties"]
+    _, plain, _, _ = compose(tmp_path, sandbox=False)
+    assert all("sandbox_permissions" not in p["properties"] for _, _, p in plain.schemas())
+
+
+async def test_without_a_confining_sandbox_the_fields_are_unknown_arguments(tmp_path: Path) -> None:
+    _, tools, owner, asked = compose(tmp_path, sandbox=False)
+    result = await run(tools, owner, args(**ESCALATE))
+    assert result.is_error and 'invalid arguments for tool "write"' in result.content
+    assert asked == [] and not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        (
+            {"sandbox_permissions": "workspace-write"},
+            "sandbox_permissions and justification must be given together",
+        ),
+        ({"justification": "why"}, "sandbox_permissions and justification must be given together"),
+        (
+            {"sandbox_permissions": "workspace-write", "justification": "  "},
+            "justification must be a non-empty string",
+        ),
+        (
+            {"sandbox_permissions": "everything", "justification": "why"},
+            "sandbox_permissions must be one of workspace-write, danger-full-access",
+        ),
+    ],
+)
+async def test_argument_errors(tmp_path: Path, extra: dict[str, str], problem: str) -> None:
+    _, tools, owner, asked = compose(tmp_path)
+    result = await run(tools, owner, args(**extra))
+    assert result.content == f'Error: invalid arguments for tool "write": {problem}'
+    assert asked == [] and audit(owner) == []
+
+
+async def test_allowed_once_widens_this_call_only(tmp_path: Path) -> None:
+    _, tools, owner, asked = compose(tmp_path)
+    first = await run(tools, owner, args(**ESCALATE))
+    assert not first.is_error, first.content
+    assert (tmp_path / "out.txt").read_text() == "x"
+    assert [r.reason for r in asked] == ["escalate sandbox to workspace-write: needs the file"]
+    kinds = audit(owner)
+    assert [k for k, _ in kinds] == ["approval/asked", "approval/decided"]
+    assert kinds[0][1]["tool_name"] == "write" and kinds[0][1]["call_id"] == "call-1"
+    assert kinds[1][1]["outcome"] == "allowed-once"
+    # the grant died with the call: the same call without escalation is confined again
+    (tmp_path / "out.txt").unlink()
+    again = await run(tools, owner, args())
+    assert again.is_error and MARKER in again.content
+    assert not (tmp_path / "out.txt").exists()
+    assert not any(e.type == "sandbox/mode" for e in owner.session.events)
+
+
+async def test_not_strictly_wider_is_refused_without_a_prompt(tmp_path: Path) -> None:
+    kernel, tools, owner, asked = compose(tmp_path)
+    service = kernel.ctx.get("sandbox_policy")
+    assert service is not None
+    service.set_sandbox_mode(owner.session, "workspace-write")
+    result = await run(tools, owner, args(**ESCALATE))
+    assert result.content == (
+        'Error: sandbox escalation to "workspace-write" is not strictly wider than this '
+        'call\'s current "workspace-write" mode'
+    )
+    assert asked == [] and audit(owner) == []
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("answer", "text"),
+    [
+        ("rejected", 'the user rejected escalating this operation to "workspace-write"'),
+        ("cancelled", 'approval for escalating to "workspace-write" was cancelled'),
+        (
+            "unavailable",
+            'sandbox escalation to "workspace-write" requires approval, but no approval channel is available',
+        ),
+        (
+            None,
+            'sandbox escalation to "workspace-write" requires approval, but no approval channel is available',
+        ),
+    ],
+)
+async def test_refusals_execute_nothing(tmp_path: Path, answer: str | None, text: str) -> None:
+    _, tools, owner, _ = compose(tmp_path, answer=answer)
+    result = await run(tools, owner, args(**ESCALATE))
+    assert result.content == f"Error: {text}" and result.is_error
+    assert not (tmp_path / "out.txt").exists()
+    assert [k for k, _ in audit(owner)] == ["approval/asked", "approval/decided"]
+
+
+async def test_never_policy_rejects_before_any_answerer(tmp_path: Path) -> None:
+    _, tools, owner, asked = compose(tmp_path, policy="never")
+    result = await run(tools, owner, args(**ESCALATE))
+    assert (
+        result.content == 'Error: the user rejected escalating this operation to "workspace-write"'
+    )
+    assert asked == []
+    assert audit(owner)[1][1]["outcome"] == "rejected"
+
+
+async def test_no_approval_service(tmp_path: Path) -> None:
+    _, tools, owner, _ = compose(tmp_path, approval=False, answer=None)
+    result = await run(tools, owner, args(**ESCALATE))
+    assert result.content == (
+        'Error: sandbox escalation to "workspace-write" requires approval, but no approval '
+        "service is composed"
+    )
+
+
+async def test_no_agent(tmp_path: Path) -> None:
+    _, tools, _, asked = compose(tmp_path)
+    result = await run(tools, None, args(**ESCALATE))
+    assert result.content == (
+        'Error: sandbox escalation to "workspace-write" requires approval, but the call has '
+        "no agent to route it through"
+    )
+    assert asked == []
+
+
+async def test_denial_hint_follows_the_session_policy(tmp_path: Path) -> None:
+    _, tools, owner, _ = compose(tmp_path)
+    denied = await run(tools, owner, args())
+    assert denied.content.splitlines()[-1] == denial_hint("operation", "read-only", "ask")
+    assert 'sandbox_permissions: "workspace-write"' in denied.content
+    _, tools, owner, _ = compose(tmp_path, policy="never")
+    denied = await run(tools, owner, args())
+    assert MARKER in denied.content
+    assert denied.content.splitlines()[-1].startswith("Escalation is unavailable in this session")
