@@ -84,6 +84,11 @@ class AbortSignal:
         waiter = asyncio.ensure_future(self.wait())
         try:
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            # The caller itself was cancelled: the inner work must not run on unowned.
+            task.cancel()
+            task.add_done_callback(_swallow)
+            raise
         finally:
             waiter.cancel()
         if task.done():

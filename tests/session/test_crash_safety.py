@@ -113,8 +113,12 @@ class Trial:
     reports: list[str] = field(default_factory=list)
 
 
-async def run_child(script: Path, url: str, trial: Trial, delay: float) -> None:
-    """Start a child, kill it after ``delay`` seconds, and record what it reported."""
+async def run_child(script: Path, url: str, trial: Trial, rng: random.Random) -> None:
+    """Start a child, SIGKILL it at a random moment, and record what it reported committed.
+
+    One kill in five lands at a random time after spawn (during start-up, or inside the
+    resume's repair); the others at a random time after the child's first commit.
+    """
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(script),
@@ -125,18 +129,38 @@ async def run_child(script: Path, url: str, trial: Trial, delay: float) -> None:
         stderr=asyncio.subprocess.PIPE,
     )
     assert process.stdout is not None and process.stderr is not None
-    output = asyncio.ensure_future(process.stdout.read())
+    stdout = process.stdout
+    lines: list[bytes] = []
+    first_commit = asyncio.Event()
+
+    async def read() -> None:
+        while line := await stdout.readline():
+            lines.append(line)
+            first_commit.set()
+
+    reader = asyncio.ensure_future(read())
     errors = asyncio.ensure_future(process.stderr.read())
-    await asyncio.sleep(delay)
-    process.send_signal(signal.SIGKILL)
+    if rng.random() < 0.2:
+        await asyncio.sleep(rng.uniform(0.0, 0.3))
+    else:
+        exited = asyncio.ensure_future(process.wait())
+        committed = asyncio.ensure_future(first_commit.wait())
+        await asyncio.wait({exited, committed}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        exited.cancel()
+        committed.cancel()
+        await asyncio.sleep(rng.uniform(0.0, 0.25))
+    if process.returncode is None:
+        process.send_signal(signal.SIGKILL)
     await process.wait()
-    stdout, stderr = await output, await errors
+    await reader
+    stderr = await errors
     assert process.returncode == -signal.SIGKILL, (
         f"child for {trial.session_id} exited by itself ({process.returncode}): "
         f"{stderr.decode(errors='replace')}"
     )
-    complete = stdout.decode().split("\n")[:-1]  # a line cut by the kill has no newline
-    for line in complete:
+    for line in lines:
+        if not line.endswith(b"\n"):
+            continue  # cut by the kill
         record = json.loads(line)
         seq = record["seq"]
         assert trial.committed.get(seq, record) == record, f"seq {seq} reported twice, differently"
@@ -202,17 +226,18 @@ def check_approvals(
 async def crash_trials(url: str, tmp_path: Path, label: str) -> list[Trial]:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    rng = random.Random(f"crash-{label}")
-    trials = [Trial(f"crash-{label}-{n}", rng.randrange(1 << 30)) for n in range(TRIALS)]
+    seeds = random.Random(f"crash-{label}")
+    trials = [Trial(f"crash-{label}-{n}", seeds.randrange(1 << 30)) for n in range(TRIALS)]
     gate = asyncio.Semaphore(PARALLEL)
 
     async def one(trial: Trial) -> None:
+        rng = random.Random(trial.seed)
         async with gate:
-            # Round one: from nothing; the kill can land during start-up, before any commit.
-            await run_child(script, url, trial, rng.uniform(0.05, 0.45))
+            # Round one starts from nothing.
+            await run_child(script, url, trial, rng)
             await check_log(url, trial, repair=False)
-            # Round two resumes: the kill can also land inside the resume's repair.
-            await run_child(script, url, trial, rng.uniform(0.05, 0.45))
+            # Round two resumes: its load repairs what round one left.
+            await run_child(script, url, trial, rng)
             await check_log(url, trial, repair=True)
 
     await asyncio.gather(*(one(trial) for trial in trials))
@@ -226,7 +251,5 @@ async def test_sigkill_at_random_moments_loses_nothing_committed(
 ) -> None:
     url = f"sqlite://{tmp_path}/store.db" if scheme == "sqlite" else f"jsonl://{tmp_path}/logs"
     trials = await crash_trials(url, tmp_path, scheme)
-    committed = sum(len(trial.committed) for trial in trials)
-    # The kills must have landed after real work, or the test proves nothing.
-    assert sum(1 for trial in trials if trial.committed) >= TRIALS // 2
-    assert committed > TRIALS * 20
+    # Most kills land after real work, or the test would prove little.
+    assert sum(1 for trial in trials if len(trial.committed) > 10) >= TRIALS // 2

@@ -19,7 +19,7 @@ from tether.model import ScriptedModel
 from tether.plugins.hooks import HookService, plugin
 from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
 from tether.policy.sandbox_policy import sandbox_policy_plugin
-from tether.session import Event, Session, SessionMeta, SessionStore
+from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.pipeline import ToolRuntime
 
@@ -141,6 +141,17 @@ class CustomArgs(ToolArgs):
     x: int
 
 
+class Failing:
+    """Returns an error result (the tool ran and reported failure)."""
+
+    name = "fail"
+    description = "Always fails."
+    Args = CustomArgs
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        return ToolResult.error("it broke")
+
+
 def _noop(name: str, args: type[ToolArgs]) -> Any:
     class Noop:
         description = f"The {name} tool."
@@ -164,6 +175,7 @@ def all_tools() -> list[Any]:
         _noop("glob", GlobArgs),
         _noop("grep", GrepArgs),
         _noop("custom", CustomArgs),
+        Failing(),
     ]
 
 
@@ -203,11 +215,12 @@ def compose(
     before_hooks: Callable[[Kernel], None] | None = None,
     after_hooks: Callable[[Kernel], None] | None = None,
     approval_policy: str = "ask",
+    persistence: Persistence | None = None,
 ) -> Rig:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     kernel = Kernel()
-    store = SessionStore()
+    store = SessionStore(persistence)
     kernel.ctx.provide("sessions", store)
     kernel.load(
         sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(workspace)}

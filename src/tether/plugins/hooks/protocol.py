@@ -90,7 +90,6 @@ def interpret(event: HookEvent, run: CommandRun) -> HookReply:
     try:
         return _parse_json_reply(event, text)
     except _Invalid as err:
-        log.warning("%s hook printed an invalid reply: %s", event.value, err)
         return HookReply("invalid-output", problem=str(err))
 
 

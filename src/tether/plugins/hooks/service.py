@@ -189,7 +189,7 @@ class HookService:
         if handler.matcher.pattern is not None:
             invoked["matcher"] = handler.matcher.pattern
         invoked["handler_id"] = handler.handler_id
-        _record(session, "hook/invoked", invoked)
+        turn = _record(session, None, "hook/invoked", invoked)
         run = await run_command(
             handler.command,
             data,
@@ -210,7 +210,8 @@ class HookService:
         if summary:
             result["stderr_summary"] = summary
         result["duration_ms"] = run.duration_ms
-        _record(session, "hook/result", result)
+        if turn is not None:
+            _record(session, turn, "hook/result", result)
         if reply.decision in FAILED:
             log.warning("%s hook %s: %s", point, handler.handler_id, reply.problem)
             if self.settings.fail_closed and handler.event is HookEvent.PRE_TOOL_USE:
@@ -246,16 +247,25 @@ class HookService:
             task.cancel()
 
 
-def _record(session: Session | None, event_type: str, data: dict[str, JsonValue]) -> None:
-    """Append a hook record inside the open turn; outside one there is nowhere to put it."""
+def _record(
+    session: Session | None, turn: int | None, event_type: str, data: dict[str, JsonValue]
+) -> int | None:
+    """Append a hook record inside the open turn (``turn``: the one the pair started in);
+    returns that turn, or ``None`` when there is no open turn to put it in. A result is only
+    written next to its ``hook/invoked``, so a hook that started between turns (SessionStart)
+    never leaves half a pair in the turn that opened meanwhile."""
     if session is None or not session.has_open_turn():
-        return
+        return None
     start = session.last("turn/start")
-    turn = start.data.get("turn") if start is not None else None
+    current = start.data.get("turn") if start is not None else None
+    if not isinstance(current, int) or (turn is not None and current != turn):
+        return None
     try:
-        session.append(event_type, {"turn": turn, **data})
+        session.append(event_type, {"turn": current, **data})
     except Exception:
         log.exception("hooks: cannot append %s to session %s", event_type, session.id)
+        return None
+    return current
 
 
 __all__ = [
