@@ -445,3 +445,26 @@ def test_disposing_a_child_leaves_siblings(ctx: Context) -> None:
     a.dispose()
     ctx.emit("tick")
     assert seen == ["b"]
+
+
+# -- collect ----------------------------------------------------------------------------------
+
+
+def test_collect_returns_every_matching_result_in_order(ctx: Context) -> None:
+    agent, other = Agent("agent"), Agent("other")
+    ctx.on("tools/guard", lambda p: f"global:{p}")
+    ctx.on("tools/guard", lambda p: f"scoped:{p}", scope=agent)
+    ctx.on("tools/guard", lambda p: f"other:{p}", scope=other)
+    ctx.on("tools/guard", lambda p: None, prepend=True)
+    assert ctx.collect("tools/guard", "bash", scope=agent) == [None, "global:bash", "scoped:bash"]
+    assert ctx.collect("tools/guard", "bash") == [None, "global:bash"]
+    assert ctx.collect("nothing", 1) == []
+
+
+def test_collect_propagates_exceptions(ctx: Context) -> None:
+    def broken(payload: object) -> None:
+        raise PermissionError("guard broke")
+
+    ctx.on("tools/guard", broken)
+    with pytest.raises(PermissionError):
+        ctx.collect("tools/guard", {})

@@ -1,15 +1,18 @@
 """The session store: prepare/enter/announce, notifications, the flush barrier, and fork.
 
-Storage goes through a small in-memory backend written against the ``Persistence`` protocol, so
-these tests exercise the store itself and not any one real backend.
+Tests that store go through the ``backend`` fixture: a small in-memory implementation of the
+``Persistence`` protocol (which can also inject failures) and the real SQLite and JSONL backends
+from ``open_persistence``, so the store is checked against the contract, not one backend.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +34,7 @@ from tether.session import (
     SessionStore,
     StoredSession,
 )
+from tether.session.persistence import open_persistence
 
 
 class MemoryPersistence:
@@ -88,6 +92,41 @@ def make_store(persistence: Persistence | None = None) -> SessionStore:
     return SessionStore(
         persistence, clock=lambda: next(clock), new_id=lambda: f"session-{next(ids)}"
     )
+
+
+class Backend:
+    """A persistence under test plus a way to open the same storage afresh."""
+
+    def __init__(self, kind: str, tmp_path: Path) -> None:
+        self.kind = kind
+        self._memory = MemoryPersistence() if kind == "memory" else None
+        self._url = {
+            "memory": "",
+            "sqlite": f"sqlite://{tmp_path}/store.db",
+            "jsonl": f"jsonl://{tmp_path}/sessions",
+        }[kind]
+        self.opened: list[Persistence] = []
+        self.persistence = self.reopen()
+
+    def reopen(self) -> Persistence:
+        if self._memory is not None:
+            return self._memory
+        opened = open_persistence(self._url)
+        self.opened.append(opened)
+        return opened
+
+
+@pytest.fixture(params=["memory", "sqlite", "jsonl"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    made = Backend(request.param, tmp_path)
+    yield made
+    for opened in made.opened:
+        with contextlib.suppress(Exception):  # the store may have closed it already
+            await opened.close()
+
+
+async def stored_events(persistence: Persistence, session_id: str) -> list[Event]:
+    return list((await persistence.inspect(session_id)).events)
 
 
 def layout(events: Sequence[Event]) -> list[tuple[int, str]]:
@@ -300,9 +339,8 @@ def test_vetoed_session_publishes_nothing_afterwards() -> None:
     ]
 
 
-async def test_vetoed_session_is_never_stored() -> None:
-    backend = MemoryPersistence()
-    store = make_store(backend)
+async def test_vetoed_session_is_never_stored(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     store.on_created(raising(RuntimeError("veto")))
     session = store.prepare("v")
     session.append("sandbox/mode", {"mode": "read-only"})
@@ -311,8 +349,9 @@ async def test_vetoed_session_is_never_stored() -> None:
     with pytest.raises(RuntimeError):
         store.announce(session)
     await asyncio.sleep(0.01)
-    assert backend.headers == {}
-    assert backend.writes == []
+    assert await backend.persistence.list() == []
+    with pytest.raises(SessionNotFoundError):
+        await backend.persistence.inspect("v")
 
 
 # -- session/event ----------------------------------------------------------------------------
@@ -447,29 +486,38 @@ def test_event_listener_appending_during_announce_backlog() -> None:
 # -- flush and storage ------------------------------------------------------------------------
 
 
-async def test_flush_stores_header_and_every_event_appended_before_it() -> None:
-    backend = MemoryPersistence()
-    store = make_store(backend)
+async def test_flush_stores_header_and_every_event_appended_before_it(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     session = store.create("s", meta=SessionMeta(cwd="/w"))
     completed_turn(session, 1)
     await store.flush(session)
-    assert backend.headers["s"] == session.header
-    assert backend.events["s"] == list(session.events)
+    stored = await backend.persistence.inspect("s")
+    assert stored.header == session.header
+    assert list(stored.events) == list(session.events)
     session.append("sandbox/mode", {"mode": "read-only"})
     await store.flush(session)
-    assert layout(backend.events["s"]) == layout(session.events)
-    assert backend.writes[0] == ("create", "s", 0)
-    assert sum(n for kind, _, n in backend.writes if kind == "append") == 4
+    assert await stored_events(backend.persistence, "s") == list(session.events)
+    # A fresh handle on the same storage sees the same log.
+    assert await stored_events(backend.reopen(), "s") == list(session.events)
 
 
-async def test_nothing_is_stored_before_the_first_event() -> None:
+async def test_flush_batches_and_writes_the_header_once() -> None:
     backend = MemoryPersistence()
     store = make_store(backend)
+    session = store.create("s")
+    completed_turn(session, 1)
+    await store.flush(session)
+    session.append("sandbox/mode", {"mode": "read-only"})
+    await store.flush(session)
+    assert backend.writes == [("create", "s", 0), ("append", "s", 3), ("append", "s", 1)]
+
+
+async def test_nothing_is_stored_before_the_first_event(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     session = store.create("lazy")
     await store.flush(session)
     await asyncio.sleep(0.01)
-    assert backend.writes == []
-    assert (await backend.list()) == []
+    assert await backend.persistence.list() == []
 
 
 async def test_writer_drains_in_the_background() -> None:
@@ -484,18 +532,20 @@ async def test_writer_drains_in_the_background() -> None:
     assert layout(backend.events["bg"]) == layout(session.events)
 
 
-async def test_flush_before_announce_stores_setup_events() -> None:
-    backend = MemoryPersistence()
-    store = make_store(backend)
+async def test_flush_before_announce_stores_setup_events(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     session = store.prepare("early")
     session.append("sandbox/mode", {"mode": "read-only"})
     store.enter(session)
     await store.flush(session)
-    assert layout(backend.events["early"]) == [(0, "sandbox/mode")]
+    assert layout(await stored_events(backend.persistence, "early")) == [(0, "sandbox/mode")]
     store.announce(session)
-    session.append("turn/start", {"turn": 1})
+    session.append("approval/policy", {"policy": "never"})
     await store.flush(session)
-    assert layout(backend.events["early"]) == [(0, "sandbox/mode"), (1, "turn/start")]
+    assert layout(await stored_events(backend.persistence, "early")) == [
+        (0, "sandbox/mode"),
+        (1, "approval/policy"),
+    ]
 
 
 async def test_flush_without_persistence_is_a_no_op() -> None:
@@ -521,24 +571,28 @@ async def test_flush_reports_a_failed_write() -> None:
         await store.flush(session)
 
 
-async def test_close_flushes_every_session_and_closes_the_backend() -> None:
-    backend = MemoryPersistence()
-    store = make_store(backend)
+async def test_close_flushes_every_session_and_closes_the_backend(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     rec = Recorder(store)
     a, b = store.create("a"), store.create("b")
     completed_turn(a, 1)
     b.append("sandbox/mode", {"mode": "read-only"})
     await store.close()
-    assert backend.closed
     assert store.live() == []
-    assert layout(backend.events["a"]) == layout(a.events)
-    assert layout(backend.events["b"]) == layout(b.events)
     assert ("disposed", "a") in rec.log and ("disposed", "b") in rec.log
+    fresh = backend.reopen()
+    assert await stored_events(fresh, "a") == list(a.events)
+    assert await stored_events(fresh, "b") == list(b.events)
 
 
-async def test_open_reopens_a_stored_session_with_one_marker() -> None:
+async def test_close_closes_the_backend() -> None:
     backend = MemoryPersistence()
-    store = make_store(backend)
+    await make_store(backend).close()
+    assert backend.closed
+
+
+async def test_open_reopens_a_stored_session_with_one_marker(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     rec = Recorder(store)
     session = store.create("r", meta=SessionMeta(cwd="/w"))
     completed_turn(session, 1)
@@ -547,14 +601,16 @@ async def test_open_reopens_a_stored_session_with_one_marker() -> None:
     reopened = await store.open("r")
     assert reopened.header == session.header
     assert reopened.first_live_seq == 3
+    assert list(reopened.events[:3]) == list(session.events)
     assert layout(reopened.events)[3:] == [(3, "session/end-seed")]
     await store.flush(reopened)
-    assert layout(backend.events["r"]) == layout(reopened.events)
+    assert await stored_events(backend.persistence, "r") == list(reopened.events)
     assert rec.log[-2:] == [("created", "r"), ("event", "r", "3", "session/end-seed")]
     await store.dispose(reopened)
 
     again = await store.open("r")  # untouched since: no second marker
     assert layout(again.events) == layout(reopened.events)
+    assert again.first_live_seq == 4
     with pytest.raises(SessionExistsError):
         await store.open("r")
 
@@ -565,9 +621,8 @@ async def test_open_without_persistence() -> None:
     assert info.value.code == "NO_PERSISTENCE"
 
 
-async def test_inspect_live_and_stored() -> None:
-    backend = MemoryPersistence()
-    store = make_store(backend)
+async def test_inspect_live_and_stored(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     session = store.create("i")
     completed_turn(session, 1)
     live = await store.inspect("i")
@@ -712,8 +767,8 @@ async def test_fork_default_boundary_inside_a_running_turn() -> None:
     assert (await store.fork("src", 6)).header.seed_length == 7
 
 
-async def test_fork_of_an_unknown_source() -> None:
-    store = make_store(MemoryPersistence())
+async def test_fork_of_an_unknown_source(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     with pytest.raises(SessionNotFoundError) as info:
         await store.fork("ghost")
     assert info.value.code == "SESSION_NOT_FOUND"
@@ -722,9 +777,8 @@ async def test_fork_of_an_unknown_source() -> None:
         await make_store().fork("ghost")
 
 
-async def test_fork_of_a_stored_but_not_live_source() -> None:
-    backend = MemoryPersistence()
-    store = make_store(backend)
+async def test_fork_of_a_stored_but_not_live_source(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     source = two_turns(store)
     await store.dispose(source)
     with pytest.raises(SessionNotLiveError) as info:
@@ -746,9 +800,8 @@ async def test_fork_child_id_collision_with_a_live_session() -> None:
         await store.fork("src", child_id="src")
 
 
-async def test_fork_child_id_collision_with_a_stored_session() -> None:
-    backend = MemoryPersistence()
-    store = make_store(backend)
+async def test_fork_child_id_collision_with_a_stored_session(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     two_turns(store)
     old = store.create("old")
     old.append("turn/start", {"turn": 1})
@@ -758,17 +811,32 @@ async def test_fork_child_id_collision_with_a_stored_session() -> None:
     assert store.get("old") is None
 
 
-async def test_forked_child_is_stored_with_its_lineage() -> None:
-    backend = MemoryPersistence()
-    store = make_store(backend)
+async def test_forked_child_is_stored_with_its_lineage(backend: Backend) -> None:
+    store = make_store(backend.persistence)
     source = two_turns(store)
     child = await store.fork("src", 2, "kid")
-    child.append("turn/start", {"turn": 2})
+    completed_turn(child, 2)
     await store.flush(child)
-    assert backend.headers["kid"].parent_session == "src"
-    assert backend.headers["kid"].seed_length == 3
-    assert layout(backend.events["kid"]) == layout(child.events)
-    assert backend.events["kid"][:3] == list(source.events[:3])
+    stored = await backend.persistence.inspect("kid")
+    assert stored.header == child.header
+    assert stored.header.to_dict() == {
+        "type": "session",
+        "version": 0,
+        "id": "kid",
+        "created_at": child.header.created_at,
+        "cwd": "/w",
+        "parent_session": "src",
+        "seed_length": 3,
+        "delegation_depth": 0,
+    }
+    assert list(stored.events) == list(child.events)
+    assert list(stored.events[:3]) == list(source.events[:3])
+    assert layout(stored.events)[3:] == [
+        (3, "session/end-seed"),
+        (4, "turn/start"),
+        (5, "user/message"),
+        (6, "turn/end"),
+    ]
 
 
 async def test_fork_veto_rolls_the_child_back() -> None:

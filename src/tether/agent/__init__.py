@@ -11,12 +11,15 @@ from tether.agent.agent import (
 )
 from tether.agent.context_snapshot import SNAPSHOT_HEAD, SNAPSHOT_NONE
 from tether.agent.inbox import InboxItem, InboxTarget
+from tether.agent.registry import AGENTS_SERVICE, AgentRegistry
 
 __all__ = [
+    "AGENTS_SERVICE",
     "SNAPSHOT_HEAD",
     "SNAPSHOT_NONE",
     "Agent",
     "AgentOptions",
+    "AgentRegistry",
     "AgentStatus",
     "CancelCause",
     "InboxItem",

@@ -104,6 +104,8 @@ class Agent:
         self.tools = tools
         self.inbox = Inbox(session)
         self.last_result: TurnResult | None = None
+        self.scope_ctx: Context | None = None
+        """Registrations scoped to this agent (a child's composition); disposed with it."""
         self._driver: asyncio.Task[None] | None = None
         self._turn: _TurnState | None = None
         self._results: list[TurnResult] = []

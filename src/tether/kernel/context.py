@@ -108,6 +108,7 @@ class Context:
         self.runtime = runtime
         self.owner = owner
         self._registrations: list[Disposable] = []
+        self._forget: Callable[[], None] | None = None
 
     # -- services ---------------------------------------------------------------------------
     def get(self, name: str) -> Any | None:
@@ -223,13 +224,23 @@ class Context:
         return self._track(dispose)
 
     def child(self, owner: str) -> Context:
-        """A context whose registrations are undone together (a plugin's context)."""
+        """A context whose registrations are undone together (a plugin's or an agent's).
+
+        Disposing the parent disposes the child; disposing the child alone also forgets it in
+        the parent, so short-lived children (subagents) do not accumulate.
+        """
         ctx = Context(self.runtime, owner=owner)
-        self._track(ctx.dispose)
+        ctx._forget = self._track(ctx._dispose_registrations).dispose
         return ctx
 
     def dispose(self) -> None:
         """Undo every registration made through this context, newest first."""
+        self._dispose_registrations()
+        forget, self._forget = self._forget, None
+        if forget is not None:
+            forget()
+
+    def _dispose_registrations(self) -> None:
         while self._registrations:
             handle = self._registrations.pop()
             try:

@@ -179,7 +179,8 @@ class PermissionPresetsService:
         mode = sandbox.override_of(session)
         policy = approval.override_of(session)
         appended: list[Event] = []
-        if session.last("permission/preset") is None:
+        delegated = session.header.delegation_depth > 0
+        if session.last("permission/preset") is None and not (delegated and mode is None):
             knobs = Preset(mode or default.sandbox, policy or default.approval)
             name = (
                 self.default
@@ -188,6 +189,10 @@ class PermissionPresetsService:
             )
             if name != CUSTOM_PRESET:
                 appended.append(session.append("permission/preset", {"preset": name}))
+        if session.header.delegation_depth > 0:
+            # A delegated child's knobs come only from its delegation events: filling one from
+            # the deployment's default preset could give it a mode its parent never had.
+            return appended
         if mode is None:
             appended.append(sandbox.set_sandbox_mode(session, default.sandbox))
         if policy is None:

@@ -227,6 +227,9 @@ class PersistenceConformance:
         return "s-1"
 
     # -- create --------------------------------------------------------------------------
+    async def test_implements_the_protocol(self, persistence: Persistence) -> None:
+        assert isinstance(persistence, Persistence)
+
     async def test_create_then_load_is_empty(self, persistence: Persistence) -> None:
         await persistence.create(header(cwd="/work"))
         stored = await persistence.load("s-1")

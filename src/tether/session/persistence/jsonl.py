@@ -124,7 +124,9 @@ class JsonlPersistence:
 
     # -- worker-thread side ---------------------------------------------------------------
     def _create(self, header: SessionHeader) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.root.is_dir():
+            self.root.mkdir(parents=True, exist_ok=True)
+            _fsync_dir(self.root.parent)  # the new root's own entry must survive a crash too
         final = self.session_dir(header.id)
         if (final / LOG_NAME).exists():
             raise SessionExistsError(f"session {header.id!r} already exists")
