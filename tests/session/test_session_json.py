@@ -292,3 +292,11 @@ def test_surface_op_is_frozen_too() -> None:
     assert event.surface_op == {"op": "replace", "start": 0, "end": 1}
     with pytest.raises(TypeError):
         event.surface_op["end"] = 2  # type: ignore[index]
+
+
+def test_a_frozen_payload_can_be_appended_again() -> None:
+    session = fresh()
+    first = session.append("turn/start", {"a": [1, {"b": "c"}]})
+    again = session.append("turn/start", first.data)
+    assert again.data == first.data
+    assert again.to_dict()["data"] == {"a": [1, {"b": "c"}]}

@@ -267,7 +267,7 @@ class Agent:
             return []
         return [
             ToolSchema(name, description, parameters)
-            for name, description, parameters in self.tools.schemas(self.options.allowed_tools)
+            for name, description, parameters in self.tools.schemas(self.options.allowed_tools, self)
         ]
 
     async def _request(self, signal: AbortSignal) -> Completion:

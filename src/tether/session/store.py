@@ -331,12 +331,22 @@ class SessionStore:
             return StoredSession(live.header, tuple(live.events))
         return await self._require_persistence().inspect(session_id)
 
-    async def _stored(self, session_id: str) -> bool:
+    async def exists(self, session_id: str) -> bool:
+        """Whether the id is live or stored (an unreadable stored session still exists)."""
+        if session_id in self._live:
+            return True
+        if self.persistence is None:
+            return False
         try:
-            await self._require_persistence().inspect(session_id)
+            await self.persistence.inspect(session_id)
         except SessionNotFoundError:
             return False
+        except Exception:
+            return True
         return True
+
+    async def _stored(self, session_id: str) -> bool:
+        return self.persistence is not None and await self.exists(session_id)
 
     def _require_persistence(self) -> Persistence:
         if self.persistence is None:

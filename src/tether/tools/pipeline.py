@@ -94,35 +94,54 @@ class ToolRuntime:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._tools: dict[str, Tool] = {}
+        self._scoped: dict[int, dict[str, Tool]] = {}
 
-    def register(self, tool: Tool) -> Disposable:
-        if tool.name in self._tools:
+    def register(
+        self, tool: Tool, *, scope: object | None = None, ctx: Context | None = None
+    ) -> Disposable:
+        """Add ``tool``; with ``scope`` only that agent sees it (a child's ``report`` tool).
+
+        The registration is disposed with ``ctx`` (default: the runtime's context).
+        """
+        table = self._tools if scope is None else self._scoped.setdefault(id(scope), {})
+        if tool.name in table:
             raise ValueError(f"tool {tool.name!r} is already registered")
-        self._tools[tool.name] = tool
+        table[tool.name] = tool
 
         def remove() -> None:
-            if self._tools.get(tool.name) is tool:
-                del self._tools[tool.name]
+            if table.get(tool.name) is tool:
+                del table[tool.name]
+            if scope is not None and not table:
+                self._scoped.pop(id(scope), None)
 
-        return self.ctx.effect(remove)
+        return (ctx or self.ctx).effect(remove)
 
-    def get(self, name: str) -> Tool | None:
+    def get(self, name: str, agent: object | None = None) -> Tool | None:
+        if agent is not None:
+            scoped = self._scoped.get(id(agent), {}).get(name)
+            if scoped is not None:
+                return scoped
         return self._tools.get(name)
 
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def tools(self, allowed: frozenset[str] | None = None) -> list[Tool]:
-        return [t for n, t in self._tools.items() if allowed is None or n in allowed]
+    def tools(
+        self, allowed: frozenset[str] | None = None, agent: object | None = None
+    ) -> list[Tool]:
+        table = dict(self._tools)
+        if agent is not None:
+            table.update(self._scoped.get(id(agent), {}))
+        return [t for n, t in table.items() if allowed is None or n in allowed]
 
     def schemas(
-        self, allowed: frozenset[str] | None = None
+        self, allowed: frozenset[str] | None = None, agent: object | None = None
     ) -> list[tuple[str, str, dict[str, Any]]]:
-        """``(name, description, parameters)`` for every visible tool, as advertised now."""
+        """``(name, description, parameters)`` for every tool ``agent`` sees, as advertised now."""
         escalation = self.escalation_enabled()
         return [
             (t.name, t.description, tool_schema(t, escalation=escalation))
-            for t in self.tools(allowed)
+            for t in self.tools(allowed, agent)
         ]
 
     def escalation_enabled(self) -> bool:
@@ -140,7 +159,7 @@ class ToolRuntime:
         *,
         allowed: frozenset[str] | None = None,
     ) -> ToolResult:
-        tool = self._tools.get(name)
+        tool = self.get(name, agent)
         if tool is None or (allowed is not None and name not in allowed):
             return ToolResult.error(f'unknown tool "{name}"')
         parsed = _parse_arguments(name, raw_arguments)

@@ -1,0 +1,476 @@
+"""The continuation manager: background children that their parent can talk to again.
+
+A continuable child is one durable session plus at most one process-local *activation* (the
+resident agent). The manager starts children (capturing the parent's scope before the first
+await), routes ``followup`` messages (enqueue, wake, or cold resume), tells the parent when a
+child settles, relays ``report``, handles ``interrupt`` with its authority rules, and drains
+children first on shutdown (behaviour.md §5.5).
+
+Cold resume replays the child's own log: nothing policy-related is appended and nothing is
+re-captured from the parent, so a parent that widened later cannot widen the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Final, Literal
+
+from tether.agent import AGENTS_SERVICE, Agent, AgentOptions
+from tether.kernel import Context
+from tether.policy import SandboxMode
+from tether.session import JsonValue, Session, SessionHeader, SessionNotFoundError
+from tether.signals import AbortSignal
+from tether.subagents.composition import (
+    DEFAULT_MAX_DEPTH,
+    SubagentError,
+    ToolFilter,
+    append_delegated_policy_overrides,
+    apply_child_composition,
+    capture_delegated_policy_overrides,
+    check_max_depth,
+    narrow_delegated_policy,
+    resolve_child_agent_options,
+    resolve_child_depth,
+    resolve_tool_filter,
+)
+from tether.subagents.descriptor import Descriptor, fold_descriptor
+from tether.subagents.lifecycle import SubagentLifecycle
+from tether.subagents.oneshot import Provider, build_child, fork_seed, require_store
+from tether.subagents.results import SubagentResult, result_from_events
+
+log = logging.getLogger(__name__)
+
+SUBAGENTS_SERVICE: Final = "subagents"
+ReportDelivery = Literal["next-step", "quiet"]
+"""``next-step``: steer the parent (folded into its next step). ``quiet``: inject without
+waking it."""
+
+SETTLED_SUMMARY: Final[Mapping[str, str]] = {
+    "completed": "finished and will do no further work unless you send it more.",
+    "aborted": "was stopped and will do no further work unless you send it more.",
+    "max-tokens": "ran out of room before finishing.",
+    "refusal": "declined the task.",
+    "error": "failed.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class UserAuthority:
+    """A human acting for the child's durable parent session."""
+
+    parent_session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AncestorAuthority:
+    """A live agent in the child's ancestry."""
+
+    agent: Agent
+
+
+Authority = UserAuthority | AncestorAuthority
+
+
+@dataclass(eq=False)
+class Activation:
+    agent: Agent
+    parent_id: str
+    descriptor: Descriptor
+    unregister: object
+    turn_start: int = 0
+    watcher: asyncio.Task[None] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRow:
+    id: str
+    label: str | None
+    status: Literal["running", "idle", "ready"]
+    depth: int
+    parent: str | None
+
+
+class ContinuationManager:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._active: dict[str, Activation] = {}
+        self._disposing: dict[str, asyncio.Task[None]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._draining = False
+        self._changed = asyncio.Event()
+        self.report_tool_factory: object = None
+
+    # -- queries ------------------------------------------------------------------------------
+    def activation(self, child_id: str) -> Activation | None:
+        return self._active.get(child_id)
+
+    def resident(self) -> list[Agent]:
+        return [a.agent for a in self._active.values()]
+
+    async def when_quiescent(self) -> None:
+        """Wait until no continuable child is resident and none is being disposed."""
+        while self._active or self._disposing:
+            pending = [t for t in self._disposing.values()]
+            pending += [a.watcher for a in self._active.values() if a.watcher is not None]
+            if not pending:
+                await asyncio.sleep(0)
+                continue
+            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+
+    # -- start --------------------------------------------------------------------------------
+    async def start(
+        self,
+        parent: Agent,
+        prompt: str,
+        *,
+        provider: Provider = "spawn",
+        label: str | None = None,
+        child_id: str | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        persona: str | None = None,
+        tool_filter: ToolFilter | None = None,
+        sandbox_cap: SandboxMode | None = None,
+        options: AgentOptions | None = None,
+        signal: AbortSignal | None = None,
+    ) -> str:
+        """Create and start a background child; returns its id once the prompt is accepted."""
+        if self._draining:
+            raise SubagentError("subagents are draining; no new children", code="DRAINING")
+        store = require_store(parent)
+        if store.persistence is None:
+            raise SubagentError(
+                "continuable subagents need a persistent session store",
+                code="PERSISTENCE_UNAVAILABLE",
+            )
+        check_max_depth(max_depth)
+        depth = resolve_child_depth(parent, max_depth)
+        new_id = child_id or str(uuid.uuid4())
+        if new_id in self._active or store.get(new_id) is not None:
+            raise SubagentError(f"subagent {new_id!r} already exists", code="DUPLICATE_CHILD")
+        descriptor = Descriptor("continuable", provider, label, persona, tool_filter)
+        captured = capture_delegated_policy_overrides(self.ctx, parent)  # before any await
+        prefix = fork_seed(parent.session) if provider == "fork" else []
+        staging = Session(SessionHeader(id=new_id, created_at=0), prefix)
+        staging.append("subagent/descriptor", descriptor.to_data())
+        seed = list(staging.events)
+        if child_id is not None and await store.exists(new_id):
+            raise SubagentError(f"subagent {new_id!r} already exists", code="DUPLICATE_CHILD")
+        if signal is not None and signal.aborted:
+            raise SubagentError("subagent start was aborted before publication", code="CANCELLED")
+        if self._draining:
+            raise SubagentError("subagents are draining; no new children", code="DRAINING")
+        agent = build_child(
+            parent,
+            child_id=new_id,
+            seed=seed,
+            seed_length=len(prefix),
+            depth=depth,
+            descriptor=descriptor,
+            persona=persona,
+            tool_filter=tool_filter,
+            sandbox_cap=None,
+            options=options,
+            captured=None,
+        )
+        sandbox = self.ctx.get("sandbox_policy")
+        default = sandbox.default_mode if sandbox is not None else SandboxMode.READ_ONLY
+        append_delegated_policy_overrides(
+            agent.session, narrow_delegated_policy(captured, sandbox_cap, default)
+        )
+        self._materialize(agent, parent.id, descriptor, create=True)
+        agent.followup(prompt)
+        return new_id
+
+    # -- followup / cold resume -------------------------------------------------------------
+    async def followup(
+        self,
+        parent: Agent,
+        child_id: str,
+        content: str,
+        *,
+        source: Mapping[str, JsonValue] | None = None,
+    ) -> None:
+        """Deliver ``content`` to a child of ``parent``: enqueue, wake, or cold-resume it."""
+        lock = self._locks.setdefault(child_id, asyncio.Lock())
+        async with lock:
+            active = self._active.get(child_id)
+            if active is not None:
+                self._authorize_parent(parent, active.parent_id, child_id)
+                active.agent.followup(content, source=source)
+                self._watch(active)
+                return
+            disposing = self._disposing.get(child_id)
+            if disposing is not None:
+                await asyncio.shield(disposing)
+            agent = await self._cold_resume(parent, child_id)
+            agent.followup(content, source=source)
+
+    async def _cold_resume(self, parent: Agent, child_id: str) -> Agent:
+        store = require_store(parent)
+        try:
+            stored = await store.inspect(child_id)
+        except SessionNotFoundError as err:
+            raise SubagentError(
+                f"subagent {child_id} is unavailable", code="NOT_RESUMABLE"
+            ) from err
+        except Exception as err:
+            raise SubagentError(
+                f"subagent {child_id} is unavailable: {err}", code="NOT_RESUMABLE"
+            ) from err
+        self._authorize_parent(parent, stored.header.parent_session, child_id)
+        descriptor = fold_descriptor(stored.events, stored.header.seed_length or 0)
+        if descriptor is None or descriptor.mode != "continuable":
+            raise SubagentError(
+                f"subagent {child_id} is not continuable; do not retry send_message with this id",
+                code="NOT_RESUMABLE",
+            )
+        session = await store.open(child_id)  # the stored log is the state
+        allowed = resolve_tool_filter(
+            parent.tools.names() if parent.tools else [], descriptor.tool_filter
+        )
+        options = resolve_child_agent_options(parent, label=descriptor.label, allowed_tools=allowed)
+        agent = Agent(self.ctx, session, options, tools=parent.tools)
+        agent.scope_ctx = self.ctx.child(f"subagent:{child_id}")
+        apply_child_composition(agent.scope_ctx, agent, persona=descriptor.persona)
+        self._materialize(agent, parent.id, descriptor, create=False)
+        return agent
+
+    def _authorize_parent(self, parent: Agent, durable_parent: str | None, child_id: str) -> None:
+        registry = self.ctx.get(AGENTS_SERVICE)
+        live = registry.get(parent.id) if registry is not None else None
+        if live is not parent or durable_parent != parent.id:
+            raise SubagentError(
+                f"only the live direct parent of subagent {child_id} may send it messages",
+                code="UNAUTHORIZED",
+            )
+
+    def _materialize(
+        self, agent: Agent, parent_id: str, descriptor: Descriptor, *, create: bool
+    ) -> None:
+        store = require_store(agent)
+        registry = self.ctx.get(AGENTS_SERVICE)
+        if agent.options.allowed_tools is not None:
+            agent.options = replace(
+                agent.options, allowed_tools=agent.options.allowed_tools | {"report"}
+            )
+        if create:
+            store.enter(agent.session)
+            store.announce(agent.session)
+        unregister = registry.register(agent) if registry is not None else None
+        activation = Activation(agent, parent_id, descriptor, unregister)
+        self._active[agent.id] = activation
+        if callable(self.report_tool_factory) and agent.tools is not None:
+            assert agent.scope_ctx is not None
+            agent.tools.register(self.report_tool_factory(), scope=agent, ctx=agent.scope_ctx)
+        parent = registry.get(parent_id) if registry is not None else None
+        if parent is not None:
+            self.ctx.emit(
+                "subagent/start",
+                SubagentLifecycle(
+                    parent, agent.id, descriptor.provider, "continuable", descriptor.label
+                ),
+                scope=parent,
+            )
+        self._watch(activation)
+
+    # -- settlement ---------------------------------------------------------------------------
+    def _watch(self, activation: Activation) -> None:
+        if activation.watcher is None or activation.watcher.done():
+            activation.turn_start = len(activation.agent.session)
+            activation.watcher = asyncio.get_running_loop().create_task(
+                self._settle_when_idle(activation)
+            )
+
+    async def _settle_when_idle(self, activation: Activation) -> None:
+        agent = activation.agent
+        while True:
+            await asyncio.sleep(0)  # let work queued in the same tick land
+            await agent.when_idle()
+            if agent.status == "idle" and not agent.inbox.has_work():
+                break
+        if self._active.get(agent.id) is not activation:
+            return
+        del self._active[agent.id]
+        task = asyncio.get_running_loop().create_task(self._dispose(activation))
+        self._disposing[agent.id] = task
+        task.add_done_callback(lambda _t: self._disposing.pop(agent.id, None))
+
+    async def _dispose(self, activation: Activation) -> None:
+        agent = activation.agent
+        result = result_from_events(agent.id, agent.session.events[activation.turn_start :])
+        self._notify_settled(activation, result)  # before ownership is released
+        if agent.scope_ctx is not None:
+            agent.scope_ctx.dispose()
+        if callable(activation.unregister):
+            activation.unregister()
+        store = require_store(agent)
+        try:
+            await store.dispose(agent.session)
+        except Exception:
+            log.exception("subagent %s: final flush failed", agent.id)
+        registry = self.ctx.get(AGENTS_SERVICE)
+        parent = registry.get(activation.parent_id) if registry is not None else None
+        if parent is not None:
+            self.ctx.emit(
+                "subagent/end",
+                SubagentLifecycle(
+                    parent,
+                    agent.id,
+                    activation.descriptor.provider,
+                    "continuable",
+                    activation.descriptor.label,
+                    result.stop_reason,
+                    result.output,
+                ),
+                scope=parent,
+            )
+
+    def _notify_settled(self, activation: Activation, result: SubagentResult) -> None:
+        registry = self.ctx.get(AGENTS_SERVICE)
+        parent = registry.get(activation.parent_id) if registry is not None else None
+        if parent is None:
+            log.info("subagent %s settled; its parent is not live", activation.agent.id)
+            return
+        summary = f"Background subagent {activation.agent.id} {SETTLED_SUMMARY[result.stop_reason]}"
+        closing = (
+            f"Its closing message: {result.output}"
+            if result.output
+            else "It left no closing message."
+        )
+        source: dict[str, JsonValue] = {
+            "kind": "subagent-settled",
+            "form": "notice",
+            "summary": summary,
+            "sender_session_id": activation.agent.id,
+        }
+        text = f"{summary} {closing}"
+        try:
+            if getattr(parent, "closing", False) or self._draining:
+                parent.inject(text, source=source)
+            elif parent.status == "idle":
+                parent.followup(text, source=source)
+            else:
+                parent.steer(text, source=source)
+        except Exception:
+            log.exception("settlement notice for %s could not be delivered", activation.agent.id)
+
+    # -- report / interrupt -------------------------------------------------------------------
+    def report_from(
+        self, child: Agent, content: str, *, delivery: ReportDelivery = "next-step"
+    ) -> None:
+        active = self._active.get(child.id)
+        if active is None or active.agent is not child:
+            raise SubagentError("only a resident continuable child may report", code="UNAUTHORIZED")
+        registry = self.ctx.get(AGENTS_SERVICE)
+        parent = registry.get(active.parent_id) if registry is not None else None
+        if parent is None:
+            raise SubagentError(
+                f"the parent of subagent {child.id} is not live", code="PARENT_UNAVAILABLE"
+            )
+        source: dict[str, JsonValue] = {
+            "kind": "subagent-report",
+            "form": "relay",
+            "sender_session_id": child.id,
+        }
+        text = f"Background subagent {child.id} reported: {content}"
+        if delivery == "quiet":
+            parent.inject(text, source=source)
+        else:
+            parent.steer(text, source=source)
+
+    def interrupt(self, target_id: str, authority: Authority) -> bool:
+        """Cancel a resident child's current turn, parking its queued work.
+
+        An absent, one-shot or already disposing target is an accepted no-op.
+        """
+        active = self._active.get(target_id)
+        if active is None:
+            return True
+        if isinstance(authority, UserAuthority):
+            allowed = authority.parent_session_id == active.parent_id
+        else:
+            allowed = authority.agent is not active.agent and self._is_live_ancestor(
+                authority.agent, active.agent
+            )
+        if not allowed:
+            raise SubagentError(
+                f"not allowed to interrupt subagent {target_id}", code="UNAUTHORIZED"
+            )
+        active.agent.cancel("parent", keep_inbox=True)
+        return True
+
+    def _is_live_ancestor(self, candidate: Agent, target: Agent) -> bool:
+        registry = self.ctx.get(AGENTS_SERVICE)
+        if registry is None or registry.get(candidate.id) is not candidate:
+            return False
+        parent_id = target.session.header.parent_session
+        seen: set[str] = set()
+        while parent_id is not None and parent_id not in seen:
+            seen.add(parent_id)
+            if parent_id == candidate.id:
+                return True
+            live = registry.get(parent_id)
+            if live is None:
+                return False
+            parent_id = live.session.header.parent_session
+        return False
+
+    # -- listing ------------------------------------------------------------------------------
+    async def list_children(self, parent_id: str, *, descendants: bool = False) -> list[ChildRow]:
+        """Continuable children (or all descendants) of ``parent_id``, from live state and the
+        store; never activates a child."""
+        registry = self.ctx.get(AGENTS_SERVICE)
+        store = self.ctx.get("sessions")
+        headers: list[SessionHeader] = []
+        if store is not None and store.persistence is not None:
+            headers = await store.persistence.list()
+        live_headers = {s.id: s.header for s in (store.live() if store is not None else [])}
+        by_id = {h.id: h for h in headers} | live_headers
+        children: dict[str | None, list[SessionHeader]] = {}
+        for header in by_id.values():
+            if header.delegation_depth > 0:
+                children.setdefault(header.parent_session, []).append(header)
+        rows: list[ChildRow] = []
+        frontier = [parent_id]
+        while frontier:
+            current = frontier.pop(0)
+            for header in sorted(children.get(current, []), key=lambda h: h.created_at):
+                descriptor = await self._descriptor_of(header.id)
+                if descriptor is None or descriptor.mode != "continuable":
+                    continue
+                active = self._active.get(header.id)
+                status: Literal["running", "idle", "ready"] = (
+                    "ready" if active is None else active.agent.status
+                )
+                if registry is not None and active is None and registry.get(header.id) is not None:
+                    status = "idle"
+                rows.append(
+                    ChildRow(header.id, descriptor.label, status, header.delegation_depth, current)
+                )
+                if descendants:
+                    frontier.append(header.id)
+        return rows
+
+    async def _descriptor_of(self, session_id: str) -> Descriptor | None:
+        store = self.ctx.get("sessions")
+        if store is None:
+            return None
+        try:
+            stored = await store.inspect(session_id)
+        except Exception:
+            return None
+        return fold_descriptor(stored.events, stored.header.seed_length or 0)
+
+    # -- shutdown -----------------------------------------------------------------------------
+    async def drain(self) -> None:
+        """Close admission, then stop and dispose every resident child, deepest first."""
+        self._draining = True
+        while self._active or self._disposing:
+            for activation in sorted(self._active.values(), key=lambda a: -a.agent.depth):
+                activation.agent.cancel("disposed", keep_inbox=True)
+            await self.when_quiescent()
