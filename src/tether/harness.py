@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tether.agent import Agent, AgentOptions, StopReason
+from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry, StopReason
 from tether.errors import TetherError
 from tether.kernel import Kernel, PluginEntry, load_plugins, read_config, resolve_plugin
 from tether.model import ModelClient, resolve_model
@@ -58,6 +58,7 @@ class Harness:
         store: SessionStore,
         model: ModelClient,
         tools: ToolRuntime,
+        agents: AgentRegistry,
         *,
         workspace: str,
         sandbox: str | None,
@@ -71,7 +72,7 @@ class Harness:
         self.workspace = workspace
         self._sandbox = sandbox
         self._approval = approval
-        self.agents: dict[str, Agent] = {}
+        self.agents = agents
         self.root: Agent | None = None
 
     @classmethod
@@ -126,20 +127,23 @@ class Harness:
                 tools.register(tool)
             if approver is not None:
                 register_answerer(kernel.ctx, _answerer(approver))
+            registry = AgentRegistry()
+            kernel.ctx.provide(AGENTS_SERVICE, registry)
+            if not any(entry.name == "subagents" for entry in entries):
+                entries.insert(0, PluginEntry(name="subagents"))
             load_plugins(kernel, entries)
             harness = cls(
                 kernel,
                 session_store,
                 client,
                 tools,
+                registry,
                 workspace=root,
                 sandbox=sandbox,
                 approval=approval,
             )
-            kernel.ctx.provide("agents", harness.agents)
             yield harness
-            for agent in list(harness.agents.values()):
-                await agent.when_idle()
+            await harness.shutdown()
         finally:
             kernel.dispose()
             await session_store.close()
@@ -164,7 +168,7 @@ class Harness:
 
     def agent_for(self, session: Session, *, options: AgentOptions | None = None) -> Agent:
         agent = Agent(self.ctx, session, options or AgentOptions(self.model), tools=self.tools)
-        self.agents[session.id] = agent
+        self.agents.register(agent)
         return agent
 
     async def resume(self, session_id: str) -> Agent:
@@ -173,10 +177,38 @@ class Harness:
         return self.agent_for(session)
 
     async def run(self, prompt: str, *, resume: str | None = None) -> RunResult:
+        """One root turn, then every turn its background children cause, until all is quiet."""
         agent = await self._root_agent(resume)
-        result = await agent.run(prompt)
+        agent.followup(prompt)
+        await self.settle()
         await self.store.flush(agent.session)
+        result = agent.last_result
+        assert result is not None
         return RunResult(agent.id, result.stop_reason, result.output, result.error)
+
+    async def settle(self) -> None:
+        """Wait until the root is idle and no background child is resident."""
+        manager = self.ctx.get("subagents")
+        while True:
+            for agent in list(self.agents):
+                await agent.when_idle()
+            if manager is not None:
+                await manager.when_quiescent()
+            await asyncio.sleep(0)
+            if all(a.status == "idle" and not a.inbox.has_work() for a in self.agents) and (
+                manager is None or not manager.resident()
+            ):
+                return
+
+    async def shutdown(self) -> None:
+        """Drain background children (deepest first), then let the roots finish."""
+        for agent in list(self.agents):
+            agent.closing = True
+        manager = self.ctx.get("subagents")
+        if manager is not None:
+            await manager.drain()
+        for agent in list(self.agents):
+            await agent.when_idle()
 
     async def stream(
         self, prompt: str, *, resume: str | None = None
@@ -189,9 +221,11 @@ class Harness:
             agent.followup(prompt)
 
             async def finish() -> None:
-                await agent.when_idle()
-                await self.store.flush(agent.session)
-                queue.put_nowait(None)
+                try:
+                    await self.settle()
+                    await self.store.flush(agent.session)
+                finally:
+                    queue.put_nowait(None)
 
             waiter = asyncio.ensure_future(finish())
             while (item := await queue.get()) is not None:

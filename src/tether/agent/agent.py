@@ -104,6 +104,8 @@ class Agent:
         self.tools = tools
         self.inbox = Inbox(session)
         self.last_result: TurnResult | None = None
+        self.closing = False
+        """Set when the agent's owner is tearing down: notices are recorded, not woken on."""
         self.scope_ctx: Context | None = None
         """Registrations scoped to this agent (a child's composition); disposed with it."""
         self._driver: asyncio.Task[None] | None = None
@@ -267,7 +269,9 @@ class Agent:
             return []
         return [
             ToolSchema(name, description, parameters)
-            for name, description, parameters in self.tools.schemas(self.options.allowed_tools, self)
+            for name, description, parameters in self.tools.schemas(
+                self.options.allowed_tools, self
+            )
         ]
 
     async def _request(self, signal: AbortSignal) -> Completion:

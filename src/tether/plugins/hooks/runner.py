@@ -86,8 +86,8 @@ async def run_command(
         return CommandRun("cancelled", None, "", "", 0)
     if cwd is not None and not os.path.isdir(cwd):
         cwd = None  # a vanished workspace must not turn every hook into a spawn failure
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             SHELL,
             "-c",
             command,
@@ -98,8 +98,23 @@ async def run_command(
             env=dict(env),
             start_new_session=True,
         )
+    )
+    try:
+        proc = await asyncio.shield(spawn)
     except OSError as err:
         return CommandRun("spawn-failed", None, "", "", elapsed(), f"cannot start {SHELL}: {err}")
+    except asyncio.CancelledError:
+        # The shell is already running once the fork happened: cancelling the spawn would kill
+        # only the shell and then wait for pipes its children still hold. Let it finish, then
+        # take the whole group down.
+        await asyncio.wait({spawn})
+        if not spawn.cancelled() and spawn.exception() is None:
+            orphan = spawn.result()
+            _kill_group(orphan)
+            reap = asyncio.ensure_future(orphan.communicate())
+            await asyncio.wait({reap}, timeout=EXIT_GRACE)
+            reap.cancel()
+        raise
 
     out, err_buf = bytearray(), bytearray()
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None

@@ -1,0 +1,104 @@
+"""The ``subagents`` plugin: the continuation manager and the delegation tools.
+
+::
+
+    [[plugins]]
+    name = "subagents"
+    config = { max_depth = 3, instances = [
+        { name = "subagent" },
+        { name = "subagent_fork", provider = "fork", background_mode = "one-shot" },
+        { name = "reviewer", sandbox = "read-only", background_mode = "one-shot" },
+    ] }
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.kernel import Context
+from tether.policy import SandboxMode
+from tether.subagents.composition import DEFAULT_MAX_DEPTH, ToolFilter
+from tether.subagents.continuation import SUBAGENTS_SERVICE, ContinuationManager
+from tether.subagents.oneshot import Provider
+from tether.subagents.tools import (
+    BackgroundMode,
+    InterruptAgentTool,
+    ListAgentsTool,
+    ReportTool,
+    SendMessageTool,
+    SubagentTool,
+)
+
+
+class ToolFilterConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
+class InstanceConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    provider: Provider = "spawn"
+    background_mode: BackgroundMode = "continuable"
+    sandbox: SandboxMode | None = None
+    """A cap: children of this instance run at most this wide (never wider than the parent)."""
+    persona: str | None = None
+    tools: ToolFilterConfig | None = None
+    max_depth: int | None = Field(default=None, ge=0)
+
+
+def _default_instances() -> list[InstanceConfig]:
+    return [
+        InstanceConfig(name="subagent"),
+        InstanceConfig(name="subagent_fork", provider="fork", background_mode="one-shot"),
+    ]
+
+
+class SubagentsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=0)
+    instances: list[InstanceConfig] = Field(default_factory=_default_instances)
+
+
+class SubagentsPlugin:
+    name = "subagents"
+    requires: tuple[str, ...] = ("tools", "sessions")
+    config_model = SubagentsConfig
+
+    def apply(self, ctx: Context, config: SubagentsConfig) -> None:
+        manager = ContinuationManager(ctx)
+        manager.report_tool_factory = ReportTool
+        ctx.provide(SUBAGENTS_SERVICE, manager)
+        tools = ctx.get("tools")
+        assert tools is not None
+        for instance in config.instances:
+            tool_filter = (
+                ToolFilter(
+                    tuple(instance.tools.allow) if instance.tools.allow is not None else None,
+                    tuple(instance.tools.deny),
+                )
+                if instance.tools
+                else None
+            )
+            tools.register(
+                SubagentTool(
+                    instance.name,
+                    provider=instance.provider,
+                    background_mode=instance.background_mode,
+                    max_depth=instance.max_depth
+                    if instance.max_depth is not None
+                    else config.max_depth,
+                    sandbox_cap=instance.sandbox,
+                    persona=instance.persona,
+                    tool_filter=tool_filter,
+                ),
+                ctx=ctx,
+            )
+        for tool in (SendMessageTool(), InterruptAgentTool(), ListAgentsTool()):
+            tools.register(tool, ctx=ctx)
+
+
+plugin: Final = SubagentsPlugin()
