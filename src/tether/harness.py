@@ -29,6 +29,7 @@ from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
 from tether.session.persistence import default_store_url, open_persistence
+from tether.tools.ask_user import AskUserTool
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
 
@@ -125,6 +126,7 @@ class Harness:
             kernel.ctx.provide("tools", tools)
             for tool in file_tools():
                 tools.register(tool)
+            tools.register(AskUserTool())
             if approver is not None:
                 register_answerer(kernel.ctx, _answerer(approver))
             registry = AgentRegistry()

@@ -264,6 +264,9 @@ def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
         code = ctypes.get_errno()
         raise LandlockError(code, f"landlock_create_ruleset: {os.strerror(code)}")
     try:
+        # Listing is allowed everywhere (``ls /`` must work); reading and executing only
+        # outside the hidden paths. A hidden directory's entry names stay visible.
+        _add_rule(libc, fd, "/", FS_READ_DIR, must_exist=True)
         for path in readable_roots(spec.hidden):
             _add_rule(libc, fd, path, FS_READ, must_exist=False)
         for path in spec.writable:

@@ -68,9 +68,13 @@ class ToolCall:
 
 
 class Tool(Protocol):
-    name: str
-    description: str
-    Args: type[ToolArgs]
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def Args(self) -> type[ToolArgs]:  # noqa: N802 - the argument model, a class
+        ...
 
     async def run(self, call: ToolCall) -> ToolResult: ...
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.agent import Agent, AgentOptions
+from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
 from tether.kernel import Kernel, Next
 from tether.model import ScriptedModel
 from tether.plugins.hooks import HookService, plugin
@@ -216,6 +216,7 @@ def compose(
     after_hooks: Callable[[Kernel], None] | None = None,
     approval_policy: str = "ask",
     persistence: Persistence | None = None,
+    script: Mapping[str, Any] | None = None,
 ) -> Rig:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
@@ -228,6 +229,7 @@ def compose(
     kernel.load(approval_plugin, {"policy": approval_policy})
     tools = ToolRuntime(kernel.ctx)
     kernel.ctx.provide("tools", tools)
+    kernel.ctx.provide(AGENTS_SERVICE, AgentRegistry())
     for tool in all_tools():
         tools.register(tool)
     asked: list[ApprovalRequest] = []
@@ -244,7 +246,9 @@ def compose(
     if after_hooks is not None:
         after_hooks(kernel)
     session = store.create(meta=SessionMeta(cwd=str(workspace)))
-    model = ScriptedModel.from_dict({"agents": [{"match": {}, "steps": steps or [{"text": "ok"}]}]})
+    model = ScriptedModel.from_dict(
+        script or {"agents": [{"match": {}, "steps": steps or [{"text": "ok"}]}]}
+    )
     agent = Agent(kernel.ctx, session, AgentOptions(model), tools=tools)
     return Rig(kernel, store, agent, workspace, asked)
 

@@ -260,7 +260,9 @@ async def test_user_prompt_submit_can_block_or_add_context(tmp_path: Path) -> No
 
 
 # -- SubagentStart / SubagentStop ----------------------------------------------------------------
-async def test_subagent_start_and_stop_notifications(tmp_path: Path) -> None:
+async def test_subagent_notifications_as_tuples(tmp_path: Path) -> None:
+    # The (parent, child agent or id, description) form; the delegation code's own
+    # SubagentLifecycle form is covered in test_hooks_subagents.py.
     out = tmp_path / "sub.jsonl"
     start = py_hook(
         tmp_path,
@@ -277,14 +279,11 @@ async def test_subagent_start_and_stop_notifications(tmp_path: Path) -> None:
     child_session = rig.store.create(
         meta=SessionMeta(origin="subagent", delegation_depth=1, cwd=str(rig.workspace))
     )
-    child = Agent(
-        rig.kernel.ctx,
-        child_session,
-        AgentOptions(ScriptedModel.from_dict({"agents": [{"steps": []}]}), label="probe"),
-    )
+    model = ScriptedModel.from_dict({"agents": [{"steps": [{"text": "child ok"}]}]})
+    child = Agent(rig.kernel.ctx, child_session, AgentOptions(model, label="probe"))
     rig.kernel.ctx.emit("subagent/start", (rig.agent, child, "look around"))
-    await rig.hooks.settle()
     rig.kernel.ctx.emit("subagent/start", (rig.agent, "other-id", "other"))  # matcher: no
+    await child.run("go")  # its first step waits for SubagentStart and gets the context
     rig.kernel.ctx.emit("subagent/end", (rig.agent, child, "look around"))
     await rig.hooks.settle()
     common = {
@@ -308,7 +307,14 @@ async def test_subagent_start_and_stop_notifications(tmp_path: Path) -> None:
             "agent_transcript_path": None,
         },
     ]
-    assert child.inbox.pending("inject") == 1
+    messages = [dict(e.data) for e in child.session.events if e.type == "user/message"]
+    assert messages[:2] == [
+        {"content": "go", "source": {"kind": "user"}},
+        {
+            "content": "you are a probe",
+            "source": {"kind": "plugin", "plugin": "hooks", "hook_event": "SubagentStart"},
+        },
+    ]
 
 
 # -- teardown ------------------------------------------------------------------------------------

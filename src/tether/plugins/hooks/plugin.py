@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -112,8 +112,8 @@ class HookBridge:
         self.service = service
         self._continued: set[str] = set()
         """Agents whose current turn was started by a blocking Stop hook (stop_hook_active)."""
-        self._session_start: dict[str, asyncio.Task[Dispatch]] = {}
-        """Session id -> the background SessionStart run, awaited at the first step."""
+        self._pending: dict[str, list[tuple[HookEvent, asyncio.Task[Dispatch]]]] = {}
+        """Session id -> background SessionStart/SubagentStart runs its first step waits for."""
         self._session_seen: set[str] = set()
 
     # -- PreToolUse ------------------------------------------------------------------------
@@ -200,25 +200,30 @@ class HookBridge:
         if not self.service.has(HookEvent.SESSION_START):
             return
         source = "resume" if session.first_live_seq > 0 else "startup"
-        self._session_start[session.id] = self.service.spawn(
+        self._hold(
+            session.id,
+            HookEvent.SESSION_START,
             self.service.dispatch(
                 HookEvent.SESSION_START, {"source": source}, session=session, subject=source
             ),
-            "SessionStart",
         )
+
+    def _hold(self, session_id: str, event: HookEvent, run: Coroutine[Any, Any, Dispatch]) -> None:
+        """Run ``run`` in the background; the session's first step waits for it and injects
+        its context, so the context is in place before the first model request."""
+        task = self.service.spawn(run, event.value)
+        self._pending.setdefault(session_id, []).append((event, task))
 
     async def pre_step(self, step: Any, next: Next) -> Any:
         if getattr(step, "step", None) != 1:
             return await next()
         agent = step.agent
         session = _session_of(agent)
-        pending = self._session_start.pop(session.id, None) if session is not None else None
-        if pending is not None:
+        for event, task in self._pending.pop(session.id, []) if session is not None else []:
             # wait() rather than await: our own cancellation must not cancel the shared run.
-            await asyncio.wait({pending})
-            started = None if pending.cancelled() or pending.exception() else pending.result()
-            if started is not None:
-                _inject(agent, started.merged.contexts, HookEvent.SESSION_START)
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:
+                _inject(agent, task.result().merged.contexts, event)
         prompt = _user_prompt(getattr(step, "prompt", None))
         if (
             prompt is not None
@@ -246,38 +251,52 @@ class HookBridge:
         run = await self.service.dispatch(
             HookEvent.STOP, {"stop_hook_active": active}, session=_session_of(agent)
         )
-        if run.merged.decision == "block" and callable(getattr(agent, "followup", None)):
+        if run.merged.decision != "block" or getattr(agent, "closing", False):
+            return  # an agent being torn down records notices but is not woken
+        followup = getattr(agent, "followup", None)
+        if callable(followup):
             self._continued.add(agent.id)
-            agent.followup(run.merged.reason or "continue", source=context_source(HookEvent.STOP))
+            followup(run.merged.reason or "continue", source=context_source(HookEvent.STOP))
 
     # -- SubagentStart / SubagentStop ------------------------------------------------------
-    def subagent_start(self, item: tuple[Any, Any, Any]) -> None:
-        self.service.spawn(self.subagent_started(*item), "SubagentStart")
-
-    def subagent_end(self, item: tuple[Any, Any, Any]) -> None:
-        self.service.spawn(self.subagent_stopped(*item), "SubagentStop")
-
-    async def subagent_started(self, parent: Any, child: Any, description: Any) -> None:
-        """Run SubagentStart; awaitable directly by delegation code that wants the child's
-        context in place before its first step."""
-        agent_type = _agent_type(child, description)
-        fields = {"agent_id": _agent_id(child), "agent_type": agent_type}
-        run = await self.service.dispatch(
-            HookEvent.SUBAGENT_START, fields, session=_session_of(parent), subject=agent_type
+    def subagent_start(self, item: object) -> None:
+        parent, child_id, agent_type = self._lifecycle(item)
+        fields = {"agent_id": child_id, "agent_type": agent_type}
+        self._hold(
+            child_id,
+            HookEvent.SUBAGENT_START,
+            self.service.dispatch(
+                HookEvent.SUBAGENT_START, fields, session=_session_of(parent), subject=agent_type
+            ),
         )
-        _inject(child, run.merged.contexts, HookEvent.SUBAGENT_START)
 
-    async def subagent_stopped(self, parent: Any, child: Any, description: Any) -> None:
-        agent_type = _agent_type(child, description)
+    def subagent_end(self, item: object) -> None:
+        parent, child_id, agent_type = self._lifecycle(item)
+        self._pending.pop(child_id, None)  # a child that never stepped has no use for them
         fields = {
             "stop_hook_active": False,
-            "agent_id": _agent_id(child),
+            "agent_id": child_id,
             "agent_type": agent_type,
-            "agent_transcript_path": self.service.transcript_path(_session_of(child)),
+            "agent_transcript_path": self.service.transcript_path_of(child_id),
         }
-        await self.service.dispatch(
-            HookEvent.SUBAGENT_STOP, fields, session=_session_of(parent), subject=agent_type
+        self.service.spawn(
+            self.service.dispatch(
+                HookEvent.SUBAGENT_STOP, fields, session=_session_of(parent), subject=agent_type
+            ),
+            HookEvent.SUBAGENT_STOP.value,
         )
+
+    def _lifecycle(self, item: object) -> tuple[Any, str, str]:
+        """``(parent, child id, agent type)`` of a ``subagent/start``/``subagent/end`` payload:
+        a :class:`~tether.subagents.lifecycle.SubagentLifecycle` (``parent``, ``child_id``,
+        ``label``, ``provider``), or a ``(parent, child agent or id, description)`` tuple."""
+        if isinstance(item, tuple) and len(item) == 3:
+            parent, child, description = item
+            return parent, _agent_id(child), _agent_type(child, description)
+        parent = getattr(item, "parent", None)
+        child_id = str(getattr(item, "child_id", ""))
+        label = getattr(item, "label", None) or getattr(item, "provider", None)
+        return parent, child_id, label if isinstance(label, str) else ""
 
 
 def _session_of(agent: object) -> Session | None:
@@ -346,7 +365,14 @@ class HooksPlugin:
             ctx.on("tools/pre-execute", bridge.pre_execute)
         if service.has(HookEvent.POST_TOOL_USE):
             ctx.on("tools/post-execute", bridge.post_execute)
-        if service.has(HookEvent.USER_PROMPT_SUBMIT) or service.has(HookEvent.SESSION_START):
+        if any(
+            service.has(e)
+            for e in (
+                HookEvent.USER_PROMPT_SUBMIT,
+                HookEvent.SESSION_START,
+                HookEvent.SUBAGENT_START,
+            )
+        ):
             ctx.on("agent/pre-step", bridge.pre_step)
         if service.has(HookEvent.STOP):
             ctx.on("agent/turn-end", bridge.turn_end)

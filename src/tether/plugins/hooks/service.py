@@ -131,14 +131,15 @@ class HookService:
         """The session's log file when the store keeps one (JSONL), else ``None``.
 
         It is tether's event log, not a Claude Code transcript."""
-        if session is None:
-            return None
+        return None if session is None else self.transcript_path_of(session.id)
+
+    def transcript_path_of(self, session_id: str) -> str | None:
         store = self._ctx.get("sessions")
         log_path = getattr(getattr(store, "persistence", None), "log_path", None)
         if not callable(log_path):
             return None
         try:
-            return str(log_path(session.id))
+            return str(log_path(session_id))
         except Exception:
             return None
 

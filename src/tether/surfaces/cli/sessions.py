@@ -18,6 +18,7 @@ from tether.errors import TetherError
 from tether.session.events import Event
 from tether.session.header import SessionHeader
 from tether.session.persistence.base import RepairReport, SessionNotFoundError, StoredSession
+from tether.subagents.lineage import LineageNode, lineage_tree, render_tree
 from tether.surfaces.cli.archive import export_lines, parse_archive
 from tether.surfaces.cli.common import (
     EXIT_PROBLEMS,
@@ -35,7 +36,7 @@ from tether.surfaces.cli.fsck import FsckReport, Status, fsck
 
 app = typer.Typer(
     name="sessions",
-    help="List, show, export, import and check stored sessions.",
+    help="List, show, tree, export, import and check stored sessions.",
     no_args_is_help=True,
 )
 
@@ -159,6 +160,25 @@ def _repair_note(report: RepairReport) -> str:
 
 
 # -- export -----------------------------------------------------------------------------------
+@app.command("tree")
+def tree(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The root of the tree.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a session's delegation tree: each child's mode, approval policy, depth, status."""
+    node = run(_tree(store, session_id))
+    if as_json:
+        print_json(node.to_dict())
+    else:
+        write_text("\n".join(render_tree(node)) + "\n")
+
+
+async def _tree(store: str | None, session_id: str) -> LineageNode:
+    async with opened_store(store) as persistence:
+        return await lineage_tree(persistence, session_id)
+
+
 @app.command("export")
 def export(
     session_id: SessionIdArgument,

@@ -15,6 +15,7 @@ from typing import TextIO
 
 from tether.kernel import Context, Disposable, Next
 from tether.policy.approval import ApprovalRequest, register_answerer
+from tether.tools.ask_user import QUESTION_EVENT, QuestionRequest
 
 ALLOW = frozenset({"a", "allow", "y", "yes"})
 REJECT = frozenset({"", "r", "reject", "n", "no"})
@@ -67,6 +68,14 @@ def register_tty_answerer(
                     print(f"  → {outcome}", file=output)
                     return outcome
 
+    async def question(request: QuestionRequest, _next: Next) -> str | None:
+        async with lock:
+            print(f"Question from the agent: {request.question}", file=output)
+            print("  answer > ", end="", file=output, flush=True)
+            reply = await asyncio.to_thread(reader)
+            return None if reply is None else reply.strip()
+
+    ctx.on(QUESTION_EVENT, question)
     return register_answerer(ctx, answer)
 
 

@@ -1,0 +1,272 @@
+"""The confining backends: bubblewrap, then Landlock.
+
+Each backend has a ``probe`` (run once per provider, by the provider) and a ``confine`` that
+turns one argv and one mode into a :class:`ConfinedCommand`. Profiles follow platform.md §1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from tether.policy import SandboxMode
+from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
+from tether.sandbox.environment import FALLBACK_PATH
+from tether.sandbox.landlock_exec import (
+    FULL_ENFORCEMENT_ABI,
+    LAUNCHER_EXIT,
+    LAUNCHER_PREFIX,
+    NETWORK_ABI,
+    SCOPE_ABI,
+    LandlockError,
+    LandlockSpec,
+    abi_version,
+    build_ruleset,
+)
+
+PROBE_TIMEOUT: Final = 10.0
+"""Seconds a functional probe may take before the backend counts as unusable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """The outcome of probing one backend."""
+
+    ok: bool
+    reason: str
+    """Why it is unusable (``ok`` false), or what was found (``ok`` true)."""
+    enforcement: Enforcement = "full"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What a confined command may touch, independent of the backend."""
+
+    mode: SandboxMode
+    workspace: str
+    env: Mapping[str, str]
+    hidden: tuple[str, ...] = ()
+    protected: tuple[str, ...] = ()
+    """Paths kept read-only even inside a writable workspace (``.git``, tether's data)."""
+    network: bool = False
+
+
+class Backend(Protocol):
+    name: BackendName
+
+    def probe(self) -> Probe: ...
+
+    def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand: ...
+
+
+# -- bubblewrap ---------------------------------------------------------------------------------
+class BwrapBackend:
+    """bubblewrap. ``--cap-drop ALL`` always: as root without it a confined command could
+    ``mount -o remount,bind,rw /`` and write to the host (platform.md §1)."""
+
+    name: BackendName = "bwrap"
+    denial_signatures: Final = ("Read-only file system",)
+    runner_failure_rules: Final = (
+        RunnerFailureRule(1, "bwrap: ", "bubblewrap could not set up the sandbox"),
+    )
+
+    def __init__(self, path: str | None = None, *, asserted: bool = False) -> None:
+        """``path``: the bwrap binary (default: ``bwrap`` on ``PATH``). ``asserted``: an
+        operator vouches for ``path`` as a bwrap-compatible runner; it is not probed."""
+        self.path = path
+        self.asserted = asserted
+
+    def _binary(self) -> str | None:
+        if self.path is not None:
+            return self.path
+        return shutil.which("bwrap")
+
+    def probe(self) -> Probe:
+        binary = self._binary()
+        if binary is None:
+            return Probe(False, "bwrap is not installed (not found on PATH)")
+        if self.asserted:
+            return Probe(True, f"operator-asserted runner {binary} (not probed)")
+        if not os.access(binary, os.X_OK):
+            return Probe(False, f"{binary} is not executable")
+        with tempfile.TemporaryDirectory(prefix="tether-probe-") as top:
+            ws = os.path.join(os.path.realpath(top), "ws")
+            os.mkdir(ws)
+            target = os.path.join(ws, "probe")
+            script = 'if : > "$1" 2>/dev/null; then exit 3; fi; exit 0'
+            profile = Profile(SandboxMode.READ_ONLY, ws, {"PATH": FALLBACK_PATH})
+            argv = self.build(binary, ["/bin/sh", "-c", script, "sh", target], profile)
+            try:
+                done = subprocess.run(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=PROBE_TIMEOUT,
+                    env={"PATH": FALLBACK_PATH},
+                    check=False,
+                )
+            except (OSError, subprocess.SubprocessError) as err:
+                return Probe(False, f"cannot run {binary}: {err}")
+            stderr = done.stderr.decode("utf-8", "replace").strip()
+            if os.path.lexists(target) or done.returncode == 3:
+                return Probe(False, "a write inside the read-only probe was not refused")
+            if done.returncode != 0:
+                first = stderr.splitlines()[0] if stderr else f"exit status {done.returncode}"
+                return Probe(False, f"probe failed: {first}")
+        return Probe(True, f"{_bwrap_version(binary)} at {binary}")
+
+    def build(self, binary: str, argv: Sequence[str], profile: Profile) -> list[str]:
+        ws = profile.workspace
+        writable = profile.mode is SandboxMode.WORKSPACE_WRITE
+        out = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # The workspace is bound *after* the private /tmp, or a workspace under /tmp would
+        # disappear under the tmpfs.
+        out += ["--tmpfs", "/tmp", "--bind" if writable else "--ro-bind", ws, ws]
+        if writable:
+            for path in profile.protected:
+                if os.path.lexists(path):
+                    out += ["--ro-bind", path, path]
+        for path in profile.hidden:
+            if os.path.isdir(path):
+                out += ["--tmpfs", path, "--remount-ro", path]
+            elif os.path.lexists(path):
+                out += ["--ro-bind", "/dev/null", path]
+        out += ["--unshare-all"]
+        if profile.network:
+            out += ["--share-net"]
+        out += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+        for key, value in profile.env.items():
+            out += ["--setenv", key, value]
+        return [*out, "--", *argv]
+
+    def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand:
+        binary = self._binary() or "bwrap"
+        env = {**profile.env, "TMPDIR": "/tmp"}
+        profile = Profile(
+            profile.mode, profile.workspace, env, profile.hidden, profile.protected, profile.network
+        )
+        return ConfinedCommand(
+            argv=tuple(self.build(binary, argv, profile)),
+            env=env,
+            mode=profile.mode,
+            backend="bwrap",
+            enforcement="full",
+            denial_signatures=self.denial_signatures,
+            runner_failure_rules=self.runner_failure_rules,
+            command=tuple(argv),
+            runner=binary,
+            network=profile.network,
+        )
+
+
+def _bwrap_version(binary: str) -> str:
+    try:
+        done = subprocess.run(
+            [binary, "--version"], capture_output=True, timeout=PROBE_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "bubblewrap"
+    return done.stdout.decode("utf-8", "replace").strip() or "bubblewrap"
+
+
+# -- Landlock -----------------------------------------------------------------------------------
+LAUNCHER_PATH: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock_exec.py")
+
+
+class LandlockBackend:
+    """Landlock, applied in the child. ``fast_path``: :func:`tether.sandbox.spawn` applies
+    it through ``preexec_fn`` (about 2 ms); ``argv`` always holds the equivalent launcher
+    command (``python -I -S landlock_exec.py``), for callers that can only spawn an argv."""
+
+    name: BackendName = "landlock"
+    denial_signatures: Final = ("Permission denied",)
+    runner_failure_rules: Final = (
+        RunnerFailureRule(
+            LAUNCHER_EXIT, LAUNCHER_PREFIX, "the Landlock launcher could not confine the command"
+        ),
+    )
+
+    def __init__(self, *, fast_path: bool = True, python: str | None = None) -> None:
+        self.fast_path = fast_path
+        self.python = python or sys.executable
+        self.abi = 0
+
+    def probe(self) -> Probe:
+        try:
+            abi = abi_version()
+        except LandlockError as err:
+            return Probe(False, str(err.strerror or err))
+        try:
+            os.close(build_ruleset(LandlockSpec(), abi))
+        except LandlockError as err:
+            return Probe(False, f"Landlock ABI {abi}, but a ruleset fails: {err.strerror}")
+        self.abi = abi
+        covers = ["filesystem"]
+        if abi >= NETWORK_ABI:
+            covers.append("TCP")
+        if abi >= SCOPE_ABI:
+            covers.append("signal/socket scopes")
+        enforcement: Enforcement = "full" if abi >= FULL_ENFORCEMENT_ABI else "partial"
+        return Probe(True, f"Landlock ABI {abi} ({', '.join(covers)})", enforcement)
+
+    def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand:
+        env = dict(profile.env)
+        writable: tuple[str, ...] = ()
+        temp_dir = None
+        if profile.mode is SandboxMode.WORKSPACE_WRITE:
+            # A private temp directory instead of the host's /tmp (removed after the call).
+            temp_dir = os.path.realpath(tempfile.mkdtemp(prefix="tether-sbx-"))
+            writable = (profile.workspace, temp_dir)
+            env["TMPDIR"] = temp_dir
+        else:
+            env.pop("TMPDIR", None)
+        spec = LandlockSpec(writable, profile.hidden, profile.network)
+        launcher = [self.python, "-I", "-S", LAUNCHER_PATH]
+        for path in spec.writable:
+            launcher += ["--rw", path]
+        for path in spec.hidden:
+            launcher += ["--hide", path]
+        if spec.network:
+            launcher.append("--net")
+        for key, value in env.items():
+            launcher += ["--setenv", key, value]
+        enforcement: Enforcement = "full" if self.abi >= FULL_ENFORCEMENT_ABI else "partial"
+        try:
+            return ConfinedCommand(
+                argv=(*launcher, "--", *argv),
+                env=env,
+                mode=profile.mode,
+                backend="landlock",
+                enforcement=enforcement,
+                denial_signatures=self.denial_signatures,
+                runner_failure_rules=self.runner_failure_rules,
+                command=tuple(argv),
+                runner=self.python,
+                network=profile.network,
+                landlock=spec,
+                fast_path=self.fast_path,
+                temp_dir=temp_dir,
+            )
+        except BaseException:
+            if temp_dir is not None:
+                with contextlib.suppress(OSError):
+                    os.rmdir(temp_dir)
+            raise
+
+
+__all__ = [
+    "LAUNCHER_PATH",
+    "PROBE_TIMEOUT",
+    "Backend",
+    "BwrapBackend",
+    "LandlockBackend",
+    "Probe",
+    "Profile",
+]

@@ -1,0 +1,124 @@
+"""The delegation tree of a stored session: each child's recorded scope and status.
+
+Read-only: built from header-only listing plus a non-mutating ``inspect`` per session, so it
+never activates or repairs anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tether.session import Event, Persistence, SessionHeader
+from tether.subagents.descriptor import fold_descriptor
+
+
+@dataclass
+class LineageNode:
+    id: str
+    depth: int
+    label: str | None
+    mode: str | None
+    """The recorded sandbox mode (``None``: the deployment default applies)."""
+    mode_source: str | None
+    approval: str | None
+    approval_source: str | None
+    kind: str
+    """``root``, ``one-shot``, ``continuable`` or ``fork`` (a top-level fork)."""
+    status: str
+    children: list[LineageNode] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "depth": self.depth,
+            "label": self.label,
+            "kind": self.kind,
+            "mode": self.mode,
+            "mode_source": self.mode_source,
+            "approval": self.approval,
+            "approval_source": self.approval_source,
+            "status": self.status,
+            "children": [c.to_dict() for c in self.children],
+        }
+
+
+def status_of(events: Sequence[Event]) -> str:
+    for event in reversed(events):
+        if event.type == "turn/start":
+            return "running"
+        if event.type == "turn/end":
+            return str(event.data.get("reason", "ended"))
+    return "new"
+
+
+def _knob(events: Sequence[Event], event_type: str, key: str) -> tuple[str | None, str | None]:
+    for event in reversed(events):
+        if event.type == event_type:
+            source = event.data.get("source")
+            return str(event.data.get(key)), str(source) if source is not None else None
+    return None, None
+
+
+async def node_for(persistence: Persistence, header: SessionHeader) -> LineageNode:
+    stored = await persistence.inspect(header.id)
+    events = stored.events
+    own = events[header.seed_length or 0 :]
+    descriptor = fold_descriptor(events, header.seed_length or 0)
+    if header.delegation_depth == 0:
+        kind = "fork" if header.parent_session else "root"
+    else:
+        kind = descriptor.mode if descriptor is not None else "subagent"
+    mode, mode_source = _knob(events, "sandbox/mode", "mode")
+    approval, approval_source = _knob(events, "approval/policy", "policy")
+    return LineageNode(
+        header.id,
+        header.delegation_depth,
+        descriptor.label if descriptor is not None else None,
+        mode,
+        mode_source,
+        approval,
+        approval_source,
+        kind,
+        status_of(own),
+    )
+
+
+async def lineage_tree(persistence: Persistence, session_id: str) -> LineageNode:
+    """The tree rooted at ``session_id`` (delegated children only, by ``parent_session``)."""
+    headers = {h.id: h for h in await persistence.list()}
+    if session_id not in headers:
+        await persistence.inspect(session_id)  # raises SESSION_NOT_FOUND with its message
+    children: dict[str, list[SessionHeader]] = {}
+    for header in headers.values():
+        if header.parent_session is not None and header.delegation_depth > 0:
+            children.setdefault(header.parent_session, []).append(header)
+
+    async def build(header: SessionHeader) -> LineageNode:
+        node = await node_for(persistence, header)
+        for child in sorted(children.get(header.id, []), key=lambda h: h.created_at):
+            node.children.append(await build(child))
+        return node
+
+    return await build(headers[session_id])
+
+
+def render_tree(
+    node: LineageNode, prefix: str = "", last: bool = True, top: bool = True
+) -> list[str]:
+    def knob(value: str | None, source: str | None, default: str) -> str:
+        if value is None:
+            return default
+        return f"{value} ({source})" if source else value
+
+    label = f" [{node.label}]" if node.label else ""
+    line = (
+        f"{node.id}{label}  {node.kind}  depth {node.depth}  "
+        f"mode {knob(node.mode, node.mode_source, 'default')}  "
+        f"approval {knob(node.approval, node.approval_source, 'default')}  {node.status}"
+    )
+    lines = [line if top else f"{prefix}{'└── ' if last else '├── '}{line}"]
+    child_prefix = "" if top else prefix + ("    " if last else "│   ")
+    for index, child in enumerate(node.children):
+        lines += render_tree(child, child_prefix, index == len(node.children) - 1, False)
+    return lines
