@@ -196,6 +196,9 @@ class Harness:
                 await agent.when_idle()
             if manager is not None:
                 await manager.when_quiescent()
+            hooks = self.ctx.get("hooks")
+            if hooks is not None:
+                await hooks.settle()  # a Stop hook may still queue a continuation
             await asyncio.sleep(0)
             if all(a.status == "idle" and not a.inbox.has_work() for a in self.agents) and (
                 manager is None or not manager.resident()

@@ -3,8 +3,9 @@ sandbox policy, approval, file tools, agents registry, scripted model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from tether.policy.approval import approval_plugin
 from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.session import Session, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
+from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
 
@@ -27,6 +29,8 @@ class World:
     agents: AgentRegistry
     model: ScriptedModel
     workspace: Path
+    unregister: dict[str, Any] = field(default_factory=dict)
+    """Registry removers of the roots made by :meth:`root` (a root leaving the registry)."""
 
     @property
     def ctx(self) -> Any:
@@ -39,7 +43,7 @@ class World:
         self.store.enter(session)
         self.store.announce(session)
         agent = Agent(self.ctx, session, AgentOptions(self.model), tools=self.tools)
-        self.agents.register(agent)
+        self.unregister[agent.id] = self.agents.register(agent)
         return agent
 
 
@@ -79,3 +83,129 @@ def data(session: Session, event_type: str) -> list[dict[str, Any]]:
 
 def write(path: str, content: str = "x", **extra: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "write", "arguments": {"path": path, "content": content, **extra}}]}
+
+
+# -- continuable delegation helpers (behaviour.md §5.5, §10.2, §10.7) ----------------------------
+
+
+def plain(event: Any) -> dict[str, Any]:
+    """An event's payload as plain JSON values (nested frozen mappings thawed)."""
+    from tether.session.json import thaw
+
+    value = thaw(event.data)
+    assert isinstance(value, dict)
+    return value
+
+
+def subagents(w: World, config: dict[str, Any] | None = None) -> Any:
+    """Load the real ``subagents`` plugin (manager + delegation tools) and return the manager."""
+    from tether.subagents.plugin import plugin
+
+    w.kernel.load(plugin, config or {})
+    return w.ctx.get("subagents")
+
+
+async def settle(w: World) -> None:
+    """Wait until every live agent is idle and no continuable child is resident (as
+    ``Harness.settle`` does)."""
+    import asyncio
+
+    manager = w.ctx.get("subagents")
+    while True:
+        for agent in list(w.agents):
+            await agent.when_idle()
+        if manager is not None:
+            await manager.when_quiescent()
+        await asyncio.sleep(0)
+        if all(a.status == "idle" and not a.inbox.has_work() for a in w.agents) and (
+            manager is None or not manager.resident()
+        ):
+            return
+
+
+async def stored(w: World, session_id: str) -> Any:
+    """What persistence holds for ``session_id`` (not the live session): the durable log."""
+    live = w.store.get(session_id)
+    if live is not None:
+        await w.store.flush(live)
+    assert w.store.persistence is not None
+    return await w.store.persistence.inspect(session_id)
+
+
+def pre_turn(events: Any) -> list[tuple[str, dict[str, Any]]]:
+    """``(type, data)`` of every event before the first ``agent/inbox/spliced``."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for event in events:
+        if event.type == "agent/inbox/spliced":
+            break
+        out.append((event.type, plain(event)))
+    return out
+
+
+def policy_events(events: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.type, plain(e)) for e in events if e.type in ("sandbox/mode", "approval/policy")]
+
+
+def texts(events: Any, event_type: str = "tool/result") -> list[str]:
+    return [str(e.data.get("content")) for e in events if e.type == event_type]
+
+
+def child(steps: list[dict[str, Any]], *, depth: int = 1, label: str | None = None) -> dict[str, Any]:
+    match: dict[str, Any] = {"depth": depth}
+    if label is not None:
+        match["label"] = label
+    return {"match": match, "steps": steps}
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+class HoldArgs(ToolArgs):
+    key: str
+
+
+class Hold:
+    """A real tool that blocks its caller until the test opens ``gates[key]``: it keeps an agent
+    *running* at a known point (busy parent, running child) without timing assumptions."""
+
+    name = "hold"
+    description = "Wait until released."
+    Args = HoldArgs
+
+    def __init__(self) -> None:
+        self.gates: dict[str, asyncio.Event] = {}
+
+    def gate(self, key: str) -> asyncio.Event:
+        return self.gates.setdefault(key, asyncio.Event())
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        args = call.args
+        assert isinstance(args, HoldArgs)
+        await self.gate(args.key).wait()
+        return ToolResult(f"released {args.key}")
+
+
+def hold_tool(w: World) -> Hold:
+    tool = Hold()
+    w.tools.register(tool)
+    return tool
+
+
+def hold(key: str) -> dict[str, Any]:
+    return call("hold", key=key)
+
+
+async def until(predicate: Any, what: str = "condition", limit: int = 100_000) -> None:
+    """Yield to the loop until ``predicate()`` holds (a bounded number of turns, no clock)."""
+    for _ in range(limit):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never reached: {what}")
+
+
+def holding(agent: Any) -> bool:
+    """Whether ``agent`` is inside a ``hold`` call right now (its turn has really started)."""
+    events = agent.session.events
+    return bool(events) and events[-1].type == "tool/call" and events[-1].data["name"] == "hold"

@@ -79,14 +79,19 @@ class _TurnState:
 
 
 class PreStep:
-    """Payload of the ``agent/pre-step`` waterfall: listeners return "enter" or "reject"."""
+    """Payload of the ``agent/pre-step`` waterfall: listeners return "enter" or "reject".
 
-    __slots__ = ("agent", "step", "turn")
+    ``prompt`` is the turn's claimed prompt at step 1 (``None`` afterwards, or for a turn
+    started by steers).
+    """
 
-    def __init__(self, agent: Agent, turn: int, step: int) -> None:
+    __slots__ = ("agent", "prompt", "step", "turn")
+
+    def __init__(self, agent: Agent, turn: int, step: int, prompt: InboxItem | None = None) -> None:
         self.agent = agent
         self.turn = turn
         self.step = step
+        self.prompt = prompt
 
 
 class Agent:
@@ -209,7 +214,10 @@ class Agent:
                     reason, detail = "blocked", f"step budget of {self.options.max_steps} exhausted"
                     break
                 decision = await self.ctx.waterfall(
-                    "agent/pre-step", PreStep(self, turn, step + 1), "enter", scope=self
+                    "agent/pre-step",
+                    PreStep(self, turn, step + 1, prompt if step == 0 else None),
+                    "enter",
+                    scope=self,
                 )
                 if decision != "enter":
                     reason, detail = "blocked", f"a pre-step gate returned {decision!r}"

@@ -100,7 +100,8 @@ class BwrapBackend:
             ws = os.path.join(os.path.realpath(top), "ws")
             os.mkdir(ws)
             target = os.path.join(ws, "probe")
-            script = 'if : > "$1" 2>/dev/null; then exit 3; fi; exit 0'
+            # ``true`` (not the special builtin ``:``): a failed redirection must not exit sh.
+            script = 'exec 2>/dev/null; if true > "$1"; then exit 3; fi; exit 0'
             profile = Profile(SandboxMode.READ_ONLY, ws, {"PATH": FALLBACK_PATH})
             argv = self.build(binary, ["/bin/sh", "-c", script, "sh", target], profile)
             try:

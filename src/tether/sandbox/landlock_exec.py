@@ -28,6 +28,7 @@ backend's runner-failure rule); a command that cannot be executed exits 127 like
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -141,7 +142,13 @@ def _libc() -> _Libc:
         prctl = lib.prctl
         prctl.restype = ctypes.c_int
         # Five arguments always: PR_SET_NO_NEW_PRIVS and PR_CAP_AMBIENT reject non-zero unused ones.
-        prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        prctl.argtypes = [
+            ctypes.c_int,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+        ]
         capset = lib.capset
         capset.restype = ctypes.c_int
         _libc_cache.append(_Libc(syscall, prctl, capset))
@@ -436,10 +443,8 @@ def _sweep() -> None:
     """
     while True:
         for pid in _children():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:

@@ -100,6 +100,7 @@ class ContinuationManager:
         self.ctx = ctx
         self._active: dict[str, Activation] = {}
         self._disposing: dict[str, asyncio.Task[None]] = {}
+        self._disposing_parent: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._draining = False
         self._changed = asyncio.Event()
@@ -291,14 +292,37 @@ class ContinuationManager:
         while True:
             await asyncio.sleep(0)  # let work queued in the same tick land
             await agent.when_idle()
-            if agent.status == "idle" and not agent.inbox.has_work():
+            if agent.status != "idle" or agent.inbox.has_work():
+                continue
+            owned = self._owned_pending(agent.id)
+            if not owned:
                 break
+            # Waiting: quiescent but still owning children. It stays resident so their
+            # settlement notices reach it (and wake it) instead of being dropped.
+            await asyncio.wait(owned, return_when=asyncio.FIRST_COMPLETED)
         if self._active.get(agent.id) is not activation:
             return
         del self._active[agent.id]
         task = asyncio.get_running_loop().create_task(self._dispose(activation))
         self._disposing[agent.id] = task
+        self._disposing_parent[agent.id] = activation.parent_id
         task.add_done_callback(lambda _t: self._disposing.pop(agent.id, None))
+        task.add_done_callback(lambda _t: self._disposing_parent.pop(agent.id, None))
+
+    def _owned_pending(self, parent_id: str) -> list[asyncio.Task[None]]:
+        """Watchers and disposals of ``parent_id``'s resident children (a disposal delivers
+        the settlement notice, so the parent waits for it too)."""
+        pending = [
+            a.watcher
+            for a in self._active.values()
+            if a.parent_id == parent_id and a.watcher is not None and not a.watcher.done()
+        ]
+        pending += [
+            task
+            for child_id, task in self._disposing.items()
+            if self._disposing_parent.get(child_id) == parent_id
+        ]
+        return pending
 
     async def _dispose(self, activation: Activation) -> None:
         agent = activation.agent

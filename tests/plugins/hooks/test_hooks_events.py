@@ -179,7 +179,10 @@ async def test_session_start_runs_at_creation_and_its_output_reaches_the_first_s
     hook = py_hook(
         tmp_path,
         "start.py",
-        f"open({str(out)!r}, 'a').write(sys.stdin.read())\nprint('branch: main')\n",
+        # Slow enough that the first step starts waiting for it inside turn 1: it began
+        # outside any turn, so it is still not recorded there.
+        f"open({str(out)!r}, 'a').write(sys.stdin.read())\n"
+        "import time; time.sleep(0.1)\nprint('branch: main')\n",
     )
     rig = compose(tmp_path, {"SessionStart": [group(hook)]})
     await rig.agent.run("hi")

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hooks_support import (
     Rig,
     compose,
@@ -21,6 +22,7 @@ from hooks_support import (
 )
 
 from tether.kernel import Kernel, Next
+from tether.signals import AbortSignal
 from tether.tools.base import PreDecision, ToolCall
 from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH
 
@@ -236,6 +238,7 @@ async def test_hook_allow_never_overrides_a_later_ask_listener(tmp_path: Path) -
         [write_call()],
         answer="rejected",
         after_hooks=ask_for_writes,
+        config={"fail_closed": False},
     )
     await rig.agent.run("write")
     assert tool_result(rig)["content"] == 'Error: the user rejected tool "write"'
@@ -332,10 +335,12 @@ async def test_garbage_hanging_and_crashing_hooks_are_reported_and_never_crash_t
         tmp_path,
         {"PreToolUse": broken_hooks(tmp_path)},
         [write_call(), {"text": "finished"}],
+        config={"fail_closed": False},
     )
     result = await rig.agent.run("write")
     assert (result.stop_reason, result.output) == ("completed", "finished")
-    # No decision from any of them: the rest of the chain (here: allow) decides.
+    # Opted out of failing closed (Claude Code's behaviour): no decision from any of them, so
+    # the rest of the chain (here: allow) decides.
     assert tool_result(rig)["content"] == "wrote marker.txt"
     results = hook_results(rig)
     assert [r["decision"] for r in results] == [
@@ -359,17 +364,17 @@ async def test_broken_hooks_never_turn_an_ask_into_an_allow(tmp_path: Path) -> N
         [write_call()],
         answer="rejected",
         after_hooks=ask_for_writes,
+        config={"fail_closed": False},
     )
     await rig.agent.run("write")
     assert tool_result(rig)["content"] == 'Error: the user rejected tool "write"'
 
 
-async def test_fail_closed_turns_a_broken_hook_into_a_deny(tmp_path: Path) -> None:
+async def test_by_default_a_broken_hook_denies(tmp_path: Path) -> None:
     rig = compose(
         tmp_path,
         {"PreToolUse": [group(py_hook(tmp_path, "garbage.py", "print('{oops')\n"))]},
         [write_call()],
-        config={"fail_closed": True},
     )
     await rig.agent.run("write")
     content = tool_result(rig)["content"]
@@ -416,4 +421,34 @@ async def test_hooks_run_serially(tmp_path: Path) -> None:
     rig = compose(tmp_path, {"PreToolUse": [group(first), group(second)]}, [write_call()])
     await rig.agent.run("write")
     assert log.read_text().split() == ["start1", "end1", "start2"]
-    await asyncio.sleep(0)
+
+
+async def test_teardown_mid_hook_closes_the_record_pair(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    hook = script(tmp_path, "slow.sh", f"#!/bin/sh\ntouch {started}\nexec sleep 300\n")
+    rig = compose(tmp_path, {"PreToolUse": [group(hook)]})
+    rig.session.append("turn/start", {"turn": 1})
+    tools = rig.kernel.ctx.get("tools")
+    task = asyncio.ensure_future(
+        tools.execute(rig.agent, "c1", "write", '{"path": "m", "content": ""}', AbortSignal())
+    )
+    await wait_for_file(started)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [normalized(e) for e in rig.events("hook/invoked", "hook/result")] == [
+        {
+            "turn": 1,
+            "point": "PreToolUse",
+            "dialect": "claude-code",
+            "handler_id": ID0,
+        },
+        {
+            "turn": 1,
+            "point": "PreToolUse",
+            "handler_id": ID0,
+            "decision": "cancelled",
+            "duration_ms": "<ms>",
+        },
+    ]
+    assert not (rig.workspace / "m").exists()

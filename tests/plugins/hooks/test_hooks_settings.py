@@ -18,6 +18,7 @@ from tether.plugins.hooks import (
     plugin,
     read_settings_file,
 )
+from tether.policy.sandbox_policy import sandbox_policy_plugin
 
 
 # -- matcher ---------------------------------------------------------------------------------
@@ -232,3 +233,18 @@ def test_loads_from_tether_toml_through_the_entry_point(tmp_path: Path) -> None:
     kernel.dispose()
     assert kernel.ctx.get("hooks") is None
     assert kernel.runtime._chain("tools/pre-execute", None) == []
+
+
+def test_relative_settings_files_belong_to_the_workspace(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / ".claude").mkdir(parents=True)
+    (workspace / ".claude" / "settings.json").write_text(
+        json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify"}]}]}})
+    )
+    kernel = Kernel()
+    kernel.load(sandbox_policy_plugin, {"mode": "read-only", "workspace_root": str(workspace)})
+    kernel.load(plugin, {"settings_files": [".claude/settings.json"]})
+    service = kernel.ctx.get("hooks")
+    assert isinstance(service, HookService)
+    assert [h.handler_id for h in service.handlers] == [".claude/settings.json#Stop[0].hooks[0]"]
+    assert service.settings.project_dir == str(workspace)

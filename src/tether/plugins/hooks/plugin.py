@@ -12,7 +12,8 @@ Claude Code event      tether point                         effect of the merged
                                                             ``blocked``, prompt never logged)
 ``Stop``               ``agent/turn-end`` (root agents)     block → the reason is queued as a
                                                             followup turn
-``SubagentStart``      ``subagent/start`` notification      context → injected into the child
+``SubagentStart``      ``subagent/start`` notification      context → injected at the child's
+                                                            first step (which waits for it)
 ``SubagentStop``       ``subagent/end`` notification        reported only
 ``SessionStart``       ``sessions.on_created`` (and         context → injected at the first step
                        ``agent/session-start``)
@@ -73,12 +74,13 @@ class HooksConfig(BaseModel):
     """``.claude/settings.json``-style files whose ``hooks`` block is added after the inline
     hooks, in order. Missing files are skipped; malformed ones fail the load."""
     project_dir: str | None = None
-    """Base for relative ``settings_files`` (default: the process cwd at load)."""
+    """Base for relative ``settings_files`` (default: the sandbox policy's workspace root,
+    else the process cwd at load)."""
     default_timeout: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     """Seconds a command may run when its handler sets no ``timeout`` (Claude Code: 10 min)."""
     pass_env: list[str] = Field(default_factory=list)
     """Environment variables passed to hooks besides PATH, HOME, LANG and TERM."""
-    fail_closed: bool = False
+    fail_closed: bool = True
     """When true, a PreToolUse hook that errors, times out or prints an invalid reply denies
     the call. Default false: such a hook is reported and makes no decision (Claude Code)."""
 
@@ -96,10 +98,11 @@ class HooksConfig(BaseModel):
         return parse_hooks_block(self.hooks, "tether.toml", strict=True)
 
 
-def load_handlers(config: HooksConfig) -> list[HookHandler]:
-    """Inline handlers, then each settings file's, in order."""
+def load_handlers(config: HooksConfig, base_dir: str | None = None) -> list[HookHandler]:
+    """Inline handlers, then each settings file's, in order; relative files are resolved
+    against ``base_dir`` (default: ``config.project_dir``, else the process cwd)."""
     handlers = config.inline_handlers()
-    base = config.project_dir or os.getcwd()
+    base = base_dir or config.project_dir or os.getcwd()
     for path in config.settings_files:
         handlers.extend(read_settings_file(path, base_dir=base))
     return handlers
@@ -188,6 +191,12 @@ class HookBridge:
         except Exception:
             log.exception("hooks: SessionStart for %s failed", session.id)
 
+    def session_disposed(self, session: Session) -> None:
+        """Forget a detached session (a long-lived process sees many)."""
+        self._session_seen.discard(session.id)
+        self._continued.discard(session.id)
+        self._pending.pop(session.id, None)
+
     def agent_session_start(self, agent: Any) -> None:
         session = _session_of(agent)
         if session is not None:
@@ -204,7 +213,11 @@ class HookBridge:
             session.id,
             HookEvent.SESSION_START,
             self.service.dispatch(
-                HookEvent.SESSION_START, {"source": source}, session=session, subject=source
+                HookEvent.SESSION_START,
+                {"source": source},
+                session=session,
+                subject=source,
+                background=True,
             ),
         )
 
@@ -249,7 +262,10 @@ class HookBridge:
 
     async def _stop(self, agent: Any, active: bool) -> None:
         run = await self.service.dispatch(
-            HookEvent.STOP, {"stop_hook_active": active}, session=_session_of(agent)
+            HookEvent.STOP,
+            {"stop_hook_active": active},
+            session=_session_of(agent),
+            background=True,
         )
         if run.merged.decision != "block" or getattr(agent, "closing", False):
             return  # an agent being torn down records notices but is not woken
@@ -266,7 +282,11 @@ class HookBridge:
             child_id,
             HookEvent.SUBAGENT_START,
             self.service.dispatch(
-                HookEvent.SUBAGENT_START, fields, session=_session_of(parent), subject=agent_type
+                HookEvent.SUBAGENT_START,
+                fields,
+                session=_session_of(parent),
+                subject=agent_type,
+                background=True,
             ),
         )
 
@@ -281,7 +301,11 @@ class HookBridge:
         }
         self.service.spawn(
             self.service.dispatch(
-                HookEvent.SUBAGENT_STOP, fields, session=_session_of(parent), subject=agent_type
+                HookEvent.SUBAGENT_STOP,
+                fields,
+                session=_session_of(parent),
+                subject=agent_type,
+                background=True,
             ),
             HookEvent.SUBAGENT_STOP.value,
         )
@@ -297,6 +321,11 @@ class HookBridge:
         child_id = str(getattr(item, "child_id", ""))
         label = getattr(item, "label", None) or getattr(item, "provider", None)
         return parent, child_id, label if isinstance(label, str) else ""
+
+
+def _workspace_root(ctx: Context) -> str | None:
+    root = getattr(ctx.get("sandbox_policy"), "workspace_root", None)
+    return root if isinstance(root, str) and root else None
 
 
 def _session_of(agent: object) -> Session | None:
@@ -344,8 +373,11 @@ class HooksPlugin:
     config_model = HooksConfig
 
     def apply(self, ctx: Context, config: HooksConfig) -> None:
+        # Relative settings files belong to the project: the workspace the sandbox policy was
+        # composed with (``tether run --workspace``), unless configured otherwise.
+        project_dir = config.project_dir or _workspace_root(ctx) or os.getcwd()
         try:
-            handlers = load_handlers(config)
+            handlers = load_handlers(config, project_dir)
         except HookSettingsError as err:
             raise PluginConfigError(f"plugin 'hooks': {err}") from err
         service = HookService(
@@ -355,7 +387,7 @@ class HooksPlugin:
                 default_timeout=config.default_timeout,
                 pass_env=tuple(config.pass_env),
                 fail_closed=config.fail_closed,
-                project_dir=config.project_dir,
+                project_dir=project_dir,
             ),
         )
         bridge = HookBridge(service)
@@ -386,6 +418,9 @@ class HooksPlugin:
             on_created = getattr(sessions, "on_created", None)
             if callable(on_created):
                 ctx.effect(on_created(bridge.session_created))
+        on_disposed = getattr(ctx.get("sessions"), "on_disposed", None)
+        if callable(on_disposed):
+            ctx.effect(on_disposed(bridge.session_disposed))
 
 
 plugin: Final = HooksPlugin()

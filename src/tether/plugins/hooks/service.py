@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -63,7 +64,7 @@ def context_source(event: HookEvent) -> dict[str, JsonValue]:
 class HookSettings:
     default_timeout: float = 600.0
     pass_env: tuple[str, ...] = ()
-    fail_closed: bool = False
+    fail_closed: bool = True
     project_dir: str | None = None
 
 
@@ -153,12 +154,19 @@ class HookService:
         subject: str | None = None,
         workspace: str | None = None,
         signal: AbortSignal | None = None,
+        background: bool = False,
     ) -> Dispatch:
         """Run every matching hook of ``event`` serially and merge their replies.
 
         ``fields`` are the event-specific payload fields; the common ones (``session_id``,
         ``transcript_path``, ``cwd``, ``hook_event_name``) are added here. Never raises for
         anything a hook does.
+
+        ``background``: nothing waits for this dispatch inside the turn (Stop, SessionStart,
+        Subagent*), so the turn may end while a hook runs. Its ``hook/invoked`` is then written
+        together with its ``hook/result``, and only when the turn open at the start is still
+        open: the log never holds half a pair, and a hook that began outside a turn (Stop,
+        SessionStart) is never recorded in one that opened meanwhile.
         """
         handlers = self.matching(event, subject)
         if not handlers:
@@ -173,7 +181,9 @@ class HookService:
         env = hook_env(root, self.settings.pass_env)
         replies: list[HookReply] = []
         for handler in handlers:
-            replies.append(await self._run_one(handler, data, env, root, session, signal))
+            replies.append(
+                await self._run_one(handler, data, env, root, session, signal, background)
+            )
         return Dispatch(tuple(replies), merge(replies))
 
     async def _run_one(
@@ -184,21 +194,37 @@ class HookService:
         root: str,
         session: Session | None,
         signal: AbortSignal | None,
+        background: bool,
     ) -> HookReply:
         point = handler.event.value
         invoked: dict[str, JsonValue] = {"point": point, "dialect": DIALECT}
         if handler.matcher.pattern is not None:
             invoked["matcher"] = handler.matcher.pattern
         invoked["handler_id"] = handler.handler_id
-        turn = _record(session, None, "hook/invoked", invoked)
-        run = await run_command(
-            handler.command,
-            data,
-            cwd=root,
-            env=env,
-            timeout=handler.timeout or self.settings.default_timeout,
-            signal=signal,
+        turn = (
+            _open_turn(session) if background else _record(session, None, "hook/invoked", invoked)
         )
+        started = time.monotonic()
+        try:
+            run = await run_command(
+                handler.command,
+                data,
+                cwd=root,
+                env=env,
+                timeout=handler.timeout or self.settings.default_timeout,
+                signal=signal,
+            )
+        except asyncio.CancelledError:
+            # Torn down mid-hook (the group is already killed): close the pair we opened.
+            if turn is not None and not background:
+                closing: dict[str, JsonValue] = {
+                    "point": point,
+                    "handler_id": handler.handler_id,
+                    "decision": "cancelled",
+                    "duration_ms": int((time.monotonic() - started) * 1000),
+                }
+                _record(session, turn, "hook/result", closing)
+            raise
         reply = interpret(handler.event, run)
         result: dict[str, JsonValue] = {
             "point": point,
@@ -211,7 +237,9 @@ class HookService:
         if summary:
             result["stderr_summary"] = summary
         result["duration_ms"] = run.duration_ms
-        if turn is not None:
+        if turn is not None and (
+            not background or _record(session, turn, "hook/invoked", invoked) is not None
+        ):
             _record(session, turn, "hook/result", result)
         if reply.decision in FAILED:
             log.warning("%s hook %s: %s", point, handler.handler_id, reply.problem)
@@ -248,6 +276,14 @@ class HookService:
             task.cancel()
 
 
+def _open_turn(session: Session | None) -> int | None:
+    if session is None or not session.has_open_turn():
+        return None
+    start = session.last("turn/start")
+    turn = start.data.get("turn") if start is not None else None
+    return turn if isinstance(turn, int) else None
+
+
 def _record(
     session: Session | None, turn: int | None, event_type: str, data: dict[str, JsonValue]
 ) -> int | None:
@@ -255,11 +291,8 @@ def _record(
     returns that turn, or ``None`` when there is no open turn to put it in. A result is only
     written next to its ``hook/invoked``, so a hook that started between turns (SessionStart)
     never leaves half a pair in the turn that opened meanwhile."""
-    if session is None or not session.has_open_turn():
-        return None
-    start = session.last("turn/start")
-    current = start.data.get("turn") if start is not None else None
-    if not isinstance(current, int) or (turn is not None and current != turn):
+    current = _open_turn(session)
+    if session is None or current is None or (turn is not None and current != turn):
         return None
     try:
         session.append(event_type, {"turn": current, **data})

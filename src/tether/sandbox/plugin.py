@@ -1,0 +1,71 @@
+"""The ``sandbox`` kernel plugin: provides the :class:`SandboxProvider` as service ``sandbox``.
+
+::
+
+    [[plugins]]
+    name = "sandbox"
+    config = { backends = ["bwrap", "landlock"], protected_paths = ["/srv/tether"] }
+
+The chain is probed on first use, not at load, so composing it costs nothing until a command
+runs; ``tether doctor`` calls :func:`tether.sandbox.describe_backends` to probe it up front.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tether.kernel import Context
+from tether.sandbox.provider import CHAIN, SandboxProvider
+
+
+class SandboxConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    backends: list[str] = Field(default_factory=lambda: [str(name) for name in CHAIN])
+    """The backend chain, most preferred first (``bwrap``, ``landlock``)."""
+    disable: list[str] | None = None
+    """Backends to turn off (default: ``TETHER_SANDBOX_DISABLE``)."""
+    bwrap_path: str | None = None
+    runner_command: str | None = None
+    """An operator-asserted bwrap-compatible runner, used without probing."""
+    landlock_fast_path: bool = True
+    hidden_paths: list[str] = Field(default_factory=list)
+    """More paths to hide from commands (credential directories are always hidden)."""
+    protected_paths: list[str] = Field(default_factory=list)
+    """More paths kept read-only inside a writable workspace (e.g. a store directory)."""
+    env_allow: list[str] = Field(default_factory=list)
+    """More environment variables commands keep (globs; secret-looking names never pass)."""
+
+    @field_validator("backends", "disable")
+    @classmethod
+    def _known(cls, value: list[str] | None) -> list[str] | None:
+        unknown = [v for v in value or () if v not in CHAIN]
+        if unknown:
+            raise ValueError(f"unknown backend(s) {unknown} (known: {', '.join(CHAIN)})")
+        return value
+
+
+class SandboxPlugin:
+    name = "sandbox"
+    requires: tuple[str, ...] = ()
+    config_model = SandboxConfig
+
+    def apply(self, ctx: Context, config: SandboxConfig) -> None:
+        provider = SandboxProvider(
+            backends=config.backends,
+            disable=config.disable,
+            bwrap_path=config.bwrap_path,
+            runner_command=config.runner_command,
+            landlock_fast_path=config.landlock_fast_path,
+            hidden_paths=config.hidden_paths,
+            protected_paths=config.protected_paths,
+            env_allow=config.env_allow,
+        )
+        ctx.provide("sandbox", provider)
+
+
+plugin: Final = SandboxPlugin()
+
+__all__ = ["SandboxConfig", "SandboxPlugin", "plugin"]

@@ -1,0 +1,128 @@
+"""Spawning and stopping a confined command.
+
+:func:`spawn` starts a :class:`ConfinedCommand` in its own session (so its process group can
+be killed as one), with ``close_fds`` (no descriptor of the harness leaks into it) and stdin
+from ``/dev/null`` by default. Spawn failures of the runner itself become
+:class:`SandboxUnavailableError`: a broken sandbox is an infrastructure failure, never a
+reason to run the command some other way.
+
+Spawn from the event loop's thread (as ``asyncio.create_subprocess_exec`` does): bubblewrap's
+``--die-with-parent`` and the Landlock supervisor's death signal follow the thread that forked
+them, so a short-lived worker thread would take the command down with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import signal
+import subprocess
+from typing import IO, Any, Final
+
+from tether.sandbox.command import ConfinedCommand
+from tether.sandbox.errors import SandboxUnavailableError
+from tether.sandbox.landlock_exec import LandlockError, build_ruleset, make_preexec
+
+STOP_GRACE: Final = 2.0
+"""Seconds a Landlock supervisor gets to sweep its processes after SIGTERM before the whole
+process group is killed outright."""
+
+Stream = int | IO[Any] | None
+
+
+async def spawn(
+    command: ConfinedCommand,
+    *,
+    cwd: str | None = None,
+    stdin: Stream = subprocess.DEVNULL,
+    stdout: Stream = subprocess.PIPE,
+    stderr: Stream = subprocess.PIPE,
+) -> asyncio.subprocess.Process:
+    """Start ``command``. Raises :class:`SandboxUnavailableError` when the sandbox could not
+    start it (the command did not run), ``OSError`` when the command itself cannot be
+    executed under ``danger-full-access``."""
+    options: dict[str, Any] = {
+        "stdin": stdin,
+        "stdout": stdout,
+        "stderr": stderr,
+        "cwd": cwd,
+        "env": dict(command.env),
+        "start_new_session": True,
+        "close_fds": True,
+    }
+    if command.landlock is not None and command.fast_path:
+        try:
+            ruleset = build_ruleset(command.landlock)
+        except LandlockError as err:
+            raise _unavailable(command, f"cannot build the Landlock ruleset: {err}") from err
+        try:
+            return await asyncio.create_subprocess_exec(
+                *command.command, preexec_fn=make_preexec(ruleset), **options
+            )
+        except subprocess.SubprocessError as err:
+            # Raised by subprocess when preexec_fn failed: the child was never confined and
+            # never ran the command.
+            raise _unavailable(
+                command, f"Landlock could not be applied in the child: {err}"
+            ) from err
+        finally:
+            os.close(ruleset)
+    try:
+        return await asyncio.create_subprocess_exec(*command.argv, **options)
+    except OSError as err:
+        if (
+            command.runner is not None
+            and err.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC)
+            and err.filename == command.runner
+        ):
+            raise _unavailable(
+                command, f"cannot execute the sandbox runner {command.runner}: {err.strerror}"
+            ) from err
+        raise
+
+
+def _unavailable(command: ConfinedCommand, reason: str) -> SandboxUnavailableError:
+    return SandboxUnavailableError(
+        f"{reason}; the command was not run",
+        mode=command.mode.value,
+        reasons={command.backend: reason},
+    )
+
+
+def kill(process: asyncio.subprocess.Process, command: ConfinedCommand) -> None:
+    """Stop the command and everything it started, now, without waiting.
+
+    A Landlock supervisor gets SIGTERM (it kills every process below it, including ones that
+    left the process group, then exits); anything else gets SIGKILL on its process group
+    (under bubblewrap that kills the PID namespace with it).
+    """
+    if command.supervised:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGTERM)
+        return
+    kill_group(process)
+
+
+def kill_group(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL to the command's process group (its session leader's pid)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def stop(
+    process: asyncio.subprocess.Process, command: ConfinedCommand, grace: float = STOP_GRACE
+) -> None:
+    """:func:`kill`, then wait for the exit; a supervisor that does not finish its sweep in
+    ``grace`` seconds is killed with its group."""
+    kill(process, command)
+    try:
+        await asyncio.wait_for(asyncio.shield(process.wait()), grace)
+    except TimeoutError:
+        kill_group(process)
+        await process.wait()
+
+
+__all__ = ["STOP_GRACE", "kill", "kill_group", "spawn", "stop"]

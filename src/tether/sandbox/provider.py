@@ -1,0 +1,290 @@
+"""The sandbox provider: one backend chain, probed once, and ``confine``.
+
+::
+
+    provider = SandboxProvider()                        # bwrap, then Landlock
+    cmd = provider.confine(["bash", "-c", "make test"], policy)
+    proc = await tether.sandbox.spawn(cmd, cwd=policy.workspace_root)
+
+The chain is probed lazily, at most once per backend per provider, and the first usable
+backend is kept for the provider's lifetime. A restricted mode with no usable backend raises
+:class:`SandboxUnavailableError` and never runs anything; ``danger-full-access`` needs no
+backend and runs the plain argv (environment still scrubbed of secrets).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from tether.policy import SandboxExecutionPolicy, SandboxMode, parse_sandbox_mode
+from tether.sandbox.backends import Backend, BwrapBackend, LandlockBackend, Probe, Profile
+from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement
+from tether.sandbox.environment import (
+    confined_env,
+    hidden_paths,
+    tether_data_dirs,
+    unconfined_env,
+)
+from tether.sandbox.errors import SandboxError, SandboxUnavailableError
+
+DISABLE_ENV: Final = "TETHER_SANDBOX_DISABLE"
+"""Comma-separated backend names an operator (or a test) turns off, e.g. ``bwrap,landlock``."""
+
+CHAIN: Final[tuple[BackendName, ...]] = ("bwrap", "landlock")
+"""The Linux chain, most preferred first."""
+
+BackendStatus = Literal["chosen", "available", "rejected", "disabled"]
+"""A backend's standing in one provider.
+
+- ``chosen``: the first usable backend; every confined command uses it.
+- ``available``: usable, but a backend earlier in the chain was chosen.
+- ``rejected``: its probe failed (``reason`` says why).
+- ``disabled``: turned off by configuration or ``TETHER_SANDBOX_DISABLE``; not probed.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendReport:
+    """One row of ``tether doctor``'s sandbox section."""
+
+    name: BackendName
+    status: BackendStatus
+    reason: str
+    enforcement: Enforcement | None = None
+
+
+def _parse_names(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def _check_names(names: Iterable[str], what: str) -> None:
+    unknown = [n for n in names if n not in CHAIN]
+    if unknown:
+        raise SandboxError(
+            f"{what}: unknown sandbox backend(s) {', '.join(unknown)} (known: {', '.join(CHAIN)})",
+            code="SANDBOX_CONFIG",
+        )
+
+
+class SandboxProvider:
+    """Service ``sandbox``: confines commands under a :class:`SandboxExecutionPolicy`.
+
+    ``backends``: the chain to try, in order (default bwrap then Landlock). ``disable``:
+    names to turn off (default: ``TETHER_SANDBOX_DISABLE`` from ``environ``). ``bwrap_path``:
+    the bwrap binary. ``runner_command``: an operator-asserted bwrap-compatible runner, used
+    without probing (also how tests fake a broken runner). ``landlock_fast_path``: apply
+    Landlock through ``preexec_fn`` rather than the launcher process. ``hidden_paths``,
+    ``protected_paths``, ``env_allow``: additions to the credential paths hidden from
+    commands, the paths kept read-only inside a writable workspace, and the environment
+    allowlist. ``home``: the home directory whose credentials are hidden (default: the
+    harness user's and the command environment's ``$HOME``). ``environ``: the environment
+    commands derive from (default ``os.environ`` at the moment of each ``confine``).
+    """
+
+    def __init__(
+        self,
+        *,
+        backends: Sequence[str] = CHAIN,
+        disable: str | Iterable[str] | None = None,
+        bwrap_path: str | None = None,
+        runner_command: str | None = None,
+        landlock_fast_path: bool = True,
+        hidden_paths: Sequence[str] = (),
+        protected_paths: Sequence[str] = (),
+        env_allow: Sequence[str] = (),
+        home: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        chain = _parse_names(backends)
+        _check_names(chain, "backends")
+        if disable is None:
+            source = os.environ if environ is None else environ
+            disable = source.get(DISABLE_ENV, "")
+        disabled = _parse_names(disable)
+        _check_names(disabled, DISABLE_ENV if isinstance(disable, str) else "disable")
+        self.chain: tuple[str, ...] = chain
+        self.disabled: frozenset[str] = frozenset(disabled)
+        self._backends: dict[str, Backend] = {
+            "bwrap": BwrapBackend(
+                runner_command or bwrap_path, asserted=runner_command is not None
+            ),
+            "landlock": LandlockBackend(fast_path=landlock_fast_path),
+        }
+        self.hidden_extra = tuple(hidden_paths)
+        self.protected_extra = tuple(os.path.abspath(p) for p in protected_paths)
+        self.env_allow = tuple(env_allow)
+        self.home = home
+        self._environ = environ
+        self._probes: dict[str, Probe] = {}
+        self._chosen: str | None = None
+        self._resolved = False
+        self._lock = threading.Lock()
+
+    # -- backend selection ----------------------------------------------------------------
+    def _probe(self, name: str) -> Probe:
+        probe = self._probes.get(name)
+        if probe is None:
+            probe = self._backends[name].probe()
+            self._probes[name] = probe
+        return probe
+
+    def backend_name(self) -> BackendName | None:
+        """The chosen backend (probing the chain the first time), or ``None``."""
+        with self._lock:
+            if not self._resolved:
+                for name in self.chain:
+                    if name not in self.disabled and self._probe(name).ok:
+                        self._chosen = name
+                        break
+                self._resolved = True
+            chosen = self._chosen
+        return "bwrap" if chosen == "bwrap" else "landlock" if chosen == "landlock" else None
+
+    @property
+    def confining(self) -> bool:
+        """True when restricted modes can run commands (a backend was chosen)."""
+        return self.backend_name() is not None
+
+    def enforcement(self) -> Enforcement:
+        name = self.backend_name()
+        return "none" if name is None else self._probes[name].enforcement
+
+    def reasons(self) -> dict[str, str]:
+        """Why each backend of the chain is not the chosen one (empty for the chosen)."""
+        chosen = self.backend_name()
+        out: dict[str, str] = {}
+        for report in self.reports():
+            if report.name != chosen:
+                out[report.name] = report.reason
+        return out
+
+    def reports(self) -> list[BackendReport]:
+        """Every backend of the chain, probed (once each), for ``tether doctor``."""
+        chosen = self.backend_name()
+        rows: list[BackendReport] = []
+        for name in CHAIN:
+            key: BackendName = "bwrap" if name == "bwrap" else "landlock"
+            if name not in self.chain:
+                rows.append(BackendReport(key, "disabled", "not in the configured chain"))
+                continue
+            if name in self.disabled:
+                rows.append(BackendReport(key, "disabled", f"disabled by {DISABLE_ENV}/config"))
+                continue
+            with self._lock:
+                probe = self._probe(name)
+            if not probe.ok:
+                rows.append(BackendReport(key, "rejected", probe.reason))
+            elif name == chosen:
+                rows.append(BackendReport(key, "chosen", probe.reason, probe.enforcement))
+            else:
+                reason = f"{probe.reason}; not used: {chosen} comes first"
+                rows.append(BackendReport(key, "available", reason, probe.enforcement))
+        return rows
+
+    # -- confine --------------------------------------------------------------------------
+    def confine(
+        self,
+        argv: Sequence[str],
+        policy: SandboxExecutionPolicy,
+        *,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> ConfinedCommand:
+        """``argv`` confined to ``policy``. ``env``: the environment to derive the command's
+        from (default: the provider's); ``extra_env`` is added after the allowlist (secret
+        names are dropped from both). ``network``: allow network access (default: none).
+
+        Raises :class:`SandboxUnavailableError` for a restricted mode that no backend can
+        enforce; nothing has been run then.
+        """
+        if not argv:
+            raise SandboxError("confine needs a non-empty argv", code="SANDBOX_CONFIG")
+        mode = parse_sandbox_mode(policy.mode)
+        source = (
+            env if env is not None else (os.environ if self._environ is None else self._environ)
+        )
+        if mode is SandboxMode.DANGER_FULL_ACCESS:
+            return unconfined(argv, env=source, extra_env=extra_env, network=True)
+        name = self.backend_name()
+        if name is None:
+            reasons = self.reasons()
+            detail = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or "no backend configured"
+            raise SandboxUnavailableError(
+                f"no sandbox backend can enforce {mode.value} mode ({detail}); "
+                "the command was not run",
+                mode=mode.value,
+                reasons=reasons,
+            )
+        workspace = os.path.realpath(policy.workspace_root)
+        if not os.path.isdir(workspace):
+            raise SandboxUnavailableError(
+                f"cannot confine to workspace {policy.workspace_root}: not a directory; "
+                "the command was not run",
+                mode=mode.value,
+                reasons={name: "workspace root missing"},
+            )
+        profile = Profile(
+            mode=mode,
+            workspace=workspace,
+            env=confined_env(source, allow=self.env_allow, extra=extra_env),
+            hidden=tuple(hidden_paths(source, home=self.home, extra=self.hidden_extra)),
+            protected=tuple(self._protected(workspace, source)),
+            network=network,
+        )
+        return self._backends[name].confine(argv, profile)
+
+    def _protected(self, workspace: str, source: Mapping[str, str]) -> list[str]:
+        paths = [os.path.join(workspace, ".git")]
+        paths += tether_data_dirs(source, home=self.home)
+        paths += list(self.protected_extra)
+        return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.lexists(p)))
+
+
+def unconfined(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    network: bool = True,
+) -> ConfinedCommand:
+    """``danger-full-access``: the plain argv, with secret-looking variables removed."""
+    if not argv:
+        raise SandboxError("confine needs a non-empty argv", code="SANDBOX_CONFIG")
+    return ConfinedCommand(
+        argv=tuple(argv),
+        env=unconfined_env(os.environ if env is None else env, extra=extra_env),
+        mode=SandboxMode.DANGER_FULL_ACCESS,
+        backend="none",
+        enforcement="none",
+        denial_signatures=(),
+        runner_failure_rules=(),
+        command=tuple(argv),
+        network=network,
+    )
+
+
+def describe_backends(provider: SandboxProvider | None = None) -> list[BackendReport]:
+    """The chosen backend and why each other one was not chosen (for ``tether doctor``).
+
+    Without ``provider``, a default one is built (honouring ``TETHER_SANDBOX_DISABLE``).
+    """
+    return (provider or SandboxProvider()).reports()
+
+
+__all__ = [
+    "CHAIN",
+    "DISABLE_ENV",
+    "BackendReport",
+    "BackendStatus",
+    "SandboxProvider",
+    "describe_backends",
+    "unconfined",
+]
