@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
@@ -80,6 +81,43 @@ class ApprovalRequest:
     action: Mapping[str, JsonValue] | None = None
     """What tether knows of the action (command, path, ...) for answerers to show. It is not
     logged in ``approval/asked``; the log holds the tool call itself."""
+    origin: RoutedOrigin | None = None
+    """Set when a subagent's question is routed to ``agent`` (its root): who really asks."""
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class RoutedOrigin:
+    """The asking subagent of a routed request (docs/decisions/0016).
+
+    The audit pair is written on the asking child's log (its turn is open: it is executing the
+    call); the root's log gets ``approval/pending`` records, which need no open turn, so the
+    question reaches the root's answerers whether the root is mid-turn or idle.
+    """
+
+    child: HasSession
+    call_id: str | None
+    tool_name: str
+    arguments_summary: str
+    lineage: tuple[str, ...]
+    """Session ids from the asking child up to the root."""
+
+    @property
+    def child_session_id(self) -> str:
+        return self.child.session.id
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A routed question waiting for the root's answer (in memory; durable as
+    ``approval/pending`` on the root's log)."""
+
+    id: str
+    root_session_id: str
+    child_session_id: str
+    tool_name: str
+    headline: str
+    lineage: tuple[str, ...]
+    since: float
 
 
 Answerer = Callable[[ApprovalRequest, Next], object]
@@ -150,6 +188,7 @@ class ApprovalService:
                 f"approval timeout must be a positive number of seconds, got {timeout!r}"
             )
         self.timeout = None if timeout is None else float(timeout)
+        self._pending: dict[str, PendingApproval] = {}
 
     # -- policy fold and writes ------------------------------------------------------------
     def override_of(self, session: Session) -> ApprovalPolicy | None:
@@ -195,8 +234,14 @@ class ApprovalService:
     async def request(self, req: ApprovalRequest) -> ApprovalOutcome:
         """Ask; see the module docstring for the exact order. Raises
         :class:`ApprovalOutsideTurnError` (nothing appended) without an open turn, and
-        re-raises a failed flush: an outcome is only returned once it is durable."""
-        session = req.agent.session
+        re-raises a failed flush: an outcome is only returned once it is durable.
+
+        A routed request (``req.origin`` set) is decided by ``req.agent`` (the root: its policy
+        and its answerers), while the audit pair goes on the asking child's log and the root's
+        log records the pending question (docs/decisions/0016).
+        """
+        decider = req.agent.session
+        session = req.origin.child.session if req.origin is not None else decider
         if not session.has_open_turn():
             raise ApprovalOutsideTurnError(
                 f"approval for tool {req.tool_name!r} requested outside an open turn of session "
@@ -209,26 +254,77 @@ class ApprovalService:
             asked["call_id"] = req.call_id
         if req.reason is not None:
             asked["reason"] = req.reason
+        if req.origin is not None:
+            asked["routed_to"] = decider.id
         session.append("approval/asked", asked)
+        if req.origin is not None:
+            self._open_pending(req, request_id)
+            await self._flush(decider)
         try:
-            outcome = await self._decide(req, session)
+            outcome = await self._decide(req, decider)
         except asyncio.CancelledError:
             # The asking task itself was cancelled: still close the audit pair, so no live log
             # holds an undecided ask (the write-behind stores it; there is no one to wait).
-            self._append_decided(session, request_id, ApprovalOutcome.CANCELLED)
+            self._close(req, session, request_id, ApprovalOutcome.CANCELLED)
             raise
         except Exception:
             log.exception("approval: deciding %s failed", req.tool_name)
             outcome = ApprovalOutcome.UNAVAILABLE
-        self._append_decided(session, request_id, outcome)
+        self._close(req, session, request_id, outcome)
+        await self._flush(session)
+        if req.origin is not None:
+            await self._flush(decider)
+        return outcome
+
+    def pending(self) -> list[PendingApproval]:
+        """Routed questions waiting for an answer, oldest first."""
+        return sorted(self._pending.values(), key=lambda p: p.since)
+
+    def _open_pending(self, req: ApprovalRequest, request_id: str) -> None:
+        origin = req.origin
+        assert origin is not None
+        root = req.agent.session
+        root.append(
+            "approval/pending",
+            {
+                "id": request_id,
+                "state": "pending",
+                "child_session": origin.child_session_id,
+                "tool_name": req.tool_name,
+                **({"call_id": req.call_id} if req.call_id is not None else {}),
+                "reason": req.reason or "",
+                "lineage": list(origin.lineage),
+            },
+        )
+        entry = PendingApproval(
+            request_id,
+            root.id,
+            origin.child_session_id,
+            req.tool_name,
+            req.reason or "",
+            origin.lineage,
+            time.monotonic(),
+        )
+        self._pending[request_id] = entry
+        self._ctx.emit("approval/pending", entry)
+
+    def _close(
+        self, req: ApprovalRequest, session: Session, request_id: str, outcome: ApprovalOutcome
+    ) -> None:
+        session.append("approval/decided", {"id": request_id, "outcome": outcome.value})
+        if req.origin is not None:
+            req.agent.session.append(
+                "approval/pending",
+                {"id": request_id, "state": "decided", "outcome": outcome.value},
+            )
+            entry = self._pending.pop(request_id, None)
+            if entry is not None:
+                self._ctx.emit("approval/resolved", (entry, outcome))
+
+    async def _flush(self, session: Session) -> None:
         store: SessionStore | None = self._ctx.get(SESSIONS_SERVICE)
         if store is not None:
             await store.flush(session)
-        return outcome
-
-    @staticmethod
-    def _append_decided(session: Session, request_id: str, outcome: ApprovalOutcome) -> None:
-        session.append("approval/decided", {"id": request_id, "outcome": outcome.value})
 
     async def _decide(self, req: ApprovalRequest, session: Session) -> ApprovalOutcome:
         if req.signal is not None and req.signal.aborted:
@@ -319,6 +415,8 @@ __all__ = [
     "ApprovalPlugin",
     "ApprovalRequest",
     "ApprovalService",
+    "PendingApproval",
+    "RoutedOrigin",
     "approval_context_text",
     "approval_plugin",
     "fold_approval_policy",

@@ -17,7 +17,7 @@ delegated child's ``never`` pin rejects it before any answerer runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -58,8 +58,13 @@ async def approve_escalation(
     noun: EffectNoun,
     signal: AbortSignal | None = None,
     action: Mapping[str, JsonValue] | None = None,
+    ask: Callable[[ApprovalRequest], Awaitable[object]] | None = None,
 ) -> SandboxExecutionPolicy | EscalationRefused:
-    """The granted one-call policy, or why the escalation was refused."""
+    """The granted one-call policy, or why the escalation was refused.
+
+    ``ask`` replaces ``approval.request`` for step 4 (the pipeline passes one that lets a
+    routing plugin send the question to the root; by default the executing agent is asked).
+    """
     mode = SandboxMode(target)
     if not is_strictly_wider(mode, policy.mode):
         return EscalationRefused(not_wider_text(mode.value, policy.mode.value))
@@ -68,16 +73,15 @@ async def approve_escalation(
         return EscalationRefused(f"{prefix} no approval service is composed")
     if agent is None:
         return EscalationRefused(f"{prefix} the call has no agent to route it through")
-    outcome = await approval.request(
-        ApprovalRequest(
-            agent,
-            tool_name,
-            call_id=call_id,
-            reason=f"escalate sandbox to {mode.value}: {justification}",
-            signal=signal,
-            action=action,
-        )
+    request = ApprovalRequest(
+        agent,
+        tool_name,
+        call_id=call_id,
+        reason=f"escalate sandbox to {mode.value}: {justification}",
+        signal=signal,
+        action=action,
     )
+    outcome = await (ask or approval.request)(request)
     if outcome == "allowed-once":
         return replace(policy, mode=mode)
     if outcome == "rejected":

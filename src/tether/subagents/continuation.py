@@ -22,7 +22,13 @@ from typing import Final, Literal
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions
 from tether.kernel import Context
 from tether.policy import SandboxMode
-from tether.session import JsonValue, Session, SessionHeader, SessionNotFoundError
+from tether.session import (
+    JsonValue,
+    Session,
+    SessionHeader,
+    SessionNotFoundError,
+    StoredSession,
+)
 from tether.signals import AbortSignal
 from tether.subagents.composition import (
     DEFAULT_MAX_DEPTH,
@@ -39,8 +45,10 @@ from tether.subagents.composition import (
 )
 from tether.subagents.descriptor import Descriptor, fold_descriptor
 from tether.subagents.lifecycle import SubagentLifecycle
+from tether.subagents.narrowing import narrow_live, narrow_stored
 from tether.subagents.oneshot import Provider, build_child, fork_seed, require_store
 from tether.subagents.results import SubagentResult, result_from_events
+from tether.subagents.visibility import PendingQuestion, blocked_labels, last_denial
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +101,8 @@ class ChildRow:
     status: Literal["running", "idle", "ready"]
     depth: int
     parent: str | None
+    blocked: str | None = None
+    denied: str | None = None
 
 
 class ContinuationManager:
@@ -444,6 +454,34 @@ class ContinuationManager:
             parent_id = live.session.header.parent_session
         return False
 
+    # -- narrowing ----------------------------------------------------------------------------
+    async def narrow(self, by: Agent, child_id: str, mode: SandboxMode | str) -> bool:
+        """Narrow a descendant of ``by`` (live or stored); it can never widen it."""
+        active = self._active.get(child_id)
+        registry = self.ctx.get(AGENTS_SERVICE)
+        live = (
+            active.agent
+            if active is not None
+            else (registry.get(child_id) if registry is not None else None)
+        )
+        if live is not None:
+            if not self._is_live_ancestor(by, live):
+                raise SubagentError(
+                    f"not allowed to narrow subagent {child_id}", code="UNAUTHORIZED"
+                )
+            return narrow_live(self.ctx, live, mode)
+        store = require_store(by)
+        if store.persistence is None:
+            raise SubagentError(
+                "narrowing a stored child needs persistence", code="PERSISTENCE_UNAVAILABLE"
+            )
+        stored = await self._inspect(child_id)
+        if stored is None or stored.header.parent_session != by.id:
+            raise SubagentError(
+                f"only the direct parent may narrow stored subagent {child_id}", code="UNAUTHORIZED"
+            )
+        return await narrow_stored(store.persistence, child_id, mode)
+
     # -- listing ------------------------------------------------------------------------------
     async def list_children(self, parent_id: str, *, descendants: bool = False) -> list[ChildRow]:
         """Continuable children (or all descendants) of ``parent_id``, from live state and the
@@ -459,12 +497,20 @@ class ContinuationManager:
         for header in by_id.values():
             if header.delegation_depth > 0:
                 children.setdefault(header.parent_session, []).append(header)
+        approval = self.ctx.get("approval")
+        pending = approval.pending() if approval is not None else []
+        blocked = blocked_labels(
+            PendingQuestion(p.id, p.child_session_id, p.headline, p.lineage) for p in pending
+        )
         rows: list[ChildRow] = []
         frontier = [parent_id]
         while frontier:
             current = frontier.pop(0)
             for header in sorted(children.get(current, []), key=lambda h: h.created_at):
-                descriptor = await self._descriptor_of(header.id)
+                stored = await self._inspect(header.id)
+                if stored is None:
+                    continue
+                descriptor = fold_descriptor(stored.events, header.seed_length or 0)
                 if descriptor is None or descriptor.mode != "continuable":
                     continue
                 active = self._active.get(header.id)
@@ -474,21 +520,29 @@ class ContinuationManager:
                 if registry is not None and active is None and registry.get(header.id) is not None:
                     status = "idle"
                 rows.append(
-                    ChildRow(header.id, descriptor.label, status, header.delegation_depth, current)
+                    ChildRow(
+                        header.id,
+                        descriptor.label,
+                        status,
+                        header.delegation_depth,
+                        current,
+                        blocked.get(header.id),
+                        last_denial(stored.events[header.seed_length or 0 :]),
+                    )
                 )
                 if descendants:
                     frontier.append(header.id)
         return rows
 
-    async def _descriptor_of(self, session_id: str) -> Descriptor | None:
+    async def _inspect(self, session_id: str) -> StoredSession | None:
         store = self.ctx.get("sessions")
         if store is None:
             return None
         try:
-            stored = await store.inspect(session_id)
+            stored: StoredSession = await store.inspect(session_id)
         except Exception:
             return None
-        return fold_descriptor(stored.events, stored.header.seed_length or 0)
+        return stored
 
     # -- shutdown -----------------------------------------------------------------------------
     async def drain(self) -> None:

@@ -11,6 +11,12 @@ from dataclasses import dataclass, field
 
 from tether.session import Event, Persistence, SessionHeader
 from tether.subagents.descriptor import fold_descriptor
+from tether.subagents.visibility import (
+    PendingQuestion,
+    blocked_labels,
+    last_denial,
+    pending_from_log,
+)
 
 
 @dataclass
@@ -26,6 +32,9 @@ class LineageNode:
     kind: str
     """``root``, ``one-shot``, ``continuable`` or ``fork`` (a top-level fork)."""
     status: str
+    denied: str | None = None
+    blocked: str | None = None
+    pending: list[PendingQuestion] = field(default_factory=list, repr=False)
     children: list[LineageNode] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
@@ -39,6 +48,8 @@ class LineageNode:
             "approval": self.approval,
             "approval_source": self.approval_source,
             "status": self.status,
+            "blocked": self.blocked,
+            "denied": self.denied,
             "children": [c.to_dict() for c in self.children],
         }
 
@@ -81,6 +92,9 @@ async def node_for(persistence: Persistence, header: SessionHeader) -> LineageNo
         approval_source,
         kind,
         status_of(own),
+        last_denial(own),
+        None,
+        pending_from_log(events),
     )
 
 
@@ -100,7 +114,18 @@ async def lineage_tree(persistence: Persistence, session_id: str) -> LineageNode
             node.children.append(await build(child))
         return node
 
-    return await build(headers[session_id])
+    tree = await build(headers[session_id])
+    labels = blocked_labels(question for node in walk(tree) for question in node.pending)
+    for node in walk(tree):
+        node.blocked = labels.get(node.id)
+    return tree
+
+
+def walk(node: LineageNode) -> list[LineageNode]:
+    nodes = [node]
+    for child in node.children:
+        nodes += walk(child)
+    return nodes
 
 
 def render_tree(
@@ -117,6 +142,7 @@ def render_tree(
         f"mode {knob(node.mode, node.mode_source, 'default')}  "
         f"approval {knob(node.approval, node.approval_source, 'default')}  {node.status}"
     )
+    line += "".join(f"  {note}" for note in (node.blocked, node.denied) if note)
     lines = [line if top else f"{prefix}{'└── ' if last else '├── '}{line}"]
     child_prefix = "" if top else prefix + ("    " if last else "│   ")
     for index, child in enumerate(node.children):

@@ -217,6 +217,10 @@ class ListAgentsTool:
             line = f"{row.id} {row.label or '(no label)'}: {row.status}"
             if args.scope == "descendants":
                 line += f" (depth {row.depth}, parent {row.parent})"
+            if row.blocked:
+                line += f"; {row.blocked}"
+            if row.denied:
+                line += f"; {row.denied}"
             lines.append(line)
         return ToolResult("\n".join(lines))
 

@@ -73,7 +73,7 @@ class Tool(Protocol):
     @property
     def description(self) -> str: ...
     @property
-    def Args(self) -> type[ToolArgs]:  # noqa: N802 - the argument model, a class
+    def Args(self) -> type[ToolArgs]:
         ...
 
     async def run(self, call: ToolCall) -> ToolResult: ...
@@ -112,4 +112,3 @@ class PostDecision:
     kind: PostDecisionKind
     result: ToolResult | None = None
     feedback: str | None = None
-    additional_context: tuple[str, ...] = ()

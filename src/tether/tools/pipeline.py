@@ -45,6 +45,8 @@ from tether.tools.base import AgentLike, PostDecision, PreDecision, Tool, ToolCa
 log = logging.getLogger(__name__)
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH: the call was cancelled before it ran"
+ESCALATION_ASK_EVENT = "sandbox/escalation-ask"
+"""Waterfall over the approval request of a sandbox escalation (fallback: the service)."""
 
 
 ESCALATION_FIELDS = ("sandbox_permissions", "justification")
@@ -206,8 +208,23 @@ class ToolRuntime:
         if requested is not None and noun is not None:
             if policy is None:
                 return ToolResult.error("sandbox escalation requires a sandbox policy service")
+            approval = self.ctx.get("approval")
+
+            async def ask(request: ApprovalRequest) -> object:
+                # A routing plugin may answer an escalation for a subagent (opt-in); by default
+                # the executing agent's own approval service decides. (Only reached when an
+                # approval service is composed: the ladder refuses earlier otherwise.)
+                service: Any = approval
+                return await self.ctx.waterfall(
+                    ESCALATION_ASK_EVENT,
+                    request,
+                    lambda: service.request(request),
+                    scope=agent,
+                )
+
             granted = await approve_escalation(
-                approval=self.ctx.get("approval"),
+                approval=approval,
+                ask=ask,
                 agent=agent,
                 policy=policy,
                 target=requested[0],

@@ -19,6 +19,7 @@ from tether.session.events import Event
 from tether.session.header import SessionHeader
 from tether.session.persistence.base import RepairReport, SessionNotFoundError, StoredSession
 from tether.subagents.lineage import LineageNode, lineage_tree, render_tree
+from tether.subagents.narrowing import narrow_stored
 from tether.surfaces.cli.archive import export_lines, parse_archive
 from tether.surfaces.cli.common import (
     EXIT_PROBLEMS,
@@ -36,7 +37,7 @@ from tether.surfaces.cli.fsck import FsckReport, Status, fsck
 
 app = typer.Typer(
     name="sessions",
-    help="List, show, tree, export, import and check stored sessions.",
+    help="List, show, tree, narrow, export, import and check stored sessions.",
     no_args_is_help=True,
 )
 
@@ -177,6 +178,22 @@ def tree(
 async def _tree(store: str | None, session_id: str) -> LineageNode:
     async with opened_store(store) as persistence:
         return await lineage_tree(persistence, session_id)
+
+
+@app.command("narrow")
+def narrow(
+    session_id: Annotated[str, typer.Argument(metavar="CHILD_ID", help="A subagent session.")],
+    mode: Annotated[str, typer.Argument(metavar="MODE", help="read-only or workspace-write.")],
+    store: StoreOption = None,
+) -> None:
+    """Narrow a subagent's sandbox mode (recorded as sandbox/mode {source: parent})."""
+    changed = run(_narrow(store, session_id, mode))
+    write_text(f"{session_id}: {'narrowed to ' + mode if changed else 'already ' + mode}\n")
+
+
+async def _narrow(store: str | None, session_id: str, mode: str) -> bool:
+    async with opened_store(store) as persistence:
+        return await narrow_stored(persistence, session_id, mode)
 
 
 @app.command("export")

@@ -1,0 +1,89 @@
+"""Narrowing a running or stored child: the only way to change a child's scope, and it can
+only get narrower.
+
+Recorded as ``sandbox/mode {mode, source: "parent"}`` in the child's own log (so cold resume
+replays it). A live child also gets a model-facing notice at its next step. Widening, or
+narrowing a top-level session, is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from tether.errors import TetherError
+from tether.kernel import Context
+from tether.policy import WIDER_MODES, SandboxMode, fold_sandbox_mode, parse_sandbox_mode
+from tether.session import Event, Persistence, wall_clock_ms
+
+NOTICE_SOURCE: Final = {"kind": "plugin", "plugin": "subagents", "form": "notice"}
+
+
+class NarrowingError(TetherError):
+    code = "CANNOT_NARROW"
+
+
+def _check(session_id: str, depth: int, current: SandboxMode | None, target: SandboxMode) -> bool:
+    """True to write, False for a no-op; raises when the change would not narrow."""
+    if depth == 0:
+        raise NarrowingError(f"session {session_id} is not a subagent; use /permission instead")
+    if current is None:
+        # No recorded mode: the deployment default applies, which this process may not know.
+        # Only read-only is narrower than (or equal to) every possible default.
+        if target is not SandboxMode.READ_ONLY:
+            raise NarrowingError(
+                f"subagent {session_id} has no recorded sandbox mode; only read-only is "
+                "guaranteed to narrow it"
+            )
+        return True
+    if target is current:
+        return False
+    if target in WIDER_MODES[current]:
+        raise NarrowingError(
+            f'cannot widen subagent {session_id} from "{current.value}" to "{target.value}": '
+            "a child's scope can only be narrowed"
+        )
+    return True
+
+
+def narrow_live(ctx: Context, child: Any, mode: SandboxMode | str) -> bool:
+    """Narrow a live child agent. Returns False when it already is at ``mode``."""
+    target = parse_sandbox_mode(mode)
+    sandbox = ctx.get("sandbox_policy")
+    if sandbox is None:
+        raise NarrowingError("no sandbox policy service is composed")
+    session = child.session
+    current = sandbox.override_of(session)
+    if current is None:
+        current = sandbox.default_mode
+    if not _check(session.id, session.header.delegation_depth, current, target):
+        return False
+    sandbox.set_sandbox_mode(session, target, source="parent")
+    inject = getattr(child, "inject", None)
+    if callable(inject):
+        inject(
+            f'Your delegating agent narrowed your sandbox to "{target.value}". Operations '
+            "outside it will be denied; report any limitation in your reply.",
+            source=NOTICE_SOURCE,
+        )
+    return True
+
+
+async def narrow_stored(persistence: Persistence, session_id: str, mode: SandboxMode | str) -> bool:
+    """Narrow a child that is not live in this process, by appending to its stored log.
+
+    If another process has the child live and appends concurrently, the append fails with
+    ``SEQ_CONFLICT`` and nothing is written.
+    """
+    target = parse_sandbox_mode(mode)
+    stored = await persistence.load(session_id)
+    current = fold_sandbox_mode(stored.events)
+    if not _check(session_id, stored.header.delegation_depth, current, target):
+        return False
+    event = Event.make(
+        "sandbox/mode",
+        len(stored.events),
+        wall_clock_ms(),
+        {"mode": target.value, "source": "parent"},
+    )
+    await persistence.append(session_id, [event])
+    return True

@@ -1,0 +1,174 @@
+"""Shared pieces of the sandbox tests: a host layout, providers per backend, and a runner.
+
+Every test works on real files: ``top`` holds the workspace ``ws`` and things that must never
+change (``outside``, a fake ``home`` with credentials). :meth:`Host.snapshot` records kind,
+content, mode, owner, mtime and extended attributes, so a test can prove the host did not
+change, not just that a command failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.policy import SandboxExecutionPolicy, SandboxMode
+from tether.sandbox import ConfinedCommand, SandboxProvider, spawn
+
+RESTRICTED = ("read-only", "workspace-write")
+
+# Backend variants: the two backends, and Landlock through its launcher argv instead of the
+# preexec fast path (what a caller that can only spawn an argv gets).
+VARIANTS = (
+    pytest.param("bwrap", marks=pytest.mark.bwrap, id="bwrap"),
+    pytest.param("landlock", id="landlock"),
+    pytest.param("landlock-launcher", id="landlock-launcher"),
+)
+
+SECRET_ENV = {
+    "DEEPSEEK_API_KEY": "sk-deepseek-must-not-leak",
+    "OPENAI_API_KEY": "sk-openai-must-not-leak",
+    "TETHER_TEST_TOKEN": "token-must-not-leak",
+    "MY_SECRET_THING": "secret-must-not-leak",
+}
+
+SSH_KEY = "-----BEGIN FAKE KEY----- must-not-leak"
+
+
+@dataclass
+class Host:
+    top: Path
+    ws: Path
+    outside: Path
+    home: Path
+
+    def policy(self, mode: str) -> SandboxExecutionPolicy:
+        return SandboxExecutionPolicy(SandboxMode(mode), str(self.ws), "s-test")
+
+    def snapshot(self, *, include_ws: bool) -> dict[str, tuple[Any, ...]]:
+        shot: dict[str, tuple[Any, ...]] = {}
+        for dirpath, dirnames, filenames in os.walk(self.top):
+            here = Path(dirpath)
+            if here == self.top and not include_ws and "ws" in dirnames:
+                dirnames.remove("ws")
+            for name in sorted(dirnames + filenames):
+                path = here / name
+                st = path.lstat()
+                rel = str(path.relative_to(self.top))
+                meta = (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, st.st_nlink)
+                if path.is_symlink():
+                    shot[rel] = ("link", os.readlink(path), *meta)
+                elif path.is_dir():
+                    shot[rel] = ("dir", None, *meta)
+                else:
+                    xattrs = tuple(sorted(os.listxattr(path, follow_symlinks=False)))
+                    content = path.read_bytes() if path.is_file() else None
+                    shot[rel] = ("file", content, xattrs, *meta)
+        return shot
+
+
+HOST_BASE = "/var/tmp"
+"""Where host layouts live: not under /tmp, which bubblewrap replaces with a private tmpfs (a
+target there would be invisible to the command, and the test would prove less)."""
+
+
+def make_host(root: Path) -> Host:
+    top = Path(os.path.realpath(root))
+    ws, outside, home = top / "ws", top / "outside", top / "home"
+    for d in (ws, outside, home / ".ssh", outside / "dir", ws / ".git" / "hooks"):
+        d.mkdir(parents=True)
+    (outside / "secret.txt").write_text("outside secret\n")
+    (outside / "dir" / "keep.txt").write_text("keep\n")
+    (outside / "fd-target.txt").write_text("")
+    (home / ".ssh" / "id_rsa").write_text(SSH_KEY + "\n")
+    (home / ".netrc").write_text("machine example.com password must-not-leak\n")
+    (ws / "file.txt").write_text("workspace file\n")
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / ".tether-data").mkdir()
+    (ws / ".tether-data" / "store.db").write_text("audit trail\n")
+    (ws / "link-out").symlink_to(outside / "secret.txt")
+    return Host(top, ws, outside, home)
+
+
+def make_provider(variant: str, host: Host | None = None, **options: Any) -> SandboxProvider:
+    backend = "landlock" if variant.startswith("landlock") else variant
+    extra: dict[str, Any] = {}
+    if host is not None:
+        extra = {"home": str(host.home), "protected_paths": [str(host.ws / ".tether-data")]}
+    provider = SandboxProvider(
+        backends=(backend,),
+        disable=(),
+        landlock_fast_path=variant != "landlock-launcher",
+        **{**extra, **options},
+    )
+    if provider.backend_name() != backend:
+        pytest.fail(f"backend {backend} is not usable here: {provider.reasons()}")
+    return provider
+
+
+@dataclass
+class Ran:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    command: ConfinedCommand
+
+
+async def run_confined(
+    provider: SandboxProvider,
+    policy: SandboxExecutionPolicy,
+    script: str,
+    *,
+    network: bool = False,
+    timeout: float = 30.0,
+) -> Ran:
+    command = provider.confine(["bash", "-c", script], policy, network=network)
+    try:
+        process = await spawn(command, cwd=policy.workspace_root)
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    finally:
+        command.close()
+    return Ran(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"), command)
+
+
+def compile_preload(directory: Path, target: Path) -> Path | None:
+    """A shared library whose constructor writes ``target`` (``None`` without a compiler)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    source = directory / "preload.c"
+    source.write_text(
+        "#include <stdio.h>\n"
+        "__attribute__((constructor)) static void pwn(void) {\n"
+        f'  FILE *f = fopen("{target}", "w"); if (f) {{ fputs("pwned", f); fclose(f); }}\n'
+        "}\n"
+    )
+    lib = directory / "preload.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+    return lib
+
+
+def processes_with(token: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains ``token``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if token.encode() in cmdline and state != "Z":
+            found.append(int(name))
+    return found
+
+
+PYTHON = sys.executable
