@@ -85,6 +85,14 @@ class ApprovalRequest:
     """Set when a subagent's question is routed to ``agent`` (its root): who really asks."""
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answerer's outcome together with who gave it (recorded as ``answered_by``)."""
+
+    outcome: str
+    by: str
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class RoutedOrigin:
     """The asking subagent of a routed request (docs/decisions/0016).
@@ -260,8 +268,9 @@ class ApprovalService:
         if req.origin is not None:
             self._open_pending(req, request_id)
             await self._flush(decider)
+        answered_by: str | None = None
         try:
-            outcome = await self._decide(req, decider)
+            outcome, answered_by = await self._decide(req, decider)
         except asyncio.CancelledError:
             # The asking task itself was cancelled: still close the audit pair, so no live log
             # holds an undecided ask (the write-behind stores it; there is no one to wait).
@@ -270,7 +279,7 @@ class ApprovalService:
         except Exception:
             log.exception("approval: deciding %s failed", req.tool_name)
             outcome = ApprovalOutcome.UNAVAILABLE
-        self._close(req, session, request_id, outcome)
+        self._close(req, session, request_id, outcome, answered_by)
         await self._flush(session)
         if req.origin is not None:
             await self._flush(decider)
@@ -309,9 +318,17 @@ class ApprovalService:
         self._ctx.emit("approval/pending", entry)
 
     def _close(
-        self, req: ApprovalRequest, session: Session, request_id: str, outcome: ApprovalOutcome
+        self,
+        req: ApprovalRequest,
+        session: Session,
+        request_id: str,
+        outcome: ApprovalOutcome,
+        answered_by: str | None = None,
     ) -> None:
-        session.append("approval/decided", {"id": request_id, "outcome": outcome.value})
+        decided = {"id": request_id, "outcome": outcome.value}
+        if answered_by is not None:
+            decided["answered_by"] = answered_by
+        session.append("approval/decided", decided)
         if req.origin is not None:
             req.agent.session.append(
                 "approval/pending",
@@ -326,31 +343,34 @@ class ApprovalService:
         if store is not None:
             await store.flush(session)
 
-    async def _decide(self, req: ApprovalRequest, session: Session) -> ApprovalOutcome:
+    async def _decide(
+        self, req: ApprovalRequest, session: Session
+    ) -> tuple[ApprovalOutcome, str | None]:
+        """The outcome and, when an answerer said so, who answered."""
         if req.signal is not None and req.signal.aborted:
-            return ApprovalOutcome.CANCELLED
+            return ApprovalOutcome.CANCELLED, None
         try:
             policy = self.effective_policy(session)
         except InvalidPolicyError:
             # A corrupt stored policy: nobody can say what the session allows. Deny.
             log.exception("approval: cannot fold the policy of session %s", session.id)
-            return ApprovalOutcome.UNAVAILABLE
+            return ApprovalOutcome.UNAVAILABLE, None
         if policy is ApprovalPolicy.NEVER:
-            return ApprovalOutcome.REJECTED
+            return ApprovalOutcome.REJECTED, None
         ask = asyncio.ensure_future(self._consult(req))
         try:
             if req.signal is None:
                 return await ask
             return await req.signal.race(ask)
         except AbortedError:
-            return ApprovalOutcome.CANCELLED
+            return ApprovalOutcome.CANCELLED, None
         finally:
             if not ask.done():
                 # Our own task was cancelled mid-question: take the answerer down with it.
                 ask.cancel()
                 ask.add_done_callback(_retrieve)
 
-    async def _consult(self, req: ApprovalRequest) -> ApprovalOutcome:
+    async def _consult(self, req: ApprovalRequest) -> tuple[ApprovalOutcome, str | None]:
         try:
             async with asyncio.timeout(self.timeout):
                 raw = await self._ctx.waterfall(
@@ -361,15 +381,18 @@ class ApprovalService:
                 )
         except TimeoutError:
             log.warning("approval for %s timed out after %ss", req.tool_name, self.timeout)
-            return ApprovalOutcome.UNAVAILABLE
+            return ApprovalOutcome.UNAVAILABLE, None
         except Exception:
             log.exception("an approval answerer failed for %s", req.tool_name)
-            return ApprovalOutcome.UNAVAILABLE
+            return ApprovalOutcome.UNAVAILABLE, None
+        by: str | None = None
+        if isinstance(raw, Answer):
+            raw, by = raw.outcome, raw.by
         outcome = as_outcome(raw)
         if outcome is None:
             log.warning("an approval answerer returned %r, not an outcome", raw)
-            return ApprovalOutcome.UNAVAILABLE
-        return outcome
+            return ApprovalOutcome.UNAVAILABLE, None
+        return outcome, by
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -410,6 +433,7 @@ __all__ = [
     "NEVER_TEXT",
     "NOTICE_SOURCE",
     "SESSIONS_SERVICE",
+    "Answer",
     "Answerer",
     "ApprovalConfig",
     "ApprovalPlugin",

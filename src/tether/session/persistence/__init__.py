@@ -21,6 +21,7 @@ from tether.session.persistence.factory import (
     InvalidStoreUrlError,
     default_store_url,
     open_persistence,
+    store_location,
 )
 from tether.session.persistence.jsonl import JsonlPersistence
 from tether.session.persistence.repair import TOOL_OUTCOME_UNKNOWN, plan_repair
@@ -44,5 +45,6 @@ __all__ = [
     "Synchronous",
     "default_store_url",
     "open_persistence",
+    "store_location",
     "plan_repair",
 ]

@@ -41,6 +41,14 @@ def open_persistence(url: str) -> Persistence:
     raise _invalid(url, f"unknown scheme {scheme!r}" if rest else "not a URL")
 
 
+def store_location(url: str) -> tuple[str, Path]:
+    """The scheme and absolute path a store URL names (``sqlite`` file or ``jsonl`` dir)."""
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("sqlite", "jsonl"):
+        raise _invalid(url, f"unknown scheme {scheme!r}" if rest else "not a URL")
+    return scheme, Path(_absolute_path(url, rest))
+
+
 def default_store_url(env: Mapping[str, str] | None = None) -> str:
     """``TETHER_STORE`` if set, else SQLite in the user data directory.
 

@@ -52,6 +52,14 @@ ApproverOption = Annotated[
 PluginOption = Annotated[
     list[str] | None, typer.Option("--plugin", metavar="NAME", help="Load a plugin (repeatable).")
 ]
+ApprovalFromOption = Annotated[
+    str | None,
+    typer.Option(
+        "--approval-from",
+        metavar="SOURCE",
+        help="'store': wait for `tether approvals answer` from any terminal.",
+    ),
+]
 ResumeOption = Annotated[
     str | None, typer.Option("--resume", metavar="SESSION_ID", help="Continue a stored session.")
 ]
@@ -67,6 +75,7 @@ def run_command(
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
+    approval_from: ApprovalFromOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
@@ -84,6 +93,13 @@ def run_command(
     plugins = [PluginEntry(name=p) for p in plugin or []]
     if approver:
         plugins.insert(0, PluginEntry(name="approver_command", config={"command": approver}))
+    if approval_from is not None:
+        if approval_from != "store":
+            error_line("run: --approval-from takes 'store'")
+            raise typer.Exit(2)
+        plugins.insert(
+            0, PluginEntry(name="approval_from_store", config={"store": store_url(store)})
+        )
     result = run(
         _run(
             prompt,
@@ -121,7 +137,8 @@ async def _run(
         approval=approval,
         plugins=plugins,
     ) as harness:
-        if not any(p.name == "approver_command" for p in plugins) and sys.stdin.isatty():
+        answered = {"approver_command", "approval_from_store"}
+        if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
             register_tty_answerer(harness.ctx)
         if not json_output:
             result = await harness.run(prompt, resume=resume)

@@ -1,0 +1,85 @@
+"""``tether approvals``: see and answer pending approvals from any terminal.
+
+``list`` reads the store (never writes); ``answer ID allow|reject`` drops the answer in the
+store's answer box, where a run started with ``--approval-from store`` picks it up.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import time
+from typing import Annotated
+
+import typer
+
+from tether.policy.answer_box import AnswerBox, PendingRow, answer_pending, pending_approvals
+from tether.surfaces.cli.common import (
+    JsonOption,
+    StoreOption,
+    opened_store,
+    print_json,
+    run,
+    store_url,
+    table,
+    write_text,
+)
+
+app = typer.Typer(name="approvals", help="List and answer pending approvals.", no_args_is_help=True)
+
+WORDS = {"allow": "allowed-once", "reject": "rejected"}
+
+
+@app.command("list")
+def list_pending(store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """Every pending approval in the store: id, asking session and lineage, tool, headline, age."""
+    rows = run(_list(store))
+    if as_json:
+        print_json([row.to_dict() for row in rows])
+        return
+    if not rows:
+        write_text("no pending approvals\n")
+        return
+    now = time.time() * 1000
+    write_text(
+        table(
+            ["ID", "SESSION", "DEPTH", "TOOL", "AGE", "HEADLINE"],
+            [
+                [
+                    row.id,
+                    " ← ".join(s[:8] for s in row.lineage),
+                    str(row.delegation_depth),
+                    row.tool_name,
+                    f"{max(0, now - row.asked_at) / 1000:.0f}s",
+                    row.headline,
+                ]
+                for row in rows
+            ],
+        )
+    )
+
+
+async def _list(store: str | None) -> list[PendingRow]:
+    async with opened_store(store) as persistence:
+        return await pending_approvals(persistence)
+
+
+@app.command("answer")
+def answer(
+    approval_id: Annotated[str, typer.Argument(metavar="APPROVAL_ID")],
+    decision: Annotated[str, typer.Argument(metavar="allow|reject")],
+    store: StoreOption = None,
+) -> None:
+    """Answer one pending approval (first answer wins)."""
+    if decision not in WORDS:
+        raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
+    row = run(_answer(store, approval_id, WORDS[decision]))
+    write_text(f"{approval_id}: {WORDS[decision]} ({row.tool_name} in session {row.session_id})\n")
+
+
+async def _answer(store: str | None, approval_id: str, outcome: str) -> PendingRow:
+    by = f"tether approvals answer ({getpass.getuser()}, pid {os.getpid()})"
+    async with opened_store(store) as persistence:
+        return await answer_pending(
+            persistence, AnswerBox.for_store(store_url(store)), approval_id, outcome, by
+        )
