@@ -33,6 +33,10 @@ Rules:
   reason is the step's ``finish``, else ``tool_calls`` when it has tool calls, else ``stop``.
   Tool call ids are deterministic: ``call_{session_id[:8]}_{step}_{i}``. Usage is a rough
   estimate (four characters per token) so that demos show plausible numbers.
+- **Bindings.** ``bind: {"child": "started subagent (\\S+)"}`` makes ``{{child}}`` in the
+  step's argument strings the first group of that pattern in the newest tool or user message
+  that matches it (history-derived, so it survives a cold resume). No match is
+  ``MODEL_SCRIPT``.
 - **Validation.** A malformed script (bad JSON, unknown keys, wrong types, a step with neither
   text nor tool calls, a tool call without a name, arguments that are not an object, a bad
   regular expression) fails at load with ``MODEL_SCRIPT`` naming the file and the reason.
@@ -105,6 +109,9 @@ class ScriptStep(_Strict):
     tool_calls: list[ScriptToolCall] = Field(default_factory=list)
     expect: str | None = None
     finish: Literal["stop", "length"] | None = None
+    bind: dict[str, str] = Field(default_factory=dict)
+    """``{{name}}`` in argument strings becomes the first group of the regex ``bind[name]``
+    matched against the newest tool or user message that matches it."""
 
     @field_validator("expect")
     @classmethod
@@ -114,6 +121,18 @@ class ScriptStep(_Strict):
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
+        return value
+
+    @field_validator("bind")
+    @classmethod
+    def _binds_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, pattern in value.items():
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bind {name!r}: invalid regular expression: {exc}") from exc
+            if compiled.groups < 1:
+                raise ValueError(f"bind {name!r}: the pattern needs a capturing group")
         return value
 
     @_model_validator(mode="after")
@@ -243,11 +262,12 @@ class ScriptedModel:
             step = entry.steps[step_index]
             if step.expect is not None:
                 self._check_expect(request, entry_index, step_index, step.expect)
+            bindings = self._bindings(request, entry_index, step_index, step.bind)
             calls = tuple(
                 ToolCall(
                     id=f"call_{request.session_id[:8]}_{step_index}_{i}",
                     name=call.name,
-                    arguments=json.dumps(call.arguments, ensure_ascii=False),
+                    arguments=json.dumps(_substitute(call.arguments, bindings), ensure_ascii=False),
                 )
                 for i, call in enumerate(step.tool_calls)
             )
@@ -278,6 +298,28 @@ class ScriptedModel:
         self._cursors[request.session_id] = step_index + 1
         yield completion
 
+    def _bindings(
+        self, request: ModelRequest, entry_index: int, step_index: int, bind: dict[str, str]
+    ) -> dict[str, str]:
+        """Values for ``{{name}}``, read from the request's history (so a cold-resumed session
+        in a new process binds exactly as the original would have)."""
+        values: dict[str, str] = {}
+        inputs = [m for m in request.messages if m.role in ("tool", "user")]
+        for name, pattern in bind.items():
+            for message in reversed(inputs):
+                found = re.search(pattern, message.content)
+                if found:
+                    values[name] = found.group(1)
+                    break
+            else:
+                raise ModelError(
+                    f"scripted model {self.source}: agents[{entry_index}].steps[{step_index}] "
+                    f"binds {name!r} with {pattern!r}, but no tool result or user message of "
+                    f"session {request.session_id!r} matches it",
+                    code="MODEL_SCRIPT",
+                )
+        return values
+
     def _check_expect(
         self, request: ModelRequest, entry_index: int, step_index: int, pattern: str
     ) -> None:
@@ -296,6 +338,18 @@ class ScriptedModel:
             f"{request.session_id!r}, but saw {saw}",
             code="MODEL_SCRIPT",
         )
+
+
+def _substitute(value: Any, bindings: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for name, bound in bindings.items():
+            value = value.replace("{{" + name + "}}", bound)
+        return value
+    if isinstance(value, dict):
+        return {k: _substitute(v, bindings) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, bindings) for v in value]
+    return value
 
 
 def _newest_input(messages: Sequence[Message]) -> Message | None:

@@ -29,6 +29,7 @@ from tether.sandbox.landlock_exec import (
     LandlockSpec,
     abi_version,
     build_ruleset,
+    make_preexec,
 )
 
 PROBE_TIMEOUT: Final = 10.0
@@ -178,6 +179,49 @@ def _bwrap_version(binary: str) -> str:
 
 
 # -- Landlock -----------------------------------------------------------------------------------
+_LANDLOCK_PROBE = (
+    'exec 2>/dev/null; true > "$1/ok" || exit 4; if true > "$2"; then exit 3; fi; '
+    'chmod 600 "$1/ok" || exit 5; if chmod 777 "$3"; then exit 6; fi; exit 0'
+)
+
+
+def _probe_landlock(abi: int) -> str | None:
+    """Confine a real command (the fast path, with the supervisor and the metadata filter):
+    a write and a chmod in the workspace must work, a write and a chmod outside must fail.
+    ``None`` when it behaved, else what went wrong."""
+    with tempfile.TemporaryDirectory(prefix="tether-probe-") as top:
+        top = os.path.realpath(top)
+        ws, refused, outside = (os.path.join(top, n) for n in ("ws", "refused", "outside"))
+        os.mkdir(ws)
+        with open(outside, "w", encoding="ascii"):
+            os.chmod(outside, 0o644)
+        spec = LandlockSpec((ws,))
+        try:
+            ruleset = build_ruleset(spec, abi)
+        except LandlockError as err:
+            return f"a ruleset fails: {err.strerror or err}"
+        try:
+            done = subprocess.run(
+                ["/bin/sh", "-c", _LANDLOCK_PROBE, "sh", ws, refused, outside],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_TIMEOUT,
+                env={"PATH": FALLBACK_PATH},
+                preexec_fn=make_preexec(ruleset, spec),
+                start_new_session=True,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as err:
+            return f"it cannot be applied: {err}"
+        finally:
+            os.close(ruleset)
+        if os.path.lexists(refused) or os.stat(outside).st_mode & 0o777 != 0o644:
+            return "a write outside the probe workspace was not refused"
+        if done.returncode != 0 or not os.path.exists(os.path.join(ws, "ok")):
+            return f"the probe command failed (exit status {done.returncode})"
+    return None
+
+
 LAUNCHER_PATH: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock_exec.py")
 
 
@@ -204,16 +248,16 @@ class LandlockBackend:
             abi = abi_version()
         except LandlockError as err:
             return Probe(False, str(err.strerror or err))
-        try:
-            os.close(build_ruleset(LandlockSpec(), abi))
-        except LandlockError as err:
-            return Probe(False, f"Landlock ABI {abi}, but a ruleset fails: {err.strerror}")
+        failure = _probe_landlock(abi)
+        if failure is not None:
+            return Probe(False, f"Landlock ABI {abi}, but {failure}")
         self.abi = abi
         covers = ["filesystem"]
         if abi >= NETWORK_ABI:
             covers.append("TCP")
         if abi >= SCOPE_ABI:
             covers.append("signal/socket scopes")
+        covers.append("seccomp metadata filter")
         enforcement: Enforcement = "full" if abi >= FULL_ENFORCEMENT_ABI else "partial"
         return Probe(True, f"Landlock ABI {abi} ({', '.join(covers)})", enforcement)
 

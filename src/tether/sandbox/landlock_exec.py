@@ -31,10 +31,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import resource
+import select
 import signal
+import socket
 import stat
+import struct
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +58,7 @@ _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
@@ -129,6 +134,7 @@ class _Libc:
     syscall: Callable[..., int]
     prctl: Callable[..., int]
     capset: Callable[..., int]
+    utimensat: Callable[..., int]
 
 
 _libc_cache: list[_Libc] = []
@@ -151,7 +157,10 @@ def _libc() -> _Libc:
         ]
         capset = lib.capset
         capset.restype = ctypes.c_int
-        _libc_cache.append(_Libc(syscall, prctl, capset))
+        utimensat = lib.utimensat
+        utimensat.restype = ctypes.c_int
+        utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
+        _libc_cache.append(_Libc(syscall, prctl, capset, utimensat))
     return _libc_cache[0]
 
 
@@ -310,6 +319,112 @@ def _add_rule(libc: _Libc, ruleset: int, path: str, access: int, must_exist: boo
         os.close(fd)
 
 
+# -- metadata filter (seccomp) ---------------------------------------------------------------
+# Landlock cannot refuse metadata changes: chmod, chown, utimes and extended attributes of any
+# file the uid owns (for root: every system file; ``chmod u+s`` included). A seccomp filter
+# closes that gap. Under read-only every such call fails with EPERM. Under workspace-write
+# chmod and utimensat are handed to the supervisor (seccomp user notification), which opens
+# the target itself, checks that the opened file lies under a writable root, and performs the
+# change, so a path swapped after the check cannot redirect it; chown and xattr changes are
+# refused everywhere (without capabilities they were of little use anyway).
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
+_X32_BIT = 0x40000000
+# name -> number per architecture (aarch64 has no legacy path-only calls).
+_SYSCALLS: dict[str, dict[str, int]] = {
+    "x86_64": {
+        "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "utimensat": 280,
+        "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+        "utime": 132, "utimes": 235, "futimesat": 261,
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+        "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
+        "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 16,
+    },
+    "aarch64": {
+        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "utimensat": 88,
+        "fchown": 55, "fchownat": 54,
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7,
+        "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
+        "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 29,
+    },
+}  # fmt: skip
+_EMULATED = ("chmod", "fchmod", "fchmodat", "fchmodat2", "utimensat")
+_REFUSED = (
+    "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "futimesat",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "setxattrat", "removexattrat", "file_setattr",
+)  # fmt: skip
+# chattr through ioctl: FS_IOC_SETFLAGS (64- and 32-bit forms) and FS_IOC_FSSETXATTR.
+_REFUSED_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)
+
+_RET_ALLOW = 0x7FFF0000
+_RET_USER_NOTIF = 0x7FC00000
+_RET_ERRNO = 0x00050000
+_FILTER_FLAG_NEW_LISTENER = 1 << 3
+_SECCOMP_SET_MODE_FILTER = 1
+_NOTIF_RECV = 0xC0502100
+_NOTIF_SEND = 0xC0182101
+_NOTIF_ID_VALID = 0x40082102
+_NOTIF = struct.Struct("<QIIiIQ6Q")  # struct seccomp_notif (80 bytes)
+_NOTIF_RESP = struct.Struct("<QqiI")  # struct seccomp_notif_resp (24 bytes)
+_AT_FDCWD = -100
+_AT_SYMLINK_NOFOLLOW = 0x100
+_AT_EMPTY_PATH = 0x1000
+
+
+def machine() -> str | None:
+    """The architecture name if the metadata filter supports it, else ``None``."""
+    name = os.uname().machine
+    return name if name in _AUDIT_ARCH else None
+
+
+_BPF_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_BPF_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_BPF_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_BPF_RET = 0x06  # BPF_RET | BPF_K
+
+
+def _filter_program(arch: str, emulate: bool) -> bytes:
+    """The classic-BPF program, assembled by hand (no libseccomp needed).
+
+    Jumps name their target (``next``, or one of the three returns at the end); offsets are
+    resolved once the program's length is known.
+    """
+    numbers = _SYSCALLS[arch]
+    # EACCES, not EPERM: it reads "Permission denied", the backend's denial signature.
+    deny = _RET_ERRNO | errno.EACCES
+    returns = {"allow": _RET_ALLOW, "notify": _RET_USER_NOTIF if emulate else deny, "deny": deny}
+    # (code, k, true-target, false-target); loads use neither target.
+    body: list[tuple[int, int, str, str]] = [
+        (_BPF_LD_ABS, 4, "", ""),  # seccomp_data.arch
+        (_BPF_JEQ, _AUDIT_ARCH[arch], "next", "deny"),  # another ABI (i386 on x86_64): refuse
+        (_BPF_LD_ABS, 0, "", ""),  # seccomp_data.nr
+    ]
+    if arch == "x86_64":
+        body.append((_BPF_JGE, _X32_BIT, "deny", "next"))  # the x32 ABI: refuse
+    body += [(_BPF_JEQ, numbers[n], "notify", "next") for n in _EMULATED if n in numbers]
+    body += [(_BPF_JEQ, numbers[n], "deny", "next") for n in _REFUSED if n in numbers]
+    body.append((_BPF_JEQ, numbers["ioctl"], "next", "allow"))
+    body.append((_BPF_LD_ABS, 24, "", ""))  # low half of args[1]: the ioctl request
+    body += [(_BPF_JEQ, request, "deny", "next") for request in _REFUSED_IOCTLS]
+    labels = {name: len(body) + i for i, name in enumerate(returns)}
+    labels["allow"] = len(body)  # falling off the ioctl checks allows
+
+    def offset(target: str, index: int) -> int:
+        return 0 if target in ("", "next") else labels[target] - index - 1
+
+    out = bytearray()
+    for index, (code, k, jt, jf) in enumerate(body):
+        out += struct.pack("<HBBI", code, offset(jt, index), offset(jf, index), k)
+    for name in returns:
+        out += struct.pack("<HBBI", _BPF_RET, 0, 0, returns[name])
+    return bytes(out)
+
+
+class _FProg(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
 # -- in the child -------------------------------------------------------------------------------
 _SUPERVISOR_SIGNALS = frozenset({signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
@@ -320,11 +435,34 @@ class _ChildPlan:
 
     ruleset: int
     last_cap: int
-    libc: _Libc = field(default_factory=_libc)
+    writable: tuple[str, ...]
+    arch: str
+    libc: _Libc = field(default_factory=lambda: _libc())
     cap_header: ctypes.Array[ctypes.c_uint32] = field(
         default_factory=lambda: (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
     )
     cap_data: ctypes.Array[ctypes.c_uint32] = field(default_factory=lambda: (ctypes.c_uint32 * 6)())
+    program: ctypes.Array[ctypes.c_char] | None = None
+    fprog: _FProg | None = None
+
+    def __post_init__(self) -> None:
+        code = _filter_program(self.arch, bool(self.writable))
+        self.program = ctypes.create_string_buffer(code, len(code))
+        self.fprog = _FProg(len(code) // 8, ctypes.cast(self.program, ctypes.c_void_p))
+
+    @property
+    def emulate(self) -> bool:
+        return bool(self.writable)
+
+
+def plan_for(ruleset: int, spec: LandlockSpec) -> _ChildPlan:
+    arch = machine()
+    if arch is None:
+        raise LandlockError(
+            errno.ENOTSUP, f"no metadata filter for architecture {os.uname().machine}"
+        )
+    roots = tuple(os.path.realpath(p) for p in spec.writable)
+    return _ChildPlan(ruleset, _last_cap(), roots, arch)
 
 
 def _last_cap() -> int:
@@ -352,6 +490,20 @@ def _restrict(plan: _ChildPlan) -> None:
         _fail_errno("landlock_restrict_self")
 
 
+def _install_filter(plan: _ChildPlan) -> int:
+    """Install the metadata filter; the listener fd when calls are emulated, else -1."""
+    flags = _FILTER_FLAG_NEW_LISTENER if plan.emulate else 0
+    result = plan.libc.syscall(
+        ctypes.c_long(_SYS_SECCOMP[plan.arch]),
+        ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
+        ctypes.c_uint(flags),
+        ctypes.byref(plan.fprog),  # type: ignore[arg-type]
+    )
+    if result < 0:
+        _fail_errno("seccomp")
+    return int(result) if plan.emulate else -1
+
+
 def _fail_errno(what: str) -> NoReturn:
     code = ctypes.get_errno()
     raise LandlockError(code, f"{what}: {os.strerror(code)}")
@@ -367,6 +519,10 @@ def confine_and_fork(plan: _ChildPlan) -> None:
         os._exit(LAUNCHER_EXIT)
     _restrict(plan)
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    # Not dumpable: a process of the same uid cannot ptrace the supervisor or open its /proc
+    # files, whatever the Landlock ABI.
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    channel = socket.socketpair() if plan.emulate else None
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SUPERVISOR_SIGNALS)
     supervisor = os.getpid()
     pid = os.fork()
@@ -375,21 +531,62 @@ def confine_and_fork(plan: _ChildPlan) -> None:
         if os.getppid() != supervisor:
             os._exit(LAUNCHER_EXIT)
         _restrict(plan)
+        listener = _install_filter(plan)
+        if channel is not None:
+            channel[0].close()
+            socket.send_fds(channel[1], [b"L"], [listener])
+            channel[1].close()
+            os.close(listener)
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         return
-    _supervise(pid)
+    _supervise(pid, channel[0] if channel else None, channel[1] if channel else None, plan)
 
 
-def _supervise(command: int) -> NoReturn:
+_stop_requested: list[int] = []
+
+
+def _note_signal(signo: int, _frame: object) -> None:
+    if signo != signal.SIGCHLD:
+        _stop_requested.append(signo)
+
+
+def _supervise(
+    command: int,
+    channel: socket.socket | None,
+    other_end: socket.socket | None,
+    plan: _ChildPlan,
+) -> NoReturn:
     status: int | None = None
     try:
-        # Keep stderr (for a last-resort message); drop everything else, above all the
-        # parent's exec-error pipe, whose EOF tells the harness the exec happened.
+        listener = -1
+        if channel is not None and other_end is not None:
+            other_end.close()
+            _, fds, _, _ = socket.recv_fds(channel, 1, 1)
+            channel.close()
+            listener = fds[0] if fds else -1
+        # Keep stderr (for a last-resort message) and the listener; drop everything else,
+        # above all the parent's exec-error pipe, whose EOF tells the harness the exec happened.
         null = os.open("/dev/null", os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
-        os.closerange(3, _max_fd())
-        while True:
+        if listener >= 0:
+            os.dup2(listener, 3)
+            listener = 3
+            os.closerange(4, _max_fd())
+        else:
+            os.closerange(3, _max_fd())
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        for signo in _SUPERVISOR_SIGNALS:
+            signal.signal(signo, _note_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SUPERVISOR_SIGNALS)
+        poller = select.poll()
+        poller.register(wake_r, select.POLLIN)
+        if listener >= 0:
+            poller.register(listener, select.POLLIN)
+        while status is None and not _stop_requested:
             try:
                 pid, wait_status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -399,13 +596,137 @@ def _supervise(command: int) -> NoReturn:
                 break
             if pid != 0:
                 continue
-            info = signal.sigwaitinfo(_SUPERVISOR_SIGNALS)
-            if info.si_signo != signal.SIGCHLD:
-                break
+            for fd, events in poller.poll():
+                if fd == wake_r:
+                    with contextlib.suppress(OSError):
+                        os.read(wake_r, 512)
+                elif events & select.POLLIN:
+                    _serve(fd, plan)
+                else:
+                    poller.unregister(fd)  # the listener hung up: no process uses the filter
         _sweep()
     except BaseException:
         os._exit(LAUNCHER_EXIT)
     _exit_like(status)
+
+
+def _serve(listener: int, plan: _ChildPlan) -> None:
+    """Answer one notification: perform the call for the command, or refuse it."""
+    buf = bytearray(_NOTIF.size)
+    try:
+        fcntl.ioctl(listener, _NOTIF_RECV, buf, True)
+    except OSError:
+        return  # the caller died, or a spurious wake-up
+    nid, pid, _flags, nr, _arch, _ip, *args = _NOTIF.unpack(buf)
+    try:
+        error = _emulate(listener, nid, pid, nr, args, plan)
+    except OSError as err:
+        error = err.errno or errno.EPERM
+    except Exception:
+        error = errno.EPERM
+    if error < 0:
+        return  # the notification went stale: nobody is waiting for an answer
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(listener, _NOTIF_SEND, bytearray(_NOTIF_RESP.pack(nid, 0, -error, 0)), True)
+
+
+def _emulate(listener: int, nid: int, pid: int, nr: int, args: list[int], plan: _ChildPlan) -> int:
+    numbers = _SYSCALLS[plan.arch]
+    name = next((n for n in _EMULATED if numbers.get(n) == nr), None)
+    if name is None:
+        return errno.EPERM
+    times: bytes | None = None
+    if name == "chmod":
+        dirfd, path_addr, mode, flags = _AT_FDCWD, args[0], args[1], 0
+    elif name == "fchmod":
+        dirfd, path_addr, mode, flags = _int32(args[0]), 0, args[1], 0
+    elif name in ("fchmodat", "fchmodat2"):
+        dirfd, path_addr, mode = _int32(args[0]), args[1], args[2]
+        flags = args[3] if name == "fchmodat2" else 0
+    else:  # utimensat(dirfd, path, times, flags)
+        dirfd, path_addr, mode, flags = _int32(args[0]), args[1], 0, args[3]
+        if args[2]:
+            times = _read_memory(pid, args[2], 32)
+    path = _read_path(pid, path_addr) if path_addr else None
+    target = _open_target(pid, dirfd, path, flags)
+    try:
+        # Everything read from the caller is in hand: make sure it is still the same caller,
+        # still waiting (its pid cannot have been reused in between).
+        try:
+            fcntl.ioctl(listener, _NOTIF_ID_VALID, bytearray(struct.pack("<Q", nid)), True)
+        except OSError:
+            return -1
+        where = os.readlink(f"/proc/self/fd/{target}")
+        if not _inside(where, plan.writable):
+            return errno.EACCES
+        if stat.S_ISLNK(os.fstat(target).st_mode):
+            return errno.EOPNOTSUPP
+        proc_path = f"/proc/self/fd/{target}"
+        if name == "utimensat":
+            return _utimensat(plan, proc_path, times)
+        os.chmod(proc_path, mode & 0o7777)
+        return 0
+    finally:
+        os.close(target)
+
+
+def _int32(value: int) -> int:
+    return ctypes.c_int32(value & 0xFFFFFFFF).value
+
+
+def _inside(path: str, roots: tuple[str, ...]) -> bool:
+    if not path.startswith("/") or path.endswith(" (deleted)"):
+        return False
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _read_memory(pid: int, address: int, size: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(address)
+            data = mem.read(size)
+    except (OSError, OverflowError, ValueError) as err:
+        raise OSError(errno.EFAULT, "bad address") from err
+    if data is None or len(data) != size:
+        raise OSError(errno.EFAULT, "bad address")
+    return data
+
+
+def _read_path(pid: int, address: int) -> bytes:
+    out = b""
+    while len(out) < 4096:
+        try:
+            chunk = _read_memory(pid, address + len(out), 256)
+        except OSError:
+            chunk = _read_memory(pid, address + len(out), 1)
+        end = chunk.find(b"\0")
+        if end >= 0:
+            return out + chunk[:end]
+        out += chunk
+    raise OSError(errno.ENAMETOOLONG, "path too long")
+
+
+def _open_target(pid: int, dirfd: int, path: bytes | None, flags: int) -> int:
+    """An ``O_PATH`` descriptor of what the caller's call would have operated on."""
+    base = f"/proc/{pid}/cwd" if dirfd == _AT_FDCWD else f"/proc/{pid}/fd/{dirfd}"
+    if path is None or (path == b"" and flags & _AT_EMPTY_PATH):
+        return os.open(base, os.O_PATH | os.O_CLOEXEC)
+    if path == b"":
+        raise OSError(errno.ENOENT, "empty path")
+    nofollow = os.O_NOFOLLOW if flags & _AT_SYMLINK_NOFOLLOW else 0
+    if path.startswith(b"/"):
+        return os.open(path, os.O_PATH | os.O_CLOEXEC | nofollow)
+    directory = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return os.open(path, os.O_PATH | os.O_CLOEXEC | nofollow, dir_fd=directory)
+    finally:
+        os.close(directory)
+
+
+def _utimensat(plan: _ChildPlan, path: str, times: bytes | None) -> int:
+    buf = ctypes.create_string_buffer(times, 32) if times is not None else None
+    result = plan.libc.utimensat(_AT_FDCWD, path.encode(), buf, 0)
+    return ctypes.get_errno() if result != 0 else 0
 
 
 def _max_fd() -> int:
@@ -468,7 +789,7 @@ def _exit_like(status: int | None) -> NoReturn:
     os._exit(128 + sig)
 
 
-def make_preexec(ruleset: int) -> Callable[[], None]:
+def make_preexec(ruleset: int, spec: LandlockSpec) -> Callable[[], None]:
     """The ``preexec_fn`` for the fast path. Everything is prepared here, in the parent.
 
     ``preexec_fn`` is documented as unsafe with threads because the child may need a lock
@@ -477,7 +798,7 @@ def make_preexec(ruleset: int) -> Callable[[], None]:
     ``subprocess`` calls ``PyOS_BeforeFork``/``AfterFork_Child`` around a ``preexec_fn``): it
     takes no logging, import or I/O lock.
     """
-    plan = _ChildPlan(ruleset, _last_cap())
+    plan = plan_for(ruleset, spec)
 
     def preexec() -> None:
         confine_and_fork(plan)
@@ -517,8 +838,7 @@ def main(args: list[str]) -> NoReturn:
     try:
         spec, env, argv = _parse(args)
         ruleset = build_ruleset(spec)
-        plan = _ChildPlan(ruleset, _last_cap())
-        confine_and_fork(plan)
+        confine_and_fork(plan_for(ruleset, spec))
     except Exception as err:
         sys.stderr.write(f"{LAUNCHER_PREFIX}{err}\n")
         sys.stderr.flush()

@@ -59,7 +59,7 @@ async def spawn(
             raise _unavailable(command, f"cannot build the Landlock ruleset: {err}") from err
         try:
             return await asyncio.create_subprocess_exec(
-                *command.command, preexec_fn=make_preexec(ruleset), **options
+                *command.command, preexec_fn=make_preexec(ruleset, command.landlock), **options
             )
         except subprocess.SubprocessError as err:
             # Raised by subprocess when preexec_fn failed: the child was never confined and

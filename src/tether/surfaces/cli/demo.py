@@ -1,8 +1,17 @@
-"""``tether demo``: an offline scripted session in a temporary workspace, narrated.
+"""``tether demo``: the whole story offline, in under a minute, narrated.
 
-It needs no API key: the scripted model (``examples/demo.json``, shipped inside the package as
-well) drives a root agent whose writes are fenced by the sandbox policy. ``--json`` prints the
-event stream instead of the narration.
+A scripted root agent (``examples/demo/story.json``, shipped in the package too) in a
+temporary workspace:
+
+1. delegates to a foreground **reviewer** capped at read-only: its write is denied by the
+   sandbox and its escalation is rejected by the ``never`` pin, with the audit pair in its log;
+2. starts a background **builder**: its guarded ``bash`` call is routed to the root's answerer
+   (the demo answers for you) and runs confined to the builder's mode;
+3. the user widens the root to danger-full-access, then the root messages the settled builder:
+   cold resume keeps the builder's recorded scope, so its write outside is still denied;
+4. prints the lineage tree and where the log is stored.
+
+``--json`` prints the event stream instead of the narration.
 """
 
 from __future__ import annotations
@@ -11,63 +20,124 @@ import json
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from tether.agent.context_snapshot import is_snapshot
 from tether.harness import Harness, SessionEvent
+from tether.kernel import PluginEntry
+from tether.policy.approval import ApprovalRequest
 from tether.session.json import thaw
+from tether.subagents.lineage import lineage_tree, render_tree
 from tether.surfaces.cli.common import JsonOption, run
 
-SCRIPT = "demo.json"
+SCRIPT = "demo_story.json"
+PLUGINS = [
+    PluginEntry(
+        name="subagents",
+        config={
+            "instances": [
+                {"name": "subagent"},
+                {"name": "reviewer", "background_mode": "one-shot", "sandbox": "read-only"},
+            ]
+        },
+    ),
+    PluginEntry(name="root_approvals", config={"guarded": ["bash"], "blocked_notice_seconds": 60}),
+]
 
 
 def demo_command(json_output: JsonOption = False) -> None:
     """Run the offline demo (no API key needed)."""
-    ok = run(_demo(json_output))
-    if not ok:
+    if not run(_demo(json_output)):
         raise typer.Exit(1)
 
 
-def _script_path(tmp: Path) -> Path:
-    target = tmp / SCRIPT
-    target.write_text(resources.files("tether.surfaces.cli").joinpath(SCRIPT).read_text())
-    return target
-
-
 async def _demo(json_output: bool) -> bool:
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
+
+    def say(text: str = "") -> None:
+        if not json_output:
+            console.print(text)
+
     with tempfile.TemporaryDirectory(prefix="tether-demo-") as tmp:
         base = Path(tmp)
         workspace = base / "workspace"
         workspace.mkdir()
+        script = base / SCRIPT
+        script.write_text(resources.files("tether.surfaces.cli").joinpath(SCRIPT).read_text())
         store = f"sqlite://{base / 'tether.db'}"
-        script = _script_path(base)
+
+        def answer(request: ApprovalRequest) -> str:
+            say(
+                f"[magenta]  ? the root's answerer (the demo, for you) allows: {request.reason}[/magenta]"
+            )
+            return "allowed-once"
+
         async with Harness.open(
             workspace=workspace,
             model=f"scripted:{script}",
             store=store,
             sandbox="workspace-write",
             approval="ask",
+            approver=answer,
+            plugins=PLUGINS,
         ) as harness:
-            if not json_output:
-                console.print(f"[bold]tether demo[/bold]  workspace: {workspace}")
-            async for item in harness.stream("Write notes.txt, then try to write outside."):
+            labels: dict[str, str] = {}
+
+            def show(item: SessionEvent) -> None:
+                if item.session_id not in labels:
+                    agent = harness.agents.get(item.session_id)
+                    if agent is not None:
+                        labels[item.session_id] = agent.options.label or "root"
                 if json_output:
                     typer.echo(_json_line(item))
                 else:
-                    _narrate(console, item)
-            assert harness.root is not None and harness.root.last_result is not None
-            result = harness.root.last_result
-            outside = base / "outside-the-workspace.txt"
+                    _narrate(console, item, labels)
+
+            say("[bold]tether demo[/bold]: a root agent delegates; every child keeps its scope.")
+            say(f"workspace: {workspace}\n")
+            say("[bold]1. Review (read-only reviewer) and build (background builder)[/bold]")
+            async for item in harness.stream("Review the notes, then build the project."):
+                show(item)
+            root = harness.root
+            assert root is not None
+            say("\n[bold]2. The user widens the root session to danger-full-access[/bold]")
+            sandbox: Any = harness.ctx.get("sandbox_policy")
+            sandbox.set_sandbox_mode(root.session, "danger-full-access")
+            say("   (a settled child keeps the scope recorded in its own log)\n")
+            say("[bold]3. The root sends the settled builder more work (cold resume)[/bold]")
+            async for item in harness.stream("Ask the builder to write outside the workspace."):
+                show(item)
+            outside = base / "outside.txt"
+            ok = (
+                root.last_result is not None
+                and root.last_result.stop_reason == "completed"
+                and not outside.exists()
+                and not (workspace / "NOTES.md").exists()
+                and (workspace / "build.log").exists()
+            )
+            assert harness.store.persistence is not None
+            tree = await lineage_tree(harness.store.persistence, root.id)
             if not json_output:
-                console.print()
-                console.print(f"stop reason: [bold]{result.stop_reason}[/bold]")
-                console.print(f"notes.txt written: {(workspace / 'notes.txt').exists()}")
-                console.print(f"file outside the workspace created: {outside.exists()}")
-                console.print(f"session {harness.root.id} stored in {store}")
-            return result.stop_reason == "completed" and not outside.exists()
+                say("\n[bold]Lineage[/bold]")
+                for line in render_tree(tree):
+                    say("  " + line)
+                say(
+                    f"\nNOTES.md written by the read-only reviewer: {(workspace / 'NOTES.md').exists()}"
+                )
+                say(
+                    f"build.log written by the builder's confined command: {(workspace / 'build.log').exists()}"
+                )
+                say(f"file outside the workspace created: {outside.exists()}")
+                say(f"the log is stored in {store} (a temporary directory, removed now)")
+                say(
+                    "[green]demo completed[/green]"
+                    if ok
+                    else "[red]demo did not go as scripted[/red]"
+                )
+            return ok
 
 
 def _json_line(item: SessionEvent) -> str:
@@ -77,36 +147,37 @@ def _json_line(item: SessionEvent) -> str:
     )
 
 
-def _narrate(console: Console, item: SessionEvent) -> None:
+def _narrate(console: Console, item: SessionEvent, labels: dict[str, str]) -> None:
     event, data = item.event, item.event.data
-    short = item.session_id[:8]
+    who = labels.get(item.session_id, item.session_id[:8])
+    indent = "" if who == "root" else "    "
     if event.type == "user/message":
         if is_snapshot(event):
-            console.print(f"[dim]{short} runtime context updated[/dim]")
             return
-        console.print(f"[cyan]{short} user:[/cyan] {data.get('content')}")
+        console.print(f"{indent}[cyan]{who} ← {_short(data.get('content'))}[/cyan]")
     elif event.type == "assistant/message" and data.get("content"):
-        console.print(f"[green]{short} assistant:[/green] {data.get('content')}")
+        console.print(f"{indent}[green]{who}: {data.get('content')}[/green]")
     elif event.type == "tool/call":
-        console.print(f"[yellow]{short} tool {data.get('name')}[/yellow] {data.get('arguments')}")
+        console.print(
+            f"{indent}[yellow]{who} calls {data.get('name')}[/yellow] {_short(data.get('arguments'))}"
+        )
     elif event.type == "tool/result":
         style = "red" if data.get("is_error") else "dim"
-        text = str(data.get("content")).splitlines()[0] if data.get("content") else ""
-        console.print(f"[{style}]{short}   → {text}[/{style}]")
-    elif event.type in (
-        "approval/asked",
-        "approval/decided",
-        "sandbox/mode",
-        "approval/policy",
-        "permission/preset",
-    ):
-        console.print(f"[magenta]{short} {event.type}[/magenta] {json.dumps(thaw(data))}")
-    elif event.type == "turn/end":
-        detail = data.get("error") or data.get("detail")
-        suffix = f" ({detail})" if detail else ""
+        console.print(f"{indent}[{style}]  → {_short(data.get('content'))}[/{style}]")
+    elif event.type in ("approval/asked", "approval/decided", "approval/pending"):
+        console.print(f"{indent}[magenta]{who} {event.type} {json.dumps(thaw(data))}[/magenta]")
+    elif event.type == "sandbox/mode" and data.get("source"):
         console.print(
-            f"[bold]{short} turn {data.get('turn')} ended: {data.get('reason')}{suffix}[/bold]"
+            f"{indent}[blue]{who} scope: sandbox/mode {data.get('mode')} "
+            f"(source {data.get('source')})[/blue]"
+        )
+    elif event.type == "approval/policy" and data.get("source"):
+        console.print(
+            f"{indent}[blue]{who} scope: approval/policy {data.get('policy')} "
+            f"(source {data.get('source')})[/blue]"
         )
 
 
-__all__ = ["demo_command"]
+def _short(value: object, limit: int = 160) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,171 @@
+"""Delegation fan-out: many continuable children, then a cold resume of each.
+
+    .venv/bin/python bench/fanout.py [--store jsonl|sqlite] [--children 100] [--steps 10]
+                                     [--big-events 1000] [--repeats 7]
+
+Everything goes through the real composition (``Harness.open``: kernel, sandbox policy,
+approval, presets, file tools, the ``subagents`` plugin) with the scripted model:
+
+1. **Fan-out.** One root starts ``--children`` continuable children through the continuation
+   manager (the ``subagent`` tool's path). Each child runs a ``--steps``-step task: a ``read``
+   of a small file per step, then a final reply. Children run concurrently; each settlement
+   notice reaches the root (new turns or folded steps). Reported: wall time, harness CPU per
+   step (``time.process_time`` of the whole process, all threads, divided by every step of
+   every session in the phase), and peak RSS (``ru_maxrss``).
+2. **Cold resume.** Each settled child gets one ``followup`` from the root: durable inspect,
+   lineage check, load, recompose, accept the message. Children are resumed one at a time on a
+   quiet loop and the latency of ``followup`` (until inbox acceptance) is reported per child.
+3. **Big child.** One child whose log holds about ``--big-events`` events is cold-resumed
+   ``--repeats`` times; the median ``followup`` latency is reported against the 20 ms target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tether.agent import Agent, AgentOptions
+from tether.harness import Harness
+from tether.model import ScriptedModel
+from tether.session import Event, Persistence, Session
+from tether.session.persistence import JsonlPersistence, SqlitePersistence
+
+EVENTS_PER_READ_STEP = 5  # step/start, assistant/message, tool/call, tool/result, step/end
+
+
+def backend(kind: str, directory: Path) -> Persistence:
+    if kind == "sqlite":
+        return SqlitePersistence(directory / "store.db")
+    return JsonlPersistence(directory / "sessions")
+
+
+def child_steps(steps: int) -> list[dict[str, Any]]:
+    reads = [{"tool_calls": [{"name": "read", "arguments": {"path": "data.txt"}}]}] * (steps - 1)
+    return [*reads, {"text": "task done"}]
+
+
+def script(children: int, steps: int, big_steps: int) -> dict[str, Any]:
+    return {
+        "agents": [
+            {"match": {"depth": 0}, "steps": [{"text": "noted"}]},
+            {"match": {"depth": 1, "label": "big"}, "steps": child_steps(big_steps)},
+            {"match": {"depth": 1}, "steps": child_steps(steps)},
+        ]
+    }
+
+
+class StepCounter:
+    def __init__(self) -> None:
+        self.steps = 0
+        self.child_steps = 0
+
+    def __call__(self, session: Session, event: Event) -> None:
+        if event.type == "step/start":
+            self.steps += 1
+            if session.header.delegation_depth > 0:
+                self.child_steps += 1
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def cold_resume(harness: Harness, root: Agent, child_id: str) -> float:
+    manager = harness.ctx.get("subagents")
+    start = time.perf_counter()
+    await manager.followup(root, child_id, "once more")
+    elapsed = time.perf_counter() - start
+    await harness.settle()
+    return elapsed
+
+
+async def measure(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+    (directory / "ws").mkdir()
+    (directory / "ws" / "data.txt").write_text("a line of data\n" * 20)
+    big_steps = max(2, args.big_events // EVENTS_PER_READ_STEP)
+    model = ScriptedModel.from_dict(script(args.children, args.steps, big_steps))
+    store = backend(args.store, directory)
+    out: dict[str, Any] = {}
+    async with Harness.open(workspace=directory / "ws", model=model, store=store) as harness:
+        manager = harness.ctx.get("subagents")
+        root = harness.agent_for(harness.new_root_session())
+        harness.root = root
+        counter = StepCounter()
+        remove = harness.store.on_event(counter)
+
+        # 1. fan-out
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        ids = [await manager.start(root, f"task {i}", label=f"c{i}") for i in range(args.children)]
+        await harness.settle()
+        out["fanout_wall"] = time.perf_counter() - wall0
+        out["fanout_cpu"] = time.process_time() - cpu0
+        out["steps"], out["child_steps"] = counter.steps, counter.child_steps
+        remove()
+
+        # 2. cold-resume each child once
+        wall0 = time.perf_counter()
+        out["resume"] = [await cold_resume(harness, root, child_id) for child_id in ids]
+        out["resume_wall"] = time.perf_counter() - wall0
+
+        # 3. a ~1,000-event child
+        # A turn is capped at max_steps (default 50): give the big child room for its task.
+        options = AgentOptions(model, max_steps=big_steps + 10)
+        big = await manager.start(root, "long task", label="big", options=options)
+        await harness.settle()
+        persistence = harness.store.persistence
+        assert persistence is not None
+        out["big_events"] = len((await persistence.inspect(big)).events)
+        out["big_inspect"], out["big_load"] = [], []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            await persistence.inspect(big)
+            out["big_inspect"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            await persistence.load(big)
+            out["big_load"].append(time.perf_counter() - start)
+        out["big_resume"] = [await cold_resume(harness, root, big) for _ in range(args.repeats)]
+    out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", choices=["jsonl", "sqlite"], default="jsonl")
+    parser.add_argument("--children", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--big-events", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tether-fanout-") as tmp:
+        r = asyncio.run(measure(args, Path(tmp)))
+    cpu_per_step = r["fanout_cpu"] / r["steps"]
+    resume, big = r["resume"], r["big_resume"]
+    big_p50 = statistics.median(big)
+    print(f"fan-out: {args.children} continuable children x {args.steps} steps ({args.store})")
+    print(f"  wall                 {r['fanout_wall'] * 1e3:10.1f} ms")
+    print(f"  steps                {r['steps']:10d}  ({r['child_steps']} in children)")
+    print(f"  harness CPU          {r['fanout_cpu'] * 1e3:10.1f} ms")
+    print(f"  harness CPU / step   {cpu_per_step * 1e3:10.3f} ms  (target < 1 ms: "
+          f"{'met' if cpu_per_step < 1e-3 else 'NOT met'})")
+    print(f"  peak RSS             {r['rss_mib']:10.1f} MiB")
+    print(f"cold resume of each child once ({len(resume)} children, one at a time)")
+    print(f"  wall (incl. runs)    {r['resume_wall'] * 1e3:10.1f} ms")
+    print(f"  followup p50 / p95 / max  {statistics.median(resume) * 1e3:.2f} / "
+          f"{pct(resume, 0.95) * 1e3:.2f} / {max(resume) * 1e3:.2f} ms")
+    print(f"cold resume of a {r['big_events']}-event child ({len(big)} repeats)")
+    print(f"  followup p50 / min / max  {big_p50 * 1e3:.2f} / {min(big) * 1e3:.2f} / "
+          f"{max(big) * 1e3:.2f} ms  (target < 20 ms: {'met' if big_p50 < 0.02 else 'NOT met'})")
+    print(f"  of which: inspect p50 {statistics.median(r['big_inspect']) * 1e3:.2f} ms, "
+          f"load p50 {statistics.median(r['big_load']) * 1e3:.2f} ms (each reads the whole log)")
+    print(f"  samples: {', '.join(f'{x * 1e3:.1f}' for x in big)} ms")
+
+
+if __name__ == "__main__":
+    main()

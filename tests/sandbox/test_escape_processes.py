@@ -1,0 +1,157 @@
+"""Escape attempts that need something on the harness side: a TCP listener, an inherited file
+descriptor, a process whose working directory is outside, a preload library, and background
+processes that try to outlive the call. Each checks the host afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sandbox_support import (
+    HOST_BASE,
+    PYTHON,
+    RESTRICTED,
+    VARIANTS,
+    Host,
+    compile_preload,
+    make_host,
+    make_provider,
+    processes_with,
+    run_confined,
+)
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.parametrize("mode", RESTRICTED),
+    pytest.mark.parametrize("variant", VARIANTS),
+]
+
+
+@pytest.fixture
+def host() -> Iterator[Host]:
+    root = tempfile.mkdtemp(prefix="tether-escape-", dir=HOST_BASE)
+    try:
+        yield make_host(Path(root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_tcp_connection_to_a_local_listener_fails(host: Host, variant: str, mode: str) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        script = (
+            f"{PYTHON} -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}), 2);"
+            " s.sendall(b'pwned')\""
+        )
+        ran = await run_confined(make_provider(variant, host), host.policy(mode), script)
+        listener.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nobody connected, on the host's loopback
+    assert ran.returncode != 0
+
+
+async def test_listening_socket_is_not_reachable_from_the_host(host: Host, variant: str, mode: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = (
+        f"{PYTHON} -c \"import socket, time; s = socket.socket(); "
+        f"s.bind(('127.0.0.1', {port})); s.listen(1); time.sleep(0.5)\""
+    )
+    provider = make_provider(variant, host)
+    task = asyncio.ensure_future(run_confined(provider, host.policy(mode), script))
+    await asyncio.sleep(0.3)
+    with socket.socket() as client:
+        client.settimeout(0.5)
+        assert client.connect_ex(("127.0.0.1", port)) != 0  # nothing listens on the host
+    ran = await task
+    if ran.command.backend == "landlock":
+        assert ran.returncode != 0  # bind itself is refused (ABI >= 4)
+
+
+async def test_inherited_writable_descriptor_does_not_leak(
+    host: Host, variant: str, mode: str
+) -> None:
+    target = host.outside / "fd-target.txt"
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND)
+    os.set_inheritable(fd, True)
+    try:
+        script = (
+            f"echo pwned >&{fd}; echo pwned > /proc/self/fd/{fd}; "
+            f"for n in $(seq 3 64); do echo pwned >&$n; done 2>/dev/null; ls /proc/self/fd"
+        )
+        ran = await run_confined(make_provider(variant, host), host.policy(mode), script)
+    finally:
+        os.close(fd)
+    assert target.read_text() == ""
+    if fd > 3:  # ls itself holds 0-3
+        assert str(fd) not in ran.stdout.split()
+
+
+async def test_proc_cwd_of_an_outside_process_is_not_a_way_out(
+    host: Host, variant: str, mode: str
+) -> None:
+    helper = subprocess.Popen(["sleep", "30"], cwd=host.outside)
+    try:
+        script = f"echo pwned > /proc/{helper.pid}/cwd/pwned.txt"
+        ran = await run_confined(make_provider(variant, host), host.policy(mode), script)
+    finally:
+        helper.kill()
+        helper.wait()
+    assert not (host.outside / "pwned.txt").exists()
+    assert ran.returncode != 0
+
+
+async def test_ld_preload_library_cannot_write_outside(
+    host: Host, variant: str, mode: str, tmp_path: Path
+) -> None:
+    target = host.outside / "preload.txt"
+    lib = compile_preload(tmp_path, target)
+    if lib is None:
+        pytest.skip("no C compiler to build the preload library")
+    inside = host.ws / "preload.so"
+    shutil.copy(lib, inside)
+    before = (host.ws / "file.txt").read_text()
+    ran = await run_confined(
+        make_provider(variant, host), host.policy(mode), f"LD_PRELOAD={inside} /bin/true; echo ran"
+    )
+    assert "ran" in ran.stdout  # the library was loaded into a confined process...
+    assert not target.exists()  # ...and its write went nowhere
+    assert (host.ws / "file.txt").read_text() == before
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        pytest.param("setsid sh -c '{body}' </dev/null >/dev/null 2>&1 &", id="setsid"),
+        pytest.param("nohup sh -c '{body}' </dev/null >/dev/null 2>&1 &", id="nohup"),
+        pytest.param(
+            "{py} -c \"import os, subprocess; os.fork() == 0 and (os.setsid(), "
+            "subprocess.Popen(['sh', '-c', '{body}'], start_new_session=True))\"",
+            id="double-fork",
+        ),
+    ],
+)
+async def test_background_process_does_not_outlive_the_call(
+    host: Host, variant: str, mode: str, launch: str
+) -> None:
+    token = uuid.uuid4().hex
+    late_ws, late_out = host.ws / f"late-{token}", host.outside / f"late-{token}"
+    body = f": {token}; sleep 0.4; echo late > {late_ws}; echo late > {late_out}"
+    script = launch.format(body=body, py=PYTHON) + "\nexit 0"
+    ran = await run_confined(make_provider(variant, host), host.policy(mode), script)
+    assert ran.returncode == 0
+    await asyncio.sleep(0.8)
+    assert processes_with(token) == []
+    assert not late_ws.exists()
+    assert not late_out.exists()
