@@ -35,6 +35,7 @@ from tether.harness import Harness
 from tether.model import ScriptedModel
 from tether.session import Event, Persistence, Session
 from tether.session.persistence import JsonlPersistence, SqlitePersistence
+from tether.subagents import SUBAGENTS_SERVICE, ContinuationManager
 
 EVENTS_PER_READ_STEP = 5  # step/start, assistant/message, tool/call, tool/result, step/end
 
@@ -77,8 +78,14 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def manager_of(harness: Harness) -> ContinuationManager:
+    manager = harness.ctx.get(SUBAGENTS_SERVICE)
+    assert isinstance(manager, ContinuationManager)
+    return manager
+
+
 async def cold_resume(harness: Harness, root: Agent, child_id: str) -> float:
-    manager = harness.ctx.get("subagents")
+    manager = manager_of(harness)
     start = time.perf_counter()
     await manager.followup(root, child_id, "once more")
     elapsed = time.perf_counter() - start
@@ -94,7 +101,7 @@ async def measure(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     store = backend(args.store, directory)
     out: dict[str, Any] = {}
     async with Harness.open(workspace=directory / "ws", model=model, store=store) as harness:
-        manager = harness.ctx.get("subagents")
+        manager = manager_of(harness)
         root = harness.agent_for(harness.new_root_session())
         harness.root = root
         counter = StepCounter()
@@ -152,18 +159,26 @@ def main() -> None:
     print(f"  wall                 {r['fanout_wall'] * 1e3:10.1f} ms")
     print(f"  steps                {r['steps']:10d}  ({r['child_steps']} in children)")
     print(f"  harness CPU          {r['fanout_cpu'] * 1e3:10.1f} ms")
-    print(f"  harness CPU / step   {cpu_per_step * 1e3:10.3f} ms  (target < 1 ms: "
-          f"{'met' if cpu_per_step < 1e-3 else 'NOT met'})")
+    print(
+        f"  harness CPU / step   {cpu_per_step * 1e3:10.3f} ms  (target < 1 ms: "
+        f"{'met' if cpu_per_step < 1e-3 else 'NOT met'})"
+    )
     print(f"  peak RSS             {r['rss_mib']:10.1f} MiB")
     print(f"cold resume of each child once ({len(resume)} children, one at a time)")
     print(f"  wall (incl. runs)    {r['resume_wall'] * 1e3:10.1f} ms")
-    print(f"  followup p50 / p95 / max  {statistics.median(resume) * 1e3:.2f} / "
-          f"{pct(resume, 0.95) * 1e3:.2f} / {max(resume) * 1e3:.2f} ms")
+    print(
+        f"  followup p50 / p95 / max  {statistics.median(resume) * 1e3:.2f} / "
+        f"{pct(resume, 0.95) * 1e3:.2f} / {max(resume) * 1e3:.2f} ms"
+    )
     print(f"cold resume of a {r['big_events']}-event child ({len(big)} repeats)")
-    print(f"  followup p50 / min / max  {big_p50 * 1e3:.2f} / {min(big) * 1e3:.2f} / "
-          f"{max(big) * 1e3:.2f} ms  (target < 20 ms: {'met' if big_p50 < 0.02 else 'NOT met'})")
-    print(f"  of which: inspect p50 {statistics.median(r['big_inspect']) * 1e3:.2f} ms, "
-          f"load p50 {statistics.median(r['big_load']) * 1e3:.2f} ms (each reads the whole log)")
+    print(
+        f"  followup p50 / min / max  {big_p50 * 1e3:.2f} / {min(big) * 1e3:.2f} / "
+        f"{max(big) * 1e3:.2f} ms  (target < 20 ms: {'met' if big_p50 < 0.02 else 'NOT met'})"
+    )
+    print(
+        f"  of which: inspect p50 {statistics.median(r['big_inspect']) * 1e3:.2f} ms, "
+        f"load p50 {statistics.median(r['big_load']) * 1e3:.2f} ms (each reads the whole log)"
+    )
     print(f"  samples: {', '.join(f'{x * 1e3:.1f}' for x in big)} ms")
 
 

@@ -21,7 +21,8 @@ import pytest
 from tether.harness import Harness
 from tether.model import ScriptedModel
 from tether.policy import SandboxMode
-from tether.policy.sandbox_policy import fold_sandbox_mode
+from tether.policy.sandbox_policy import SandboxPolicyService, fold_sandbox_mode
+from tether.session import SessionStore
 from tether.session.persistence import JsonlPersistence
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -78,7 +79,8 @@ class Run:
 
     def notices(self, session: str) -> list[dict[str, Any]]:
         return [
-            m for m in self.of_type(session, "user/message")
+            m
+            for m in self.of_type(session, "user/message")
             if m["source"]["kind"] == "subagent-settled"
         ]
 
@@ -93,14 +95,22 @@ def env(tmp_path: Path) -> dict[str, Any]:
 def tether_run(env: dict[str, Any], script: str, *extra: str) -> Run:
     proc = subprocess.run(
         [
-            TETHER, "run",
-            "--model", f"scripted:{EXAMPLES / script}",
-            "--workspace", str(env["workspace"]),
-            "--store", env["store"],
-            "--json", *extra,
+            TETHER,
+            "run",
+            "--model",
+            f"scripted:{EXAMPLES / script}",
+            "--workspace",
+            str(env["workspace"]),
+            "--store",
+            env["store"],
+            "--json",
+            *extra,
             "do the task",
         ],
-        capture_output=True, text=True, timeout=100, check=False,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
     )
     return Run(proc)
 
@@ -108,7 +118,10 @@ def tether_run(env: dict[str, Any], script: str, *extra: str) -> Run:
 def tree(env: dict[str, Any], root: str) -> dict[str, Any]:
     proc = subprocess.run(
         [TETHER, "sessions", "tree", root, "--store", env["store"], "--json"],
-        capture_output=True, text=True, timeout=100, check=False,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     return dict(json.loads(proc.stdout))
@@ -163,7 +176,9 @@ def test_grandchild_captures_from_its_parents_delegated_events(env: dict[str, An
     (coordinator_node,) = node["children"]
     (helper_node,) = coordinator_node["children"]
     assert (helper_node["id"], helper_node["depth"], helper_node["mode"]) == (
-        helper, 2, "danger-full-access"
+        helper,
+        2,
+        "danger-full-access",
     )
     assert (helper_node["approval"], helper_node["approval_source"]) == ("never", "delegation")
 
@@ -198,12 +213,14 @@ def test_parallel_background_children_with_settlement_notices(env: dict[str, Any
     assert sorted(started) == sorted([f"started subagent {alpha}", f"started subagent {beta}"])
     # Both ran in the background: each child's turn began before the root's turn ended.
     root_end = next(
-        i for i, line in enumerate(run.proc.stdout.splitlines())
+        i
+        for i, line in enumerate(run.proc.stdout.splitlines())
         if json.loads(line).get("type") == "turn/end" and json.loads(line)["session"] == run.root
     )
     for child in (alpha, beta):
         first = next(
-            i for i, line in enumerate(run.proc.stdout.splitlines())
+            i
+            for i, line in enumerate(run.proc.stdout.splitlines())
             if json.loads(line).get("session") == child
         )
         assert first < root_end
@@ -224,6 +241,29 @@ def test_parallel_background_children_with_settlement_notices(env: dict[str, Any
     ]
 
 
+def assert_child_kept_read_only(stored: Any, workspace: Path) -> None:
+    policy = [
+        (e.type, dict(e.data))
+        for e in stored.events
+        if e.type in ("sandbox/mode", "approval/policy")
+    ]
+    assert policy == [
+        ("sandbox/mode", {"mode": "read-only", "source": "delegation"}),
+        ("approval/policy", NEVER),
+    ]
+    assert fold_sandbox_mode(stored.events) is SandboxMode.READ_ONLY
+    assert not (workspace / "late.txt").exists()
+    results = [str(e.data["content"]) for e in stored.events if e.type == "tool/result"]
+    assert READ_ONLY_MARKER in results[-1]
+    assert [e.data["turn"] for e in stored.events if e.type == "turn/start"] == [1, 2]
+    # The cold resume appended only its end-seed marker before the follow-up's splice.
+    first_end = next(e.seq for e in stored.events if e.type == "turn/end")
+    assert [e.type for e in stored.events[first_end + 1 : first_end + 3]] == [
+        "session/end-seed",
+        "agent/inbox/spliced",
+    ]
+
+
 async def test_parent_widening_after_settlement_does_not_widen_a_cold_resumed_child(
     tmp_path: Path,
 ) -> None:
@@ -240,24 +280,61 @@ async def test_parent_widening_after_settlement_does_not_widen_a_cold_resumed_ch
         assert root is not None
         (child_id,) = [h.id for h in await store.list() if h.parent_session == root.id]
         assert harness.store.get(child_id) is None  # settled and disposed
+        # The user widens the root (nothing model-facing can); the root's model then sends
+        # the settled worker more work with send_message, which cold-resumes it.
         sandbox = harness.ctx.get("sandbox_policy")
+        assert isinstance(sandbox, SandboxPolicyService)
         sandbox.set_sandbox_mode(root.session, "danger-full-access")
-        manager = harness.ctx.get("subagents")
-        await manager.followup(root, child_id, "Now write late.txt.")
-        await harness.settle()
-        assert root.last_result is not None
-        assert root.last_result.output == "Worker finished the follow-up."
-    stored = await JsonlPersistence(tmp_path / "store").inspect(child_id)
-    policy = [
-        (e.type, dict(e.data)) for e in stored.events
-        if e.type in ("sandbox/mode", "approval/policy")
+        second = await harness.run("send the worker more work")
+        assert second.output == "Worker finished the follow-up."
+    assert_child_kept_read_only(
+        await JsonlPersistence(tmp_path / "store").inspect(child_id), workspace
+    )
+
+
+async def test_cold_resume_in_a_new_process_keeps_the_recorded_scope(
+    env: dict[str, Any],
+) -> None:
+    first = tether_run(env, "widen-then-resume.json", "--sandbox", "read-only")
+    assert first.proc.returncode == 0, first.proc.stderr
+    assert first.result["output"] == "Worker finished its first task."
+    (child_id,) = first.children()
+    # Between the processes the user widens the stored root through the Python API (the CLI
+    # can only narrow a stored session).
+    store = SessionStore(JsonlPersistence(Path(env["store"].removeprefix("jsonl://"))))
+    root = await store.open(first.root)
+    SandboxPolicyService().set_sandbox_mode(root, "danger-full-access")
+    await store.close()
+    proc = subprocess.run(
+        [
+            TETHER,
+            "run",
+            "--model",
+            f"scripted:{EXAMPLES / 'widen-then-resume.json'}",
+            "--workspace",
+            str(env["workspace"]),
+            "--store",
+            env["store"],
+            "--resume",
+            first.root,
+            "--json",
+            "send the worker more work",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+    )
+    second = Run(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert second.root == first.root
+    assert second.result["output"] == "Worker finished the follow-up."
+    # The child was cold-resumed in the second process: its live events are in this stream,
+    # and it appended no policy event of its own.
+    assert second.policy(child_id) == []
+    assert [line["type"] for line in second.sessions[child_id]][:2] == [
+        "session/end-seed",
+        "agent/inbox/spliced",
     ]
-    assert policy == [
-        ("sandbox/mode", {"mode": "read-only", "source": "delegation"}),
-        ("approval/policy", NEVER),
-    ]
-    assert fold_sandbox_mode(stored.events) is SandboxMode.READ_ONLY
-    assert not (workspace / "late.txt").exists()
-    results = [str(e.data["content"]) for e in stored.events if e.type == "tool/result"]
-    assert READ_ONLY_MARKER in results[-1]
-    assert [e.data["turn"] for e in stored.events if e.type == "turn/start"] == [1, 2]
+    stored = await JsonlPersistence(Path(env["store"].removeprefix("jsonl://"))).inspect(child_id)
+    assert_child_kept_read_only(stored, env["workspace"])

@@ -33,9 +33,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "subagents"))
 
-from subagent_support import World, child, settle, subagents, world, write  # noqa: E402
+from subagent_support import World, child, plain, settle, subagents, world, write
 
-from tether.subagents import OneShotRequest, run_one_shot  # noqa: E402
+from tether.subagents import OneShotRequest, run_one_shot
 
 GOLDEN = Path(__file__).parent
 UPDATE = os.environ.get("TETHER_UPDATE_GOLDEN") == "1"
@@ -171,8 +171,11 @@ async def test_continuable_spawn_child(tmp_path: Path) -> None:
     child_id = await manager.start(parent, "write c.txt", label="worker")
     text, events = await durable_log(w, tmp_path, child_id)
     assert head(events, 4) == [
-        (0, "subagent/descriptor",
-         {"version": 2, "mode": "continuable", "provider": "spawn", "label": "worker"}),
+        (
+            0,
+            "subagent/descriptor",
+            {"version": 2, "mode": "continuable", "provider": "spawn", "label": "worker"},
+        ),
         (1, "session/end-seed", {}),
         (2, "sandbox/mode", RO),
         (3, "approval/policy", NEVER),
@@ -181,8 +184,11 @@ async def test_continuable_spawn_child(tmp_path: Path) -> None:
     assert (header["origin"], header["delegation_depth"]) == ("subagent", 1)
     assert "seed_length" not in header
     # The parent got its settlement notice turn.
-    notices = [e for e in parent.session.events if e.type == "user/message"
-               and e.data["source"]["kind"] == "subagent-settled"]  # type: ignore[index]
+    notices = [
+        e
+        for e in parent.session.events
+        if e.type == "user/message" and plain(e)["source"]["kind"] == "subagent-settled"
+    ]
     assert len(notices) == 1
     check_golden("continuable_spawn_child", text)
 
@@ -198,8 +204,11 @@ async def test_continuable_fork_child(tmp_path: Path) -> None:
     assert json.loads(text.splitlines()[0])["seed_length"] == prefix
     assert head(events[prefix:], 5) == [
         (prefix, "session/end-seed", {}),
-        (prefix + 1, "subagent/descriptor",
-         {"version": 2, "mode": "continuable", "provider": "fork", "label": "fork"}),
+        (
+            prefix + 1,
+            "subagent/descriptor",
+            {"version": 2, "mode": "continuable", "provider": "fork", "label": "fork"},
+        ),
         (prefix + 2, "session/end-seed", {}),
         (prefix + 3, "sandbox/mode", RO),
         (prefix + 4, "approval/policy", NEVER),
@@ -208,8 +217,7 @@ async def test_continuable_fork_child(tmp_path: Path) -> None:
 
 
 async def test_composition_without_an_approval_service(tmp_path: Path) -> None:
-    w = world(tmp_path, [PARENT, child([write("c.txt"), {"text": "CHILD_DENIED"}])],
-              approval=False)
+    w = world(tmp_path, [PARENT, child([write("c.txt"), {"text": "CHILD_DENIED"}])], approval=False)
     subagents(w)
     parent = w.root(mode="read-only")
     result = await run_one_shot(OneShotRequest(parent, "write c.txt"))

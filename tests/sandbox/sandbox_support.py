@@ -135,7 +135,9 @@ async def run_confined(
         out, err = await asyncio.wait_for(process.communicate(), timeout)
     finally:
         command.close()
-    return Ran(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"), command)
+    return Ran(
+        process.returncode, out.decode(errors="replace"), err.decode(errors="replace"), command
+    )
 
 
 def compile_preload(directory: Path, target: Path) -> Path | None:

@@ -44,7 +44,9 @@ def host() -> Iterator[Host]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def test_tcp_connection_to_a_local_listener_fails(host: Host, variant: str, mode: str) -> None:
+async def test_tcp_connection_to_a_local_listener_fails(
+    host: Host, variant: str, mode: str
+) -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
@@ -60,12 +62,14 @@ async def test_tcp_connection_to_a_local_listener_fails(host: Host, variant: str
     assert ran.returncode != 0
 
 
-async def test_listening_socket_is_not_reachable_from_the_host(host: Host, variant: str, mode: str) -> None:
+async def test_listening_socket_is_not_reachable_from_the_host(
+    host: Host, variant: str, mode: str
+) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     script = (
-        f"{PYTHON} -c \"import socket, time; s = socket.socket(); "
+        f'{PYTHON} -c "import socket, time; s = socket.socket(); '
         f"s.bind(('127.0.0.1', {port})); s.listen(1); time.sleep(0.5)\""
     )
     provider = make_provider(variant, host)
@@ -136,7 +140,7 @@ async def test_ld_preload_library_cannot_write_outside(
         pytest.param("setsid sh -c '{body}' </dev/null >/dev/null 2>&1 &", id="setsid"),
         pytest.param("nohup sh -c '{body}' </dev/null >/dev/null 2>&1 &", id="nohup"),
         pytest.param(
-            "{py} -c \"import os, subprocess; os.fork() == 0 and (os.setsid(), "
+            '{py} -c "import os, subprocess; os.fork() == 0 and (os.setsid(), '
             "subprocess.Popen(['sh', '-c', '{body}'], start_new_session=True))\"",
             id="double-fork",
         ),
@@ -147,11 +151,11 @@ async def test_background_process_does_not_outlive_the_call(
 ) -> None:
     token = uuid.uuid4().hex
     late_ws, late_out = host.ws / f"late-{token}", host.outside / f"late-{token}"
-    body = f": {token}; sleep 0.4; echo late > {late_ws}; echo late > {late_out}"
+    body = f": {token}; sleep 0.2; echo late > {late_ws}; echo late > {late_out}"
     script = launch.format(body=body, py=PYTHON) + "\nexit 0"
     ran = await run_confined(make_provider(variant, host), host.policy(mode), script)
     assert ran.returncode == 0
-    await asyncio.sleep(0.8)
+    await asyncio.sleep(0.5)
     assert processes_with(token) == []
     assert not late_ws.exists()
     assert not late_out.exists()

@@ -44,7 +44,9 @@ BLOCK_DEVICES = sorted(
     if stat.S_ISBLK(os.lstat(f"/dev/{name}").st_mode) and name.startswith(("loop", "zram", "vd"))
 )
 # Loop devices first: the attempt writes nothing even if the open succeeded, but aim low anyway.
-BLOCK_DEVICE = next((d for d in BLOCK_DEVICES if "loop" in d), BLOCK_DEVICES[0] if BLOCK_DEVICES else "")
+BLOCK_DEVICE = next(
+    (d for d in BLOCK_DEVICES if "loop" in d), BLOCK_DEVICES[0] if BLOCK_DEVICES else ""
+)
 
 
 @dataclass(frozen=True)
@@ -88,25 +90,32 @@ ATTEMPTS = (
         f"{PYTHON} -c \"import os; os.open('@OUT@/py.txt', os.O_CREAT | os.O_WRONLY)\"",
         absent=("@OUT@/py.txt",),
     ),
-    Attempt("relative_write_outside", "cd @OUT@ && echo pwned > rel.txt", absent=("@OUT@/rel.txt",)),
+    Attempt(
+        "relative_write_outside", "cd @OUT@ && echo pwned > rel.txt", absent=("@OUT@/rel.txt",)
+    ),
     Attempt("copy_to_outside", "cp @WS@/file.txt @OUT@/copy.txt", absent=("@OUT@/copy.txt",)),
     Attempt("write_through_ws_symlink", "echo pwned > @WS@/link-out"),
-    Attempt(
-        "new_symlink_then_write", "ln -sf @OUT@/secret.txt @WS@/l2; echo pwned > @WS@/l2"
-    ),
+    Attempt("new_symlink_then_write", "ln -sf @OUT@/secret.txt @WS@/l2; echo pwned > @WS@/l2"),
     Attempt(
         "hardlink_then_write",
         "ln @OUT@/secret.txt @WS@/hl && echo pwned >> @WS@/hl",
         absent=("@WS@/hl",),
     ),
     Attempt("proc_self_root", "echo pwned > /proc/self/root@OUT@/secret.txt"),
-    Attempt("proc_harness_root", "echo pwned > /proc/@PID@/root@OUT@/new.txt", absent=("@OUT@/new.txt",)),
-    Attempt("rename_outside_into_ws", "mv @OUT@/secret.txt @WS@/stolen.txt && test ! -e @OUT@/secret.txt"),
+    Attempt(
+        "proc_harness_root", "echo pwned > /proc/@PID@/root@OUT@/new.txt", absent=("@OUT@/new.txt",)
+    ),
+    Attempt(
+        "rename_outside_into_ws",
+        "mv @OUT@/secret.txt @WS@/stolen.txt && test ! -e @OUT@/secret.txt",
+    ),
     Attempt(
         "rename_over_ws_path",
         f"{PYTHON} -c \"import os; os.rename('@OUT@/secret.txt', '@WS@/file.txt')\"",
     ),
-    Attempt("rename_ws_to_outside", "mv @WS@/file.txt @OUT@/moved.txt", absent=("@OUT@/moved.txt",)),
+    Attempt(
+        "rename_ws_to_outside", "mv @WS@/file.txt @OUT@/moved.txt", absent=("@OUT@/moved.txt",)
+    ),
     Attempt("rename_workspace_root", "mv @WS@ @OUT@/ws-moved", absent=("@OUT@/ws-moved",)),
     Attempt(
         "remount_root_rw",
@@ -142,9 +151,21 @@ ATTEMPTS = (
         "open_block_device",
         "dd if=/dev/zero of=@BLK@ bs=512 count=0 conv=notrunc,nocreat status=none",
     ),
-    Attempt("write_etc", "echo pwned > /etc/tether-escape-@TOKEN@", absent=("/etc/tether-escape-@TOKEN@",)),
-    Attempt("write_root_home", "echo pwned > /root/tether-escape-@TOKEN@", absent=("/root/tether-escape-@TOKEN@",)),
-    Attempt("write_usr", "echo pwned > /usr/tether-escape-@TOKEN@", absent=("/usr/tether-escape-@TOKEN@",)),
+    Attempt(
+        "write_etc",
+        "echo pwned > /etc/tether-escape-@TOKEN@",
+        absent=("/etc/tether-escape-@TOKEN@",),
+    ),
+    Attempt(
+        "write_root_home",
+        "echo pwned > /root/tether-escape-@TOKEN@",
+        absent=("/root/tether-escape-@TOKEN@",),
+    ),
+    Attempt(
+        "write_usr",
+        "echo pwned > /usr/tether-escape-@TOKEN@",
+        absent=("/usr/tether-escape-@TOKEN@",),
+    ),
     Attempt(
         "write_var_tmp",
         "echo pwned > /var/tmp/tether-escape-@TOKEN@",
@@ -173,7 +194,12 @@ ATTEMPTS = (
         "echo pwned > @WS@/.tether-data/store.db",
         excluded=LANDLOCK_WS,
     ),
-    Attempt("write_ws_read_only", "echo pwned > @WS@/new.txt", absent=("@WS@/new.txt",), modes=("read-only",)),
+    Attempt(
+        "write_ws_read_only",
+        "echo pwned > @WS@/new.txt",
+        absent=("@WS@/new.txt",),
+        modes=("read-only",),
+    ),
     Attempt("delete_ws_read_only", "rm @WS@/file.txt", modes=("read-only",)),
     Attempt("env_api_keys", "env; echo; set", leaks=SECRETS, must_fail=False),
     Attempt("harness_environ", "cat /proc/@PID@/environ", leaks=SECRETS),
@@ -185,14 +211,18 @@ ATTEMPTS = (
         leaks=(SSH_KEY,),
         absent=("@WS@/key",),
     ),
-    Attempt("ssh_key_copy", "cp -r @HOME@/.ssh @WS@/sshcopy && cat @WS@/sshcopy/id_rsa", leaks=(SSH_KEY,)),
+    Attempt(
+        "ssh_key_copy",
+        "cp -r @HOME@/.ssh @WS@/sshcopy && cat @WS@/sshcopy/id_rsa",
+        leaks=(SSH_KEY,),
+    ),
     Attempt("netrc", "cat @HOME@/.netrc", leaks=("password must-not-leak",)),
     Attempt("signal_harness", "kill -0 @PID@"),
     Attempt(
         "ptrace_harness",
-        f"{PYTHON} -c \"import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True);"
+        f'{PYTHON} -c "import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True);'
         " r = libc.ptrace(0x4206, @PID@, None, None); r == 0 and libc.ptrace(17, @PID@, None, None);"
-        " sys.exit(0 if r == 0 else 1)\"",
+        ' sys.exit(0 if r == 0 else 1)"',
     ),
 )
 
@@ -240,11 +270,20 @@ def _cases() -> Iterator[object]:
                 if (backend, mode) in attempt.excluded:
                     continue
                 yield pytest.param(
-                    variant.values[0], mode, attempt, marks=marks, id=f"{variant.id}-{mode}-{attempt.name}"
+                    variant.values[0],
+                    mode,
+                    attempt,
+                    marks=marks,
+                    id=f"{variant.id}-{mode}-{attempt.name}",
                 )
 
 
-def _changed(before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]], mode: str, backend: str) -> list[str]:
+def _changed(
+    before: dict[str, tuple[object, ...]],
+    after: dict[str, tuple[object, ...]],
+    mode: str,
+    backend: str,
+) -> list[str]:
     """Keys that differ where nothing may change: everything outside the workspace; under
     read-only the workspace too; under workspace-write (bwrap) the protected paths."""
     protected = ("ws/.git", "ws/.tether-data") if backend == "bwrap" else ()

@@ -4,7 +4,7 @@ sandbox policy, approval, file tools, agents registry, scripted model."""
 from __future__ import annotations
 
 import asyncio
-import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,11 +78,14 @@ def kinds(session: Session, start: int = 0) -> list[str]:
 
 
 def data(session: Session, event_type: str) -> list[dict[str, Any]]:
-    return [json.loads(json.dumps(dict(e.data), default=list)) for e in session.events if e.type == event_type]
+    # ``plain`` thaws nested payloads; ``json.dumps(default=list)`` turned them into key lists.
+    return [plain(e) for e in session.events if e.type == event_type]
 
 
 def write(path: str, content: str = "x", **extra: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "write", "arguments": {"path": path, "content": content, **extra}}]}
+    return {
+        "tool_calls": [{"name": "write", "arguments": {"path": path, "content": content, **extra}}]
+    }
 
 
 # -- continuable delegation helpers (behaviour.md §5.5, §10.2, §10.7) ----------------------------
@@ -150,11 +153,13 @@ def texts(events: Any, event_type: str = "tool/result") -> list[str]:
     return [str(e.data.get("content")) for e in events if e.type == event_type]
 
 
-def child(steps: list[dict[str, Any]], *, depth: int = 1, label: str | None = None) -> dict[str, Any]:
+def child(
+    steps: Sequence[Mapping[str, Any]], *, depth: int = 1, label: str | None = None
+) -> dict[str, Any]:
     match: dict[str, Any] = {"depth": depth}
     if label is not None:
         match["label"] = label
-    return {"match": match, "steps": steps}
+    return {"match": match, "steps": list(steps)}
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

@@ -118,8 +118,10 @@ async def test_unswitched_parent_gives_only_the_approval_pin(tmp_path: Path) -> 
 
 
 async def test_fork_child_of_an_unswitched_parent(tmp_path: Path) -> None:
-    w = world(tmp_path, [{"match": {"depth": 0}, "steps": [{"text": "first"}] * 4},
-                         child([{"text": "forked"}])])
+    w = world(
+        tmp_path,
+        [{"match": {"depth": 0}, "steps": [{"text": "first"}] * 4}, child([{"text": "forked"}])],
+    )
     manager = subagents(w)
     parent = w.root()
     await parent.run("turn one")
@@ -165,10 +167,13 @@ async def test_child_side_switch_after_start_wins_and_is_persisted(tmp_path: Pat
 async def test_cold_resume_keeps_the_recorded_scope_after_the_parent_widens(
     tmp_path: Path,
 ) -> None:
-    w = world(tmp_path, [
-        PARENT,
-        child([{"text": "first task done"}, write("late.txt"), {"text": "denied again"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            PARENT,
+            child([{"text": "first task done"}, write("late.txt"), {"text": "denied again"}]),
+        ],
+    )
     manager = subagents(w)
     sandbox = w.ctx.get("sandbox_policy")
     parent = w.root(mode="read-only")
@@ -196,8 +201,13 @@ async def test_cold_resume_keeps_the_recorded_scope_after_the_parent_widens(
 
 
 async def test_fork_precedence_fresh_snapshot_beats_stale_seed(tmp_path: Path) -> None:
-    w = world(tmp_path, [{"match": {"depth": 0}, "steps": [{"text": "first"}] * 4},
-                         child([write("fork.txt"), {"text": "denied"}])])
+    w = world(
+        tmp_path,
+        [
+            {"match": {"depth": 0}, "steps": [{"text": "first"}] * 4},
+            child([write("fork.txt"), {"text": "denied"}]),
+        ],
+    )
     manager = subagents(w)
     sandbox = w.ctx.get("sandbox_policy")
     parent = w.root()

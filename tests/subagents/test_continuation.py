@@ -96,6 +96,27 @@ async def test_duplicate_reservation_is_rejected_live_and_stored(tmp_path: Path)
     assert types((await stored(w, "kid")).events).count("agent/inbox/spliced") == 1
 
 
+async def test_concurrent_starts_with_one_id_reserve_it_once(tmp_path: Path) -> None:
+    w = world(tmp_path, [PARENT, child([{"text": "done"}])])
+    manager = subagents(w)
+    parent = w.root()
+    # Both starts pass the synchronous checks, then await the store; the second must still
+    # see the first's reservation afterwards.
+    results: list[str | BaseException] = await asyncio.gather(
+        manager.start(parent, "a", child_id="kid"),
+        manager.start(parent, "b", child_id="kid"),
+        return_exceptions=True,
+    )
+    first, second = results
+    assert first == "kid"
+    assert isinstance(second, SubagentError) and second.code == "DUPLICATE_CHILD"
+    await settle(w)
+    prompts = [
+        e.data["content"] for e in (await stored(w, "kid")).events if e.type == "user/message"
+    ]
+    assert prompts[0] == "a" and "b" not in prompts
+
+
 async def test_missing_persistence_is_rejected_before_anything_exists(tmp_path: Path) -> None:
     w = world(tmp_path, [PARENT], persistence=False)
     manager = subagents(w)
@@ -129,12 +150,12 @@ async def test_depth_cap_is_absolute_on_the_childs_depth(tmp_path: Path) -> None
     gates = hold_tool(w)
     manager = subagents(w)
     parent = w.root()
-    with pytest.raises(SubagentDepthError, match="^subagent depth 1 exceeds maxDepth 0$"):
+    with pytest.raises(SubagentDepthError, match=r"^subagent depth 1 exceeds maxDepth 0$"):
         await manager.start(parent, "task", max_depth=0)
     child_id = await manager.start(parent, "task", max_depth=1)
     activation = manager.activation(child_id)
     assert activation is not None and activation.agent.depth == 1
-    with pytest.raises(SubagentDepthError, match="^subagent depth 2 exceeds maxDepth 1$"):
+    with pytest.raises(SubagentDepthError, match=r"^subagent depth 2 exceeds maxDepth 1$"):
         await manager.start(activation.agent, "deeper", max_depth=1)
     gates.gate("c").set()
     await settle(w)
@@ -227,12 +248,21 @@ async def test_followup_to_a_running_child_is_enqueued(tmp_path: Path) -> None:
 
 
 async def test_followup_wakes_a_child_waiting_on_its_own_children(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        PARENT,
-        child([call("subagent", description="gc", prompt="go"), {"text": "started"},
-               {"text": "woken"}, {"text": "got gc"}]),
-        child([hold("gc"), {"text": "gc done"}], depth=2),
-    ])
+    w = world(
+        tmp_path,
+        [
+            PARENT,
+            child(
+                [
+                    call("subagent", description="gc", prompt="go"),
+                    {"text": "started"},
+                    {"text": "woken"},
+                    {"text": "got gc"},
+                ]
+            ),
+            child([hold("gc"), {"text": "gc done"}], depth=2),
+        ],
+    )
     gates = hold_tool(w)
     manager = subagents(w)
     parent = w.root()
@@ -310,7 +340,7 @@ async def test_unknown_and_one_shot_ids_are_not_resumable(tmp_path: Path) -> Non
     w = world(tmp_path, [PARENT, child([{"text": "one-shot reply"}])])
     manager = subagents(w)
     parent = w.root()
-    with pytest.raises(SubagentError, match="^subagent nope is unavailable$") as unknown:
+    with pytest.raises(SubagentError, match=r"^subagent nope is unavailable$") as unknown:
         await manager.followup(parent, "nope", "hi")
     assert unknown.value.code == "NOT_RESUMABLE"
     result = await run_one_shot(OneShotRequest(parent, "once"))
@@ -328,11 +358,14 @@ async def test_a_fork_of_a_continuable_child_is_judged_by_its_own_descriptor(
 ) -> None:
     # The one-shot fork grandchild inherits its parent's continuable descriptor through the
     # seed; only the descriptor in its own suffix (after seed_length) counts.
-    w = world(tmp_path, [
-        PARENT,
-        child([{"text": "turn one"}, hold("c"), {"text": "done"}]),
-        child([{"text": "fork reply"}], depth=2),
-    ])
+    w = world(
+        tmp_path,
+        [
+            PARENT,
+            child([{"text": "turn one"}, hold("c"), {"text": "done"}]),
+            child([{"text": "fork reply"}], depth=2),
+        ],
+    )
     gates = hold_tool(w)
     manager = subagents(w)
     parent = w.root()
@@ -360,7 +393,20 @@ async def test_idle_parent_gets_a_new_turn_with_the_notice(tmp_path: Path) -> No
     manager = subagents(w)
     parent = w.root()
     child_id = await manager.start(parent, "task")
+    # Delivery happens before ownership is released: when the notice reaches the parent's
+    # inbox the child is still registered and its session still live.
+    at_delivery: list[tuple[bool, bool]] = []
+    parent.session.observe(
+        lambda _s, e: (
+            at_delivery.append(
+                (w.agents.get(child_id) is not None, w.store.get(child_id) is not None)
+            )
+            if e.type == "agent/inbox/spliced"
+            else None
+        )
+    )
     await settle(w)
+    assert at_delivery == [(True, True)]
     events = parent.session.events
     assert types(events)[:4] == ["agent/inbox/spliced", "turn/start", "step/start", "user/message"]
     notice = events[3]
@@ -378,16 +424,27 @@ async def test_idle_parent_gets_a_new_turn_with_the_notice(tmp_path: Path) -> No
 
 
 async def test_busy_parent_gets_the_notice_folded_into_its_next_step(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        {"match": {"depth": 0}, "steps": [
-            {"tool_calls": [
-                {"name": "subagent", "arguments": {"description": "bg", "prompt": "go"}},
-                {"name": "hold", "arguments": {"key": "parent"}},
-            ]},
-            {"text": "saw it", "expect": "Background subagent .* finished"},
-        ]},
-        child([{"text": "quick"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            {
+                "match": {"depth": 0},
+                "steps": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "subagent",
+                                "arguments": {"description": "bg", "prompt": "go"},
+                            },
+                            {"name": "hold", "arguments": {"key": "parent"}},
+                        ]
+                    },
+                    {"text": "saw it", "expect": "Background subagent .* finished"},
+                ],
+            },
+            child([{"text": "quick"}]),
+        ],
+    )
     gates = hold_tool(w)
     subagents(w)
     done = ended(w)
@@ -430,20 +487,25 @@ async def test_settlement_summary_names_a_failed_child(tmp_path: Path) -> None:
     await settle(w)
     await manager.followup(parent, child_id, "continue")
     await settle(w)
-    notices = [str(n.data["content"]) for n in user_messages(parent.session.events,
-                                                             "subagent-settled")]
+    notices = [
+        str(n.data["content"]) for n in user_messages(parent.session.events, "subagent-settled")
+    ]
     assert notices[0].endswith("Its closing message: partial")
     assert notices[1] == f"Background subagent {child_id} failed. It left no closing message."
 
 
 # -- interrupt -----------------------------------------------------------------------------------
 
-TREE = [
-    PARENT,
-    child([{"tool_calls": [
+# The child starts a background grandchild and holds in the same step; the grandchild holds.
+DELEGATE_AND_HOLD: dict[str, Any] = {
+    "tool_calls": [
         {"name": "subagent", "arguments": {"description": "gc", "prompt": "go"}},
         {"name": "hold", "arguments": {"key": "c"}},
-    ]}, {"text": "c done"}] + [{"text": "c more"}] * 4),
+    ]
+}
+TREE = [
+    PARENT,
+    child([DELEGATE_AND_HOLD, {"text": "c done"}] + [{"text": "c more"}] * 4),
     child([hold("g"), {"text": "g done"}] + [{"text": "g more"}] * 4, depth=2),
 ]
 
@@ -522,28 +584,36 @@ async def test_interrupt_keeps_queued_work(tmp_path: Path) -> None:
 
 
 async def test_report_is_relayed_to_the_parent(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        PARENT,
-        child([call("report", output="halfway there"), {"text": "done"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            PARENT,
+            child([call("report", output="halfway there"), {"text": "done"}]),
+        ],
+    )
     manager = subagents(w)
     parent = w.root()
     child_id = await manager.start(parent, "task")
     await settle(w)
     reports = user_messages(parent.session.events, "subagent-report")
-    assert [plain(r) for r in reports] == [{
-        "content": f"Background subagent {child_id} reported: halfway there",
-        "source": {"kind": "subagent-report", "form": "relay", "sender_session_id": child_id},
-    }]
+    assert [plain(r) for r in reports] == [
+        {
+            "content": f"Background subagent {child_id} reported: halfway there",
+            "source": {"kind": "subagent-report", "form": "relay", "sender_session_id": child_id},
+        }
+    ]
     assert texts((await stored(w, child_id)).events) == ["report delivered"]
     assert len(user_messages(parent.session.events, "subagent-settled")) == 1
 
 
 async def test_report_exists_only_in_continuable_children(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        {"match": {"depth": 0}, "steps": [call("report", output="x"), {"text": "ok"}]},
-        child([{"text": "one-shot"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            {"match": {"depth": 0}, "steps": [call("report", output="x"), {"text": "ok"}]},
+            child([{"text": "one-shot"}]),
+        ],
+    )
     subagents(w)
     parent = w.root()
     await parent.run("try")
@@ -596,3 +666,15 @@ async def test_drain_disposes_children_first_and_closes_admission(tmp_path: Path
     with pytest.raises(SubagentError) as err:
         await manager.start(parent, "late")
     assert err.value.code == "DRAINING"
+
+
+async def test_drain_right_after_acceptance_runs_no_turn(tmp_path: Path) -> None:
+    w = world(tmp_path, [PARENT, child([write("during-drain.txt"), {"text": "done"}])])
+    manager = subagents(w)
+    parent = w.root()
+    child_id = await manager.start(parent, "task")
+    await manager.drain()
+    events = (await stored(w, child_id)).events
+    # A ``disposed`` cancel parks unclaimed work (behaviour.md §6): no turn, no write.
+    assert not (w.workspace / "during-drain.txt").exists()
+    assert "turn/start" not in types(events)

@@ -27,7 +27,7 @@ from subagent_support import World, settle, subagents, world
 from tether.policy import SandboxMode
 from tether.policy.approval import fold_approval_policy
 from tether.policy.modes import ApprovalPolicy
-from tether.policy.sandbox_policy import fold_sandbox_mode
+from tether.policy.sandbox_policy import SandboxPolicyService, fold_sandbox_mode
 from tether.subagents import fold_descriptor
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
@@ -53,7 +53,9 @@ class SwitchMode:
     async def run(self, call: ToolCall) -> ToolResult:
         args = call.args
         assert isinstance(args, SwitchArgs) and call.agent is not None
-        call.ctx.get("sandbox_policy").set_sandbox_mode(call.agent.session, args.mode)
+        sandbox = call.ctx.get("sandbox_policy")
+        assert isinstance(sandbox, SandboxPolicyService)
+        sandbox.set_sandbox_mode(call.agent.session, args.mode)
         return ToolResult(f"switched to {args.mode}")
 
 
@@ -101,8 +103,12 @@ def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
 
 
 def delegation(node: Node) -> dict[str, Any]:
-    tool = {"spawn-bg": "subagent", "fork-bg": "subagent_cfork",
-            "spawn-fg": "subagent", "fork-fg": "subagent_fork"}[node.kind]
+    tool = {
+        "spawn-bg": "subagent",
+        "fork-bg": "subagent_cfork",
+        "spawn-fg": "subagent",
+        "fork-fg": "subagent_fork",
+    }[node.kind]
     extra = {"run_in_background": False} if node.kind == "spawn-fg" else {}
     return tool_call(tool, description=node.label, prompt=f"task {node.label}", **extra)
 
@@ -150,11 +156,16 @@ async def run_tree(tree: Tree, tmp: Path) -> None:
     w = world(tmp, [{"steps": [{"text": "placeholder"}]}])
     w.model.script = ScriptedModel.from_dict(script(tree, outside)).script
     w.tools.register(SwitchMode())
-    subagents(w, {"instances": [
-        {"name": "subagent"},
-        {"name": "subagent_fork", "provider": "fork", "background_mode": "one-shot"},
-        {"name": "subagent_cfork", "provider": "fork"},
-    ]})
+    subagents(
+        w,
+        {
+            "instances": [
+                {"name": "subagent"},
+                {"name": "subagent_fork", "provider": "fork", "background_mode": "one-shot"},
+                {"name": "subagent_cfork", "provider": "fork"},
+            ]
+        },
+    )
     root = w.root()
     if tree.warmup:
         w.ctx.get("sandbox_policy").set_sandbox_mode(root.session, tree.warmup)
@@ -179,7 +190,8 @@ async def run_tree(tree: Tree, tmp: Path) -> None:
         child = logs[ids[node.label]]
         # The parent's effective mode when its delegation call ran.
         delegating = next(
-            e for e in parent.events
+            e
+            for e in parent.events
             if e.type == "tool/call"
             and json.loads(str(e.data["arguments"])).get("description") == node.label
         )
@@ -188,8 +200,9 @@ async def run_tree(tree: Tree, tmp: Path) -> None:
         assert RANK[acted] <= RANK[at_delegation], (node, acted, at_delegation)
         # Not narrower either: the child holds exactly the parent's scope of that moment.
         assert acted is at_delegation, (node, acted, at_delegation)
-        first_call = next(e.seq for e in child.events[child.header.seed_length or 0 :]
-                          if e.type == "tool/call")
+        first_call = next(
+            e.seq for e in child.events[child.header.seed_length or 0 :] if e.type == "tool/call"
+        )
         assert mode_before(child.events, first_call) is acted, node
         assert fold_approval_policy(child.events) is ApprovalPolicy.NEVER, node
         assert child.header.delegation_depth == node.depth

@@ -65,10 +65,13 @@ def test_max_depth_defaults_to_three() -> None:
 
 
 async def test_continuable_defaults_to_background_and_returns_the_id(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        parent_script(delegate(), {"text": "started", "expect": "^started subagent "}),
-        child([{"text": "child reply"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            parent_script(delegate(), {"text": "started", "expect": "^started subagent "}),
+            child([{"text": "child reply"}]),
+        ],
+    )
     subagents(w)
     parent = w.root()
     result = await parent.run("delegate")
@@ -84,17 +87,23 @@ async def test_continuable_defaults_to_background_and_returns_the_id(tmp_path: P
         "child reply"
     ]
     notices = [
-        e for e in parent.session.events
+        e
+        for e in parent.session.events
         if e.type == "user/message" and plain(e)["source"]["kind"] == "subagent-settled"
     ]
     assert len(notices) == 1 and plain(notices[0])["source"]["sender_session_id"] == child_id
 
 
 async def test_explicit_false_runs_in_the_foreground(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        parent_script(delegate(run_in_background=False), {"text": "ok", "expect": "child says"}),
-        child([{"text": "child says hi"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            parent_script(
+                delegate(run_in_background=False), {"text": "ok", "expect": "child says"}
+            ),
+            child([{"text": "child says hi"}]),
+        ],
+    )
     subagents(w)
     parent = w.root()
     result = await parent.run("delegate")
@@ -108,8 +117,10 @@ async def test_explicit_false_runs_in_the_foreground(tmp_path: Path) -> None:
 
 
 async def test_one_shot_instance_refuses_background(tmp_path: Path) -> None:
-    w = world(tmp_path, [parent_script(call("subagent_fork", description="f", prompt="p",
-                                            run_in_background=True))])
+    w = world(
+        tmp_path,
+        [parent_script(call("subagent_fork", description="f", prompt="p", run_in_background=True))],
+    )
     subagents(w)
     parent = w.root()
     await parent.run("fork")
@@ -119,10 +130,13 @@ async def test_one_shot_instance_refuses_background(tmp_path: Path) -> None:
 
 
 async def test_max_tokens_stop_includes_diagnostic_and_partial_output(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        parent_script(delegate(run_in_background=False)),
-        child([{"text": "half an ans", "finish": "length"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            parent_script(delegate(run_in_background=False)),
+            child([{"text": "half an ans", "finish": "length"}]),
+        ],
+    )
     subagents(w)
     parent = w.root()
     await parent.run("delegate")
@@ -136,10 +150,13 @@ async def test_max_tokens_stop_includes_diagnostic_and_partial_output(tmp_path: 
 
 
 async def test_failed_child_includes_the_sanitized_diagnostic(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        parent_script(delegate(run_in_background=False)),
-        child([call("read", path="missing.txt"), {"text": "never", "expect": "^nothing$"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            parent_script(delegate(run_in_background=False)),
+            child([call("read", path="missing.txt"), {"text": "never", "expect": "^nothing$"}]),
+        ],
+    )
     subagents(w)
     parent = w.root()
     await parent.run("delegate")
@@ -160,10 +177,13 @@ async def test_depth_error_is_the_tool_result(tmp_path: Path) -> None:
 
 
 async def test_send_message_and_interrupt_agent_tools(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        parent_script(),
-        child([hold("c"), {"text": "one"}, {"text": "two"}]),
-    ])
+    w = world(
+        tmp_path,
+        [
+            parent_script(),
+            child([hold("c"), {"text": "one"}, {"text": "two"}]),
+        ],
+    )
     gates = hold_tool(w)
     manager = subagents(w)
     parent = w.root()
@@ -172,8 +192,11 @@ async def test_send_message_and_interrupt_agent_tools(tmp_path: Path) -> None:
     await until(lambda: holding(agent), "child holding")
     signal = AbortSignal()
     sent = await w.tools.execute(
-        parent, "c1", "send_message",
-        f'{{"subagent_id": "{child_id}", "message": "and then this"}}', signal,
+        parent,
+        "c1",
+        "send_message",
+        f'{{"subagent_id": "{child_id}", "message": "and then this"}}',
+        signal,
     )
     assert (sent.content, sent.is_error) == (f"message delivered to subagent {child_id}", False)
     stranger = w.root()
@@ -190,9 +213,13 @@ async def test_send_message_and_interrupt_agent_tools(tmp_path: Path) -> None:
     await settle(w)
     gates.gate("c").set()
     events = (await stored(w, child_id)).events
-    relayed = next(e for e in events if e.type == "user/message" and e.data["content"] == "and then this")
+    relayed = next(
+        e for e in events if e.type == "user/message" and e.data["content"] == "and then this"
+    )
     assert plain(relayed)["source"] == {
-        "kind": "coordinator", "form": "relay", "sender_session_id": parent.id
+        "kind": "coordinator",
+        "form": "relay",
+        "sender_session_id": parent.id,
     }
     assert [e.data["reason"] for e in events if e.type == "turn/end"] == ["aborted", "completed"]
     unknown = await w.tools.execute(
@@ -202,15 +229,20 @@ async def test_send_message_and_interrupt_agent_tools(tmp_path: Path) -> None:
 
 
 async def test_list_agents_shows_continuable_rows_with_status(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        parent_script(),
-        child([{"text": "finished"}], label="done"),
-        child([hold("run"), {"text": "ran"}], label="busy"),
-        child([delegate("deep", label="grand"), {"text": "waiting"}, {"text": "got it"}],
-              label="waiter"),
-        child([hold("grand"), {"text": "grand done"}], depth=2, label="grand"),
-        child([{"text": "one-shot"}], label="once"),
-    ])
+    w = world(
+        tmp_path,
+        [
+            parent_script(),
+            child([{"text": "finished"}], label="done"),
+            child([hold("run"), {"text": "ran"}], label="busy"),
+            child(
+                [delegate("deep", label="grand"), {"text": "waiting"}, {"text": "got it"}],
+                label="waiter",
+            ),
+            child([hold("grand"), {"text": "grand done"}], depth=2, label="grand"),
+            child([{"text": "one-shot"}], label="once"),
+        ],
+    )
     gates = hold_tool(w)
     manager = subagents(w)
     parent = w.root()
@@ -223,34 +255,44 @@ async def test_list_agents_shows_continuable_rows_with_status(tmp_path: Path) ->
     await until(lambda: len(manager.resident()) == 3, "grandchild started")
     grand = next(a.id for a in manager.resident() if a.id not in (busy, waiter))
     await until(
-        lambda: holding(manager.activation(busy).agent)
-        and "turn/end" in [e.type for e in waiting.session.events]
-        and waiting.status == "idle",
+        lambda: (
+            holding(manager.activation(busy).agent)
+            and "turn/end" in [e.type for e in waiting.session.events]
+            and waiting.status == "idle"
+        ),
         "busy holding, waiter idle",
     )
     signal = AbortSignal()
     children = await w.tools.execute(parent, "l1", "list_agents", "{}", signal)
-    assert sorted(children.content.split("\n")) == sorted([
-        f"{ready} done: ready",
-        f"{busy} busy: running",
-        f"{waiter} waiter: idle",
-    ])
+    assert sorted(children.content.split("\n")) == sorted(
+        [
+            f"{ready} done: ready",
+            f"{busy} busy: running",
+            f"{waiter} waiter: idle",
+        ]
+    )
     tree = await w.tools.execute(parent, "l2", "list_agents", '{"scope": "descendants"}', signal)
-    assert sorted(tree.content.split("\n")) == sorted([
-        f"{ready} done: ready (depth 1, parent {parent.id})",
-        f"{busy} busy: running (depth 1, parent {parent.id})",
-        f"{waiter} waiter: idle (depth 1, parent {parent.id})",
-        f"{grand} grand: running (depth 2, parent {waiter})",
-    ])
+    assert sorted(tree.content.split("\n")) == sorted(
+        [
+            f"{ready} done: ready (depth 1, parent {parent.id})",
+            f"{busy} busy: running (depth 1, parent {parent.id})",
+            f"{waiter} waiter: idle (depth 1, parent {parent.id})",
+            f"{grand} grand: running (depth 2, parent {waiter})",
+        ]
+    )
     mine = await w.tools.execute(waiting, "l3", "list_agents", "{}", signal)
     assert mine.content == f"{grand} grand: running"
     gates.gate("run").set()
     gates.gate("grand").set()
     await settle(w)
     after = await w.tools.execute(parent, "l4", "list_agents", "{}", signal)
-    assert sorted(after.content.split("\n")) == sorted([
-        f"{ready} done: ready", f"{busy} busy: ready", f"{waiter} waiter: ready",
-    ])
+    assert sorted(after.content.split("\n")) == sorted(
+        [
+            f"{ready} done: ready",
+            f"{busy} busy: ready",
+            f"{waiter} waiter: ready",
+        ]
+    )
     stranger = w.root()
     none = await w.tools.execute(stranger, "l5", "list_agents", "{}", signal)
     assert none.content == "no background subagents"

@@ -115,6 +115,7 @@ class Agent:
         """Registrations scoped to this agent (a child's composition); disposed with it."""
         self._driver: asyncio.Task[None] | None = None
         self._turn: _TurnState | None = None
+        self._cancel_before_turn = False
         self._results: list[TurnResult] = []
 
     @property
@@ -173,6 +174,10 @@ class Agent:
         if self._turn is not None and not self._turn.signal.aborted:
             self._turn.cause = cause
             self._turn.signal.abort(cause)
+        elif self._turn is None and self.status == "running":
+            # Woken but no turn begun yet: the driver must not start one (queued work stays
+            # parked when ``keep_inbox``; a later wake runs it).
+            self._cancel_before_turn = True
 
     async def when_idle(self) -> None:
         while self._driver is not None and not self._driver.done():
@@ -185,6 +190,9 @@ class Agent:
     # -- driver ------------------------------------------------------------------------------
     async def _drive(self) -> None:
         while self.inbox.has_work():
+            if self._cancel_before_turn:
+                self._cancel_before_turn = False
+                return
             prompt = self.inbox.take_turn_prompt()
             result = await self._run_turn(prompt)
             self.last_result = result

@@ -5,12 +5,15 @@ A ``tools/pre-execute`` gate for the configured guarded tools:
 - A call is a subagent's when its session header's ``delegation_depth`` is above 0 (not
   ``origin``, not ``parent_session``: a top-level fork has a parent too).
 - A top-level or agent-less call returns ``ask``, so the harness resolves it as usual.
-- A subagent's call walks ``parent_session`` to the live root through the agents registry (a
-  broken chain stops at the deepest live ancestor), then asks the approval service *for that
-  root*: the root's policy and the root's answerers decide. The request carries a structured
-  :class:`~tether.policy.approval.RoutedOrigin` and a one-line headline.
+- A subagent's call walks ``parent_session`` up to the top-level session of its delegation tree
+  and asks the approval service *for the deepest live ancestor on that chain* (normally the
+  root): that session's policy and answerers decide. A hop that is no longer live is crossed
+  through its durable header; when the root itself is gone, the live ancestor nearest to it
+  decides. The request carries a structured :class:`~tether.policy.approval.RoutedOrigin` and
+  a one-line headline.
 - Every failure denies with its own reason: no approval service, no agents registry, no live
-  ancestor, rejected, cancelled, unavailable, or an exception from the request.
+  ancestor, rejected by the user, rejected by a ``never`` policy, cancelled, unavailable, or an
+  exception from the request.
 
 Ordering (docs/decisions/0016): the gate is *prepended* and calls the rest of the chain first.
 Another listener's deny stands; its ``ask`` (say a Claude Code hook asking about a child's
@@ -21,7 +24,8 @@ without the root ever seeing it.
 Opt-in ``route_escalations`` routes a child's ``sandbox_permissions`` escalation the same way;
 an allowed-once grant still widens that one call only. The plugin also keeps blocked children
 visible: it notifies a child's parent when the child has waited longer than
-``blocked_notice_seconds`` and when a child's action was denied by its scope.
+``blocked_notice_seconds``, when a routed question was denied, and when a child's action was
+denied by its sandbox.
 """
 
 from __future__ import annotations
@@ -30,24 +34,33 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.errors import TetherError
 from tether.kernel import Context, Next
 from tether.policy.approval import ApprovalRequest, RoutedOrigin
-from tether.session import JsonValue
+from tether.policy.modes import ApprovalPolicy
+from tether.session import JsonValue, SessionHeader
+from tether.subagents.visibility import is_denial
 from tether.tools.base import PreDecision, ToolCall, ToolResult
 from tether.tools.pipeline import ESCALATION_ASK_EVENT, describe_action
 
 log = logging.getLogger(__name__)
 
 HEADLINE_SUMMARY_LIMIT: Final = 200
+"""Characters of the JSON argument summary in a headline (longer ones end with ``…``)."""
 NOTICE_SOURCE: Final[Mapping[str, JsonValue]] = {
     "kind": "plugin",
     "plugin": "root_approvals",
     "form": "notice",
 }
+
+RouteFailure = Literal["no-approval", "no-agents", "broken-lineage", "error"]
+"""Why a routed question could not be asked: no ``approval`` service, no ``agents`` registry,
+no live ancestor on the lineage, or the request raised."""
 
 
 class RootApprovalsConfig(BaseModel):
@@ -55,8 +68,11 @@ class RootApprovalsConfig(BaseModel):
     guarded: list[str] = Field(default_factory=lambda: ["bash", "write", "edit"])
     """Tool names whose calls ask (and, from a subagent, ask the root)."""
     route_escalations: bool = False
-    blocked_notice_seconds: float = Field(default=30.0, gt=0)
+    """Also route a subagent's ``sandbox_permissions`` escalation to the root."""
+    blocked_notice_seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    """Tell the parent when its child has waited this long for an answer."""
     notify_denials: bool = True
+    """Tell the parent when its child's action was denied (routed denial or sandbox)."""
 
 
 def one_line(text: str) -> str:
@@ -64,39 +80,96 @@ def one_line(text: str) -> str:
 
 
 def arguments_summary(arguments: Mapping[str, Any]) -> str:
+    """The arguments as one line of JSON, at most :data:`HEADLINE_SUMMARY_LIMIT` characters."""
     text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
     if len(text) > HEADLINE_SUMMARY_LIMIT:
         text = text[: HEADLINE_SUMMARY_LIMIT - 1] + "…"
     return text
 
 
-def headline(tool: str, arguments: Mapping[str, Any]) -> str:
-    """``Subagent approval: run "bash" · Why: … · Command: …`` on one line."""
+def headline(tool: str, arguments: Mapping[str, Any], *, subagent: bool = True) -> str:
+    """``Subagent approval: run "bash" · Why: … · Command: …`` on one line (approval panels
+    collapse whitespace); ``Arguments: {…}`` when the call has neither a why nor a command.
+    Without ``subagent`` the ``Subagent approval: `` lead-in is left out."""
     why = arguments.get("description") or arguments.get("justification")
     command = arguments.get("command")
-    parts = [f'Subagent approval: run "{tool}"']
+    parts = [f'run "{tool}"']
     if isinstance(why, str) and why.strip():
         parts.append(f"Why: {one_line(why)}")
     if isinstance(command, str) and command.strip():
         parts.append(f"Command: {one_line(command)}")
     if len(parts) == 1:
         parts.append(f"Arguments: {arguments_summary(arguments)}")
-    return " · ".join(parts)
+    text = " · ".join(parts)
+    return f"Subagent approval: {text}" if subagent else text
 
 
-def live_lineage(agents: Any, child: Any) -> tuple[list[str], Any | None]:
-    """Ids from ``child`` up to the deepest live ancestor, and that ancestor (or ``None``)."""
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """The asking child's ancestry as far as it reaches a live decider."""
+
+    ids: tuple[str, ...]
+    """Session ids from the child up to the decider (dead hops in between included)."""
+    decider: Any | None
+    """The live ancestor nearest to the top-level session, or ``None``."""
+
+
+async def resolve_lineage(agents: Any, store: Any, child: Any) -> Lineage:
+    """Walk ``parent_session`` from ``child`` to the top-level session of its delegation tree.
+
+    Liveness comes from the agents registry. A hop that is not live is crossed through its
+    durable header (the session store), so a grandchild whose parent has gone still reaches a
+    live root. The walk stops at the first session with ``delegation_depth`` 0 (a top-level
+    fork's own ``parent_session`` belongs to another conversation), at a repeated id, and at a
+    header nobody can read. The decider is the last live session reached.
+    """
     chain = [child.session.id]
-    root = None
-    parent_id = child.session.header.parent_session
-    while parent_id is not None and parent_id not in chain:
+    seen = {child.session.id}
+    decider: Any | None = None
+    upto = 0
+    header: SessionHeader = child.session.header
+    while header.delegation_depth > 0 and header.parent_session is not None:
+        parent_id = header.parent_session
+        if parent_id in seen:
+            break
+        seen.add(parent_id)
         live = agents.get(parent_id)
-        if live is None:
+        found = live.session.header if live is not None else await stored_header(store, parent_id)
+        if found is None:
             break
         chain.append(parent_id)
-        root = live
-        parent_id = live.session.header.parent_session
-    return chain, root
+        if live is not None:
+            decider, upto = live, len(chain)
+        header = found
+    return Lineage(tuple(chain[:upto]), decider)
+
+
+async def stored_header(store: Any, session_id: str) -> SessionHeader | None:
+    """A session's header from the session store (live or stored), or ``None``."""
+    if store is None:
+        return None
+    live = store.get(session_id)
+    if live is not None:
+        header: SessionHeader = live.header
+        return header
+    try:
+        stored = await store.inspect(session_id)
+    except Exception:
+        return None
+    found: SessionHeader = stored.header
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """What became of a routed question."""
+
+    outcome: str
+    """An approval outcome (``allowed-once``, ``rejected``, ``cancelled``, ``unavailable``),
+    ``never`` (rejected by the decider's policy without asking), or a :data:`RouteFailure`."""
+    decider: str | None = None
+    detail: str | None = None
+    """For ``error``: what the request raised."""
 
 
 class Router:
@@ -109,14 +182,17 @@ class Router:
         if call.name not in self.guarded:
             return await next_()
         downstream = await next_()
-        if isinstance(downstream, PreDecision) and downstream.kind == "deny":
+        if not isinstance(downstream, PreDecision):
+            return downstream  # the pipeline reports an invalid decision; never route it
+        if downstream.kind == "deny":
             return downstream
         agent = call.agent
-        if agent is None or agent.session.header.delegation_depth == 0:
-            reason = downstream.reason if isinstance(downstream, PreDecision) else None
-            return PreDecision.ask(reason or headline(call.name, call.arguments()))
         arguments = call.arguments()
-        outcome = await self.route(
+        if agent is None or agent.session.header.delegation_depth == 0:
+            return PreDecision.ask(
+                downstream.reason or headline(call.name, arguments, subagent=False)
+            )
+        routed = await self.route(
             agent,
             tool_name=call.name,
             call_id=call.call_id,
@@ -125,26 +201,43 @@ class Router:
             signal=call.signal,
             action=describe_action(call),
         )
-        if isinstance(outcome, str) and outcome == "allowed-once":
+        if routed.outcome == "allowed-once":
             return PreDecision.allow()
-        return PreDecision.deny(self.denial_reason(call.name, outcome))
+        reason = denial_reason(call.name, routed)
+        if routed.outcome != "cancelled" and self.config.notify_denials:
+            self._notify_parent(
+                agent, f"Subagent {agent.session.id}'s {call.name} call was denied: {reason}"
+            )
+        return PreDecision.deny(reason)
 
     async def escalation(self, request: ApprovalRequest, next_: Next) -> object:
         """Route a subagent's sandbox escalation to its root (``route_escalations``)."""
         agent = request.agent
         if agent.session.header.delegation_depth == 0:
             return await next_()
-        outcome = await self.route(
+        action = dict(request.action or {})
+        reason = "Subagent approval: " + one_line(request.reason or request.tool_name)
+        for key, label in (("command", "Command"), ("path", "Path")):
+            value = action.get(key)
+            if isinstance(value, str) and value.strip():
+                reason += f" · {label}: {one_line(value)}"
+                break
+        routed = await self.route(
             agent,
             tool_name=request.tool_name,
             call_id=request.call_id,
-            reason="Subagent approval: " + one_line(request.reason or request.tool_name),
-            arguments=dict(request.action or {}),
+            reason=reason,
+            arguments=action,
             signal=request.signal,
             action=request.action,
         )
-        # The ladder maps outcomes to its own texts; a routing failure is "unavailable".
-        return outcome if outcome in ("allowed-once", "rejected", "cancelled") else "unavailable"
+        # The ladder words its own refusals: "never" is a rejection, a routing failure has no
+        # channel ("unavailable").
+        if routed.outcome == "never":
+            return "rejected"
+        if routed.outcome in ("allowed-once", "rejected", "cancelled"):
+            return routed.outcome
+        return "unavailable"
 
     async def route(
         self,
@@ -156,18 +249,18 @@ class Router:
         arguments: Mapping[str, Any],
         signal: Any,
         action: Mapping[str, JsonValue] | None,
-    ) -> str:
-        """The outcome, or a routing failure code (``no-approval``, ``no-agents``,
-        ``broken-lineage``, ``error``)."""
+    ) -> Routed:
+        """Ask the deepest live ancestor of ``child``; never raises."""
         approval = self.ctx.get("approval")  # looked up now: a service mounted later counts
         if approval is None:
-            return "no-approval"
+            return Routed("no-approval")
         agents = self.ctx.get("agents")
         if agents is None:
-            return "no-agents"
-        lineage, root = live_lineage(agents, child)
+            return Routed("no-agents")
+        lineage = await resolve_lineage(agents, self.ctx.get("sessions"), child)
+        root = lineage.decider
         if root is None:
-            return "broken-lineage"
+            return Routed("broken-lineage")
         request = ApprovalRequest(
             root,
             tool_name,
@@ -176,7 +269,7 @@ class Router:
             signal=signal,
             action=action,
             origin=RoutedOrigin(
-                child, call_id, tool_name, arguments_summary(arguments), tuple(lineage)
+                child, call_id, tool_name, arguments_summary(arguments), lineage.ids
             ),
         )
         watcher = asyncio.ensure_future(self._notice_if_slow(child, reason))
@@ -184,27 +277,14 @@ class Router:
             outcome = await approval.request(request)
         except Exception as err:
             log.warning("routed approval for %s failed: %s", child.session.id, err)
-            return "error"
+            code = f"{err.code}: " if isinstance(err, TetherError) else ""
+            return Routed("error", root.session.id, f"{code}{err}")
         finally:
             watcher.cancel()
-        return str(getattr(outcome, "value", outcome))
-
-    @staticmethod
-    def denial_reason(tool: str, outcome: object) -> str:
-        reasons = {
-            "rejected": f"the root session's user rejected the subagent's \"{tool}\" call",
-            "cancelled": f'the routed approval for "{tool}" was cancelled',
-            "unavailable": f'"{tool}" needs the root session\'s approval, but no approval '
-            "channel is available there",
-            "no-approval": f'"{tool}" needs approval, but no approval service is composed '
-            "(routed approvals fail closed)",
-            "no-agents": f'"{tool}" needs the root session\'s approval, but no agents registry '
-            "is composed to find it",
-            "broken-lineage": f'"{tool}" needs the root session\'s approval, but no live '
-            "ancestor of this subagent was found",
-            "error": f'the routed approval for "{tool}" failed',
-        }
-        return reasons.get(str(outcome), f'the routed approval for "{tool}" failed')
+        value = str(getattr(outcome, "value", outcome))
+        if value == "rejected" and _policy_of(approval, root) is ApprovalPolicy.NEVER:
+            value = "never"
+        return Routed(value, root.session.id)
 
     async def _notice_if_slow(self, child: Any, reason: str) -> None:
         await asyncio.sleep(self.config.blocked_notice_seconds)
@@ -243,12 +323,33 @@ class Router:
             log.exception("could not notify %s", parent_id)
 
 
+def _policy_of(approval: Any, agent: Any) -> ApprovalPolicy | None:
+    try:
+        policy: ApprovalPolicy = approval.effective_policy(agent.session)
+    except Exception:
+        return None
+    return policy
+
+
+def denial_reason(tool: str, routed: Routed) -> str:
+    """The model-facing reason of a routed denial; each branch has its own."""
+    needs = f'"{tool}" needs the root session\'s approval, but'
+    reasons = {
+        "rejected": f"the root session's user rejected this subagent's \"{tool}\" call",
+        "never": f"{needs} session {routed.decider} does not take approval questions (approval "
+        'policy "never"), so it was rejected without asking',
+        "cancelled": f'the routed approval for "{tool}" was cancelled',
+        "unavailable": f"{needs} no approval channel is available there",
+        "no-approval": f"{needs} no approval service is composed",
+        "no-agents": f"{needs} no agents registry is composed to find the root session",
+        "broken-lineage": f"{needs} no live ancestor of this subagent was found",
+    }
+    return reasons.get(routed.outcome, f"{needs} the routed request failed: {routed.detail}")
+
+
 def is_scope_denial(result: ToolResult) -> bool:
     """A sandbox denial, or an approval the child's scope refused."""
-    if result.details.get("sandbox_denied"):
-        return True
-    content = result.content
-    return content.startswith("Error: the user rejected") or "needs the root session" in content
+    return bool(result.details.get("sandbox_denied")) or is_denial(result.content)
 
 
 class RootApprovalsPlugin:

@@ -169,7 +169,11 @@ class ContinuationManager:
         staging = Session(SessionHeader(id=new_id, created_at=0), prefix)
         staging.append("subagent/descriptor", descriptor.to_data())
         seed = list(staging.events)
-        if child_id is not None and await store.exists(new_id):
+        # Re-check the live reservation after the await: a concurrent start with the same id
+        # may have materialized it meanwhile.
+        if child_id is not None and (
+            await store.exists(new_id) or new_id in self._active or store.get(new_id) is not None
+        ):
             raise SubagentError(f"subagent {new_id!r} already exists", code="DUPLICATE_CHILD")
         if signal is not None and signal.aborted:
             raise SubagentError("subagent start was aborted before publication", code="CANCELLED")
@@ -302,8 +306,10 @@ class ContinuationManager:
         while True:
             await asyncio.sleep(0)  # let work queued in the same tick land
             await agent.when_idle()
-            if agent.status != "idle" or agent.inbox.has_work():
+            if agent.status != "idle":
                 continue
+            # Idle with queued work only happens when a cancel parked it (interrupt, drain):
+            # that work stays in the inbox for the next wake, it does not keep the child resident.
             owned = self._owned_pending(agent.id)
             if not owned:
                 break

@@ -71,14 +71,23 @@ def narrow_live(ctx: Context, child: Any, mode: SandboxMode | str) -> bool:
 async def narrow_stored(persistence: Persistence, session_id: str, mode: SandboxMode | str) -> bool:
     """Narrow a child that is not live in this process, by appending to its stored log.
 
-    If another process has the child live and appends concurrently, the append fails with
-    ``SEQ_CONFLICT`` and nothing is written.
+    The log is read without repairing it: a log whose last turn is still open belongs to a
+    child that is running (in some process) or was interrupted, and a durable repair would
+    close a running turn under its owner. Such a child is refused; narrow it from the process
+    that runs it, or after ``tether sessions fsck --repair``. If another process appends
+    concurrently, the append fails with ``SEQ_CONFLICT`` and nothing is written.
     """
     target = parse_sandbox_mode(mode)
-    stored = await persistence.load(session_id)
+    stored = await persistence.inspect(session_id)
     current = fold_sandbox_mode(stored.events)
     if not _check(session_id, stored.header.delegation_depth, current, target):
         return False
+    if stored.repair.changed:
+        raise NarrowingError(
+            f"subagent {session_id} has an unfinished turn or a damaged log (it is running, or "
+            "was interrupted); narrow it from the process that runs it, or repair it first "
+            "with `tether sessions fsck --repair`"
+        )
     event = Event.make(
         "sandbox/mode",
         len(stored.events),

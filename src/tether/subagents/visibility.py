@@ -9,10 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from tether.session import Event
 
 SANDBOX_MARKER = "[sandbox: file access denied"
+DENIAL_MARKERS: Final = (
+    SANDBOX_MARKER,
+    # the child's own (pinned ``never``) policy, or an escalation it was refused
+    "the user rejected",
+    # root_approvals: the root's user said no, or routing failed closed
+    "the root session's user rejected",
+    "needs the root session's approval",
+    # an ask with no answerer (a child whose policy was switched to ``ask``)
+    "requires approval, but",
+)
+"""Phrases that make an error ``tool/result`` a scope denial. ``tool/result`` does not log a
+result's details, so the log can only be read by its text; a cancelled call is not a denial."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,18 +74,24 @@ def pending_from_log(events: Sequence[Event]) -> list[PendingQuestion]:
     return list(open_questions.values())
 
 
+def is_denial(content: str) -> bool:
+    """Whether an error result's ``content`` says the child's scope refused the action."""
+    return content.startswith("Error: ") and any(m in content for m in DENIAL_MARKERS)
+
+
+def denial_label(tool: object, content: str) -> str:
+    """``denied: <tool> (<reason>)``: the first line of reasoning, without the retry hint."""
+    reason = " ".join(content.removeprefix("Error: ").split())
+    first = reason.split(" If this ", 1)[0].split(" Escalation is unavailable", 1)[0]
+    return f"denied: {tool} ({first[:200]})"
+
+
 def last_denial(events: Sequence[Event]) -> str | None:
     """``denied: <tool> (<reason>)`` for the newest scope denial in ``events``."""
     for event in reversed(events):
         if event.type != "tool/result" or not event.data.get("is_error"):
             continue
         content = str(event.data.get("content", ""))
-        if (
-            SANDBOX_MARKER in content
-            or content.startswith("Error: the user rejected")
-            or ("needs the root session" in content)
-        ):
-            reason = " ".join(content.removeprefix("Error: ").split())
-            first = reason.split(" If this ", 1)[0].split(" Escalation is unavailable", 1)[0]
-            return f"denied: {event.data.get('name')} ({first[:200]})"
+        if is_denial(content):
+            return denial_label(event.data.get("name"), content)
     return None

@@ -36,11 +36,12 @@ from tether.sandbox import (
     kill,
     kill_group,
     spawn,
+    stop,
     unconfined,
 )
 from tether.session import JsonValue
 from tether.signals import AbortSignal
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.tools.base import Tool, ToolArgs, ToolCall, ToolResult
 from tether.tools.fs.fence import denial_marker
 
 if TYPE_CHECKING:
@@ -194,14 +195,8 @@ class RunningCommand:
     def done(self) -> bool:
         return self.status != "running"
 
-    async def wait(
-        self,
-        timeout: float | None,
-        signal: AbortSignal | None = None,
-        *,
-        on_timeout: RunStatus = "timeout",
-    ) -> Outcome:
-        """Wait for the exit (or the timeout / the signal, which kill everything)."""
+    async def wait(self, timeout: float | None, signal: AbortSignal | None = None) -> Outcome:
+        """Wait for the exit; a timeout or the signal kills everything the command started."""
         aborted = asyncio.ensure_future(signal.wait()) if signal is not None else None
         try:
             waiting: set[asyncio.Future[Any]] = {self._exit}
@@ -213,8 +208,8 @@ class RunningCommand:
             if self._exit not in done:
                 if self.status == "running":
                     cancelled = aborted is not None and aborted in done
-                    self.status = "cancelled" if cancelled else on_timeout
-                await self.stop()
+                    self.status = "cancelled" if cancelled else "timeout"
+                await stop(self.process, self.command)
             elif self.status == "running":
                 self.status = "exited"
             await self._drain()
@@ -237,16 +232,6 @@ class RunningCommand:
             self.status = status
         if self.process.returncode is None:
             kill(self.process, self.command)
-
-    async def stop(self, status: RunStatus | None = None) -> None:
-        if status is not None and self.status == "running":
-            self.status = status
-        kill(self.process, self.command)
-        try:
-            await asyncio.wait_for(asyncio.shield(self._exit), 2.0)
-        except TimeoutError:
-            kill_group(self.process)
-            await self._exit
 
     async def _drain(self) -> None:
         _, still_open = await asyncio.wait(self._readers, timeout=EXIT_GRACE)
@@ -506,15 +491,18 @@ class BashPlugin:
         tools = ctx.get("tools")
         if tools is None:  # ``requires`` checked it at load; it was withdrawn since
             raise RuntimeError("the bash plugin needs the tools service")
-        tools.register(
+        registered: list[Tool] = [
             BashTool(default_timeout=config.default_timeout, output_limit=config.output_limit)
-        )
+        ]
         if config.background:
             manager = JobManager()
             ctx.provide(JOBS_SERVICE, manager)
             ctx.effect(manager.close)
-            tools.register(JobOutputTool())
-            tools.register(JobKillTool())
+            registered += [JobOutputTool(), JobKillTool()]
+        for tool in registered:
+            # The runtime ties a registration to its own context; unloading this plugin must
+            # remove the tools too.
+            ctx.effect(tools.register(tool).dispose)
 
 
 plugin: Final = BashPlugin()

@@ -109,6 +109,13 @@ class JobManager:
             if not job.done:
                 job.running.kill_now()
 
+    async def aclose(self) -> None:
+        """:meth:`close`, then wait for the jobs to be reaped (for an orderly shutdown)."""
+        self.close()
+        pending = [job.task for job in self._jobs.values() if not job.done]
+        if pending:
+            await asyncio.wait(pending, timeout=5.0)
+
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():

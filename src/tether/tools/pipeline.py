@@ -16,6 +16,7 @@ Order for one call (behaviour.md §4.1):
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Mapping
@@ -40,7 +41,15 @@ from tether.policy.escalation import (
 )
 from tether.session import JsonValue
 from tether.signals import AbortedError, AbortSignal
-from tether.tools.base import AgentLike, PostDecision, PreDecision, Tool, ToolCall, ToolResult
+from tether.tools.base import (
+    AgentLike,
+    PostDecision,
+    PreDecision,
+    Tool,
+    ToolArgs,
+    ToolCall,
+    ToolResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +67,7 @@ def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
     With ``escalation`` (a confining sandbox is mounted and the tool supports it), the paired
     ``sandbox_permissions``/``justification`` parameters are added.
     """
-    schema = tool.Args.model_json_schema()
-    schema.pop("title", None)
+    schema = dict(_args_schema(tool.Args))
     if escalation and escalation_noun(tool) is not None:
         properties = dict(schema.get("properties", {}))
         properties["sandbox_permissions"] = {
@@ -73,6 +81,14 @@ def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
             "description": "Why this call needs the wider mode (shown to the approver).",
         }
         schema["properties"] = properties
+    return schema
+
+
+@functools.lru_cache(maxsize=256)
+def _args_schema(args: type[ToolArgs]) -> dict[str, Any]:
+    """The argument model's JSON schema; built once per model (it is costly and immutable)."""
+    schema = args.model_json_schema()
+    schema.pop("title", None)
     return schema
 
 

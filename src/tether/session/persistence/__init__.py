@@ -45,6 +45,6 @@ __all__ = [
     "Synchronous",
     "default_store_url",
     "open_persistence",
-    "store_location",
     "plan_repair",
+    "store_location",
 ]

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from tether import __version__
-from tether.surfaces.cli import approvals, demo, doctor, run, sessions
+from tether.surfaces.cli import approvals, chat, demo, doctor, run, sessions
 
 app = typer.Typer(
     name="tether",
@@ -25,6 +25,7 @@ app = typer.Typer(
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(approvals.app, name="approvals")
 app.command("run")(run.run_command)
+app.command("chat")(chat.chat_command)
 app.command("demo")(demo.demo_command)
 app.command("doctor")(doctor.doctor_command)
 

@@ -1,0 +1,85 @@
+"""Spawn-to-exit of a trivial command: unconfined vs bubblewrap vs Landlock.
+
+Each sample is ``confine`` + :func:`tether.sandbox.spawn` + wait for the exit of ``true``, the
+whole cost a ``bash`` call pays for its sandbox. Backends are interleaved round by round so
+machine noise hits them alike. Landlock is measured through its fast path (``preexec_fn``,
+the default) and through its launcher argv (what a caller that can only spawn an argv gets).
+
+Run: ``.venv/bin/python bench/sandbox.py [--runs N] [--mode read-only|workspace-write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+from tether.policy import SandboxExecutionPolicy, SandboxMode
+from tether.sandbox import SandboxProvider, spawn, unconfined
+from tether.sandbox.command import ConfinedCommand
+
+
+async def sample(make: Callable[[], ConfinedCommand], cwd: str) -> float:
+    started = time.perf_counter()
+    command = make()
+    process = await spawn(command, cwd=cwd, stdout=None, stderr=None)
+    await process.wait()
+    command.close()
+    elapsed = time.perf_counter() - started
+    if process.returncode != 0:
+        raise SystemExit(f"{command.backend}: exit status {process.returncode}")
+    return elapsed
+
+
+async def main(runs: int, mode: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir="/var/tmp") as ws:
+        policy = SandboxExecutionPolicy(SandboxMode(mode), ws)
+        argv = ["true"]
+        variants: dict[str, Callable[[], ConfinedCommand]] = {
+            "unconfined": lambda: unconfined(argv)
+        }
+        for label, options in (
+            ("bubblewrap", {"backends": ("bwrap",)}),
+            ("landlock (preexec)", {"backends": ("landlock",)}),
+            ("landlock (launcher)", {"backends": ("landlock",), "landlock_fast_path": False}),
+        ):
+            provider = SandboxProvider(disable=(), **options)  # type: ignore[arg-type]
+            if provider.backend_name() is None:
+                print(f"{label}: unavailable ({provider.reasons()})")
+                continue
+
+            def make(p: SandboxProvider = provider) -> ConfinedCommand:
+                return p.confine(argv, policy)
+
+            variants[label] = make
+        for make in variants.values():  # warm up (first spawn, imports, page cache)
+            for _ in range(5):
+                await sample(make, ws)
+        times: dict[str, list[float]] = {label: [] for label in variants}
+        for _ in range(runs):
+            for label, make in variants.items():
+                times[label].append(await sample(make, ws))
+
+    base = statistics.median(times["unconfined"])
+    print(f"spawn-to-exit of `true`, mode {mode}, median of {runs} interleaved runs")
+    print(f"{'variant':<22}{'median ms':>10}{'p90 ms':>9}{'added ms':>10}{'ratio':>8}")
+    for label, samples in times.items():
+        median = statistics.median(samples)
+        p90 = statistics.quantiles(samples, n=10)[-1]
+        print(
+            f"{label:<22}{median * 1000:>10.2f}{p90 * 1000:>9.2f}"
+            f"{(median - base) * 1000:>10.2f}{median / base:>8.1f}x"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument(
+        "--mode", choices=["read-only", "workspace-write"], default="workspace-write"
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.mode))

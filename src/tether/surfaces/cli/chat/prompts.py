@@ -1,0 +1,177 @@
+"""The inline approval prompt: one question at a time, answered with a single key.
+
+The answerer registered by ``tether chat`` prints the question above the status area (the
+tool, the reason, the command or path, and who asks: the asking session's lineage), then
+waits for a key read by the running turn's keyboard handler: ``a`` allows once; ``r`` or
+Enter rejects (the safe default). Keys pressed before a question is shown answer nothing, so
+typing ahead can never approve an action the user has not seen.
+
+Questions queue behind one another (two background children may ask at once). A question
+whose request is cancelled (the turn was interrupted) disappears from the prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from rich.console import Console
+from rich.text import Text
+
+from tether.kernel import Next
+from tether.policy.approval import Answer, ApprovalRequest
+from tether.surfaces.cli.chat.render import CHAT_ANSWERER, SessionDirectory
+
+KeyAnswer = Literal["allowed-once", "rejected", "cancelled"]
+"""What a key (or an interrupt) answers: ``a``, ``r``/Enter, or Ctrl-C."""
+
+ALLOW_KEYS: Final = ("a", "A")
+REJECT_KEYS: Final = ("r", "R", "enter")
+CHOICES: Final = "[a] Allow once   [r] Reject (default)"
+SHOWN: Final[dict[str, tuple[str, str]]] = {
+    "allowed-once": ("✔ allowed once", "green"),
+    "rejected": ("✘ rejected", "red"),
+    "cancelled": ("✘ cancelled", "yellow"),
+}
+
+
+def answerer_name() -> str:
+    """``tether chat (<user>)``: recorded as ``approval/decided {answered_by}``."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name (a container without passwd entries)
+        return CHAT_ANSWERER
+    return f"{CHAT_ANSWERER} ({user})"
+
+
+def asker_lines(request: ApprovalRequest, directory: SessionDirectory) -> list[str]:
+    """Who asks: the routed child with its lineage, else the asking session itself."""
+    origin = request.origin
+    if origin is not None:
+        child = origin.child_session_id
+        lineage = " → ".join(_named(sid, directory) for sid in origin.lineage)
+        depth = origin.child.session.header.delegation_depth
+        return [
+            f"  asked by: subagent {_named(child, directory)} (depth {depth}), routed to the root",
+            f"  lineage: {lineage}",
+        ]
+    session = request.agent.session
+    header = session.header
+    if header.delegation_depth == 0:
+        return [f"  asked by: this session {session.id[:8]} (depth 0)"]
+    parent = header.parent_session
+    return [
+        f"  asked by: subagent {_named(session.id, directory)} "
+        f"(depth {header.delegation_depth}"
+        + (f", parent {_named(parent, directory)})" if parent else ")")
+    ]
+
+
+def _named(session_id: str, directory: SessionDirectory) -> str:
+    if session_id == directory.root_id:
+        return f"root {session_id[:8]}"
+    label = directory.label(session_id)
+    short = session_id[:8]
+    return short if label == short else f"[{label}] {short}"
+
+
+def describe(request: ApprovalRequest, directory: SessionDirectory) -> list[str]:
+    lines = [f"Approval needed: tool {request.tool_name!r}"]
+    lines += asker_lines(request, directory)
+    if request.reason:
+        lines.append(f"  reason: {' '.join(request.reason.split())}")
+    for key in ("command", "path", "justification", "sandbox_permissions"):
+        value = (request.action or {}).get(key)
+        if isinstance(value, str):
+            lines.append(f"  {key}: {' '.join(value.split())}")
+    return lines
+
+
+@dataclass(eq=False)
+class OpenQuestion:
+    request: ApprovalRequest
+    answer: asyncio.Future[KeyAnswer]
+
+
+class ApprovalPrompt:
+    """The chat's approval answerer and the state its keyboard handler reads."""
+
+    def __init__(
+        self,
+        console: Console,
+        directory: SessionDirectory,
+        *,
+        accepting: Callable[[], bool],
+        changed: Callable[[], None] = lambda: None,
+        name: str | None = None,
+    ) -> None:
+        self.console = console
+        self.directory = directory
+        self._accepting = accepting
+        self._changed = changed
+        self.name = name or answerer_name()
+        self.current: OpenQuestion | None = None
+        self.waiting = 0
+        """Questions queued behind the current one."""
+        self._lock = asyncio.Lock()
+
+    async def answer(self, request: ApprovalRequest, next_: Next) -> object:
+        """The ``approval/request`` listener."""
+        if not self._accepting():
+            return await next_()  # nobody is at the keyboard right now
+        self.waiting += 1
+        self._changed()
+        try:
+            await self._lock.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            return await self._ask(request)
+        finally:
+            self._lock.release()
+            self._changed()
+
+    async def _ask(self, request: ApprovalRequest) -> object:
+        self.console.print(Text("\n".join(describe(request, self.directory)), style="bold"))
+        self.console.print(Text(f"  {CHOICES} > ", style="bold"))
+        future: asyncio.Future[KeyAnswer] = asyncio.get_running_loop().create_future()
+        self.current = OpenQuestion(request, future)
+        self._changed()
+        try:
+            outcome = await future
+        except asyncio.CancelledError:
+            self._show("cancelled")
+            raise
+        finally:
+            self.current = None
+            self._changed()
+        self._show(outcome)
+        return Answer(outcome, self.name)
+
+    def _show(self, outcome: str) -> None:
+        text, style = SHOWN.get(outcome, (outcome, ""))
+        self.console.print(Text(f"  {text}", style=style))
+
+    def press(self, outcome: KeyAnswer) -> bool:
+        """Answer the open question; ``False`` when none is open."""
+        question = self.current
+        if question is None or question.answer.done():
+            return False
+        question.answer.set_result(outcome)
+        return True
+
+
+__all__ = [
+    "ALLOW_KEYS",
+    "CHOICES",
+    "REJECT_KEYS",
+    "ApprovalPrompt",
+    "KeyAnswer",
+    "OpenQuestion",
+    "answerer_name",
+    "asker_lines",
+    "describe",
+]

@@ -1,0 +1,319 @@
+"""Rich rendering of a run's events for ``tether chat``.
+
+Every line is built as a :class:`rich.text.Text`, never as console markup: assistant text,
+tool arguments and file contents come from the model or the workspace, and a ``[bold]`` in
+them must print as typed.
+
+A child session's lines are indented by its delegation depth and prefixed with its label
+(``│ [alpha] …``), so a background child's work reads apart from the root's. What is shown:
+
+- assistant text (the final message; the streamed deltas live in the status area meanwhile),
+  and the model's reasoning, dimmed;
+- tool calls as ``⚙ name key=value …`` and results as ``→ first lines``; errors in red, a
+  sandbox denial marker highlighted, an edit's unified diff in colour;
+- a child's task, notices (a child settled, a policy changed), turn ends, permission facts;
+- approval decisions that were not answered at this keyboard (the prompt shows its own).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tether.agent.context_snapshot import is_snapshot
+from tether.harness import SessionEvent
+from tether.session import Event, Session
+from tether.subagents.descriptor import fold_descriptor
+from tether.subagents.visibility import SANDBOX_MARKER
+
+ARG_VALUE_LIMIT: Final = 60
+RESULT_LINES: Final = 4
+DIFF_LINES: Final = 40
+TEXT_LIMIT: Final = 4000
+CHAT_ANSWERER: Final = "tether chat"
+"""Prefix of ``answered_by`` for approvals answered at the chat keyboard."""
+
+CHILD_STYLE: Final = "cyan"
+ERROR_STYLE: Final = "red"
+DENIAL_STYLE: Final = "bold white on red"
+
+
+@dataclass
+class SessionInfo:
+    depth: int
+    parent: str | None
+    label: str | None = None
+
+
+@dataclass
+class SessionDirectory:
+    """Who each session of the run is: depth, parent and label, recorded as events are
+    published (a one-shot child may be disposed before its first event is drawn)."""
+
+    root_id: str | None = None
+    sessions: dict[str, SessionInfo] = field(default_factory=dict)
+
+    def observe(self, session: Session, event: Event) -> None:
+        """A :meth:`SessionStore.on_event` listener (synchronous, called at append time)."""
+        info = self.sessions.get(session.id)
+        if info is None:
+            header = session.header
+            descriptor = fold_descriptor(session.events, header.seed_length or 0)
+            info = SessionInfo(
+                header.delegation_depth,
+                header.parent_session,
+                descriptor.label if descriptor is not None else None,
+            )
+            self.sessions[session.id] = info
+        if event.type == "subagent/descriptor" and isinstance(event.data.get("label"), str):
+            info.label = str(event.data.get("label"))
+
+    def learn_label(self, session_id: str, label: str | None) -> None:
+        if label is None:
+            return
+        info = self.sessions.setdefault(session_id, SessionInfo(1, None))
+        info.label = label
+
+    def depth(self, session_id: str) -> int:
+        if session_id == self.root_id:
+            return 0
+        info = self.sessions.get(session_id)
+        return info.depth if info is not None else 1
+
+    def label(self, session_id: str) -> str:
+        """The child's label, else its short id."""
+        info = self.sessions.get(session_id)
+        if info is not None and info.label:
+            return info.label
+        return session_id[:8]
+
+
+def one_line(text: str, limit: int = ARG_VALUE_LIMIT) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def args_summary(raw: object) -> str:
+    """``key=<json>`` pairs of a tool call's raw JSON arguments, each value cut short."""
+    if not isinstance(raw, str):
+        return ""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return one_line(raw)
+    if not isinstance(value, dict):
+        return one_line(raw)
+    parts = []
+    for key, item in value.items():
+        shown = json.dumps(item, ensure_ascii=False)
+        parts.append(f"{key}={one_line(shown)}")
+    return " ".join(parts)
+
+
+def result_text(content: str, is_error: bool) -> Text:
+    """The first lines of a tool result; an error in red with the denial marker highlighted."""
+    lines = content.splitlines() or [""]
+    shown = lines[:RESULT_LINES]
+    text = Text()
+    for index, line in enumerate(shown):
+        if index:
+            text.append("\n")
+        style = ERROR_STYLE if is_error else "dim"
+        marker = line.find(SANDBOX_MARKER)
+        if marker >= 0:
+            end = line.find("]", marker)
+            end = len(line) if end < 0 else end + 1
+            text.append(line[:marker], style=style)
+            text.append(line[marker:end], style=DENIAL_STYLE)
+            text.append(line[end:], style=style)
+        else:
+            text.append(line, style=style)
+    if len(lines) > len(shown):
+        text.append(f"\n… {len(lines) - len(shown)} more lines", style="dim")
+    return text
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff, coloured, without its ``---``/``+++`` header, cut to ``DIFF_LINES``."""
+    lines = [line for line in diff.splitlines() if not line.startswith(("--- ", "+++ "))]
+    text = Text()
+    for index, line in enumerate(lines[:DIFF_LINES]):
+        if index:
+            text.append("\n")
+        if line.startswith("@@"):
+            text.append(line, style="cyan")
+        elif line.startswith("+"):
+            text.append(line, style="green")
+        elif line.startswith("-"):
+            text.append(line, style="red")
+        else:
+            text.append(line, style="dim")
+    if len(lines) > DIFF_LINES:
+        text.append(f"\n… {len(lines) - DIFF_LINES} more diff lines", style="dim")
+    return text
+
+
+class EventRenderer:
+    """Prints each event of a run as it arrives. Also tracks what the status line needs: the
+    tool each session is running."""
+
+    def __init__(self, console: Console, directory: SessionDirectory) -> None:
+        self.console = console
+        self.directory = directory
+        self.diffs: dict[tuple[str, str], str] = {}
+        """(session id, call id) → the edit's diff, captured at ``tools/post-execute``."""
+        self.running: dict[str, tuple[str, str]] = {}
+        """session id → (call id, tool name) of the call it is executing."""
+        self.live: dict[str, str] = {}
+        """session id → assistant text streamed so far and not yet printed."""
+
+    # -- streaming ------------------------------------------------------------------------------
+    def on_delta(self, session_id: str, text: str) -> None:
+        self.live[session_id] = self.live.get(session_id, "") + text
+
+    def capture_diff(self, session_id: str, call_id: str, details: Mapping[str, Any]) -> None:
+        diff = details.get("diff")
+        if isinstance(diff, str) and diff:
+            self.diffs[(session_id, call_id)] = diff
+
+    # -- printing -------------------------------------------------------------------------------
+    def _prefix(self, session_id: str) -> Text:
+        if session_id == self.directory.root_id:
+            return Text()
+        depth = max(1, self.directory.depth(session_id))
+        return Text.assemble(
+            ("│ " * depth, "dim"), (f"[{self.directory.label(session_id)}] ", CHILD_STYLE)
+        )
+
+    def line(self, session_id: str, body: Text) -> None:
+        """Print ``body`` under the session's prefix; wrapped lines stay indented under it."""
+        prefix = self._prefix(session_id)
+        if not prefix.plain:
+            self.console.print(body)
+            return
+        grid = Table.grid(padding=0)
+        grid.add_column(no_wrap=True)
+        grid.add_column()
+        grid.add_row(prefix, body)
+        self.console.print(grid)
+
+    def render(self, item: SessionEvent) -> None:
+        event, data, sid = item.event, item.event.data, item.session_id
+        is_root = sid == self.directory.root_id
+        kind = event.type
+        if kind == "assistant/message":
+            self._assistant(sid, data)
+        elif kind == "user/message":
+            self._user(sid, event, is_root)
+        elif kind == "tool/call":
+            name = str(data.get("name"))
+            self.running[sid] = (str(data.get("call_id")), name)
+            summary = args_summary(data.get("arguments"))
+            self.line(
+                sid,
+                Text.assemble(("⚙ ", "yellow"), (name, "bold yellow"), (" " + summary, "yellow"))
+                if summary
+                else Text.assemble(("⚙ ", "yellow"), (name, "bold yellow")),
+            )
+        elif kind == "tool/result":
+            self._tool_result(sid, data)
+        elif kind == "approval/decided":
+            self._decided(sid, data)
+        elif kind == "turn/start":
+            if not is_root:
+                self.line(sid, Text(f"▸ turn {data.get('turn')}", style="dim"))
+        elif kind == "turn/end":
+            self._turn_end(sid, data)
+        elif kind in ("sandbox/mode", "approval/policy", "permission/preset"):
+            value = data.get("mode") or data.get("policy") or data.get("preset")
+            source = data.get("source")
+            name = {"sandbox/mode": "sandbox", "approval/policy": "approval"}.get(
+                kind, "permission preset"
+            )
+            self.line(
+                sid,
+                Text(f"{name}: {value}" + (f" ({source})" if source else ""), style="magenta"),
+            )
+
+    def _assistant(self, sid: str, data: Mapping[str, Any]) -> None:
+        content = str(data.get("content") or "")
+        streamed = self.live.pop(sid, "")
+        if streamed.startswith(content) and len(streamed) > len(content):
+            # The next step's deltas already arrived: keep them for the status area.
+            self.live[sid] = streamed[len(content) :]
+        reasoning = data.get("reasoning")
+        if isinstance(reasoning, str) and reasoning.strip():
+            self.line(sid, Text("thinking: " + one_line(reasoning, 200), style="dim italic"))
+        if content.strip():
+            shown = content if len(content) <= TEXT_LIMIT else content[:TEXT_LIMIT] + "…"
+            style = "" if sid == self.directory.root_id else CHILD_STYLE
+            self.line(sid, Text(shown, style=style))
+
+    def _user(self, sid: str, event: Event, is_root: bool) -> None:
+        if is_snapshot(event):
+            return
+        data = event.data
+        source = data.get("source")
+        source_kind = source.get("kind") if isinstance(source, Mapping) else None
+        content = str(data.get("content") or "")
+        if source_kind == "user":
+            if not is_root:  # a child's task, from its parent
+                self.line(sid, Text("task: " + one_line(content, 200), style="dim"))
+            return  # the root's prompt is what was just typed
+        summary = source.get("summary") if isinstance(source, Mapping) else None
+        shown = summary if isinstance(summary, str) and summary else content
+        self.line(sid, Text("◂ " + one_line(shown, 300), style="blue"))
+
+    def _tool_result(self, sid: str, data: Mapping[str, Any]) -> None:
+        call_id = str(data.get("call_id"))
+        if self.running.get(sid, ("", ""))[0] == call_id:
+            del self.running[sid]
+        is_error = bool(data.get("is_error"))
+        body = Text("  → ", style=ERROR_STYLE if is_error else "dim")
+        body.append_text(result_text(str(data.get("content") or ""), is_error))
+        self.line(sid, body)
+        diff = self.diffs.pop((sid, call_id), None)
+        if diff is not None and not is_error:
+            self.line(sid, diff_text(diff))
+
+    def _decided(self, sid: str, data: Mapping[str, Any]) -> None:
+        answered_by = data.get("answered_by")
+        if isinstance(answered_by, str) and answered_by.startswith(CHAT_ANSWERER):
+            return  # the prompt already showed the answer
+        outcome = str(data.get("outcome"))
+        granted = outcome == "allowed-once"
+        by = f" by {answered_by}" if isinstance(answered_by, str) else ""
+        self.line(
+            sid,
+            Text(f"approval {outcome}{by}", style="green" if granted else ERROR_STYLE),
+        )
+
+    def _turn_end(self, sid: str, data: Mapping[str, Any]) -> None:
+        reason = str(data.get("reason"))
+        self.running.pop(sid, None)
+        self.live.pop(sid, None)
+        turn = data.get("turn")
+        if reason == "completed":
+            if sid != self.directory.root_id:
+                self.line(sid, Text(f"✓ turn {turn} completed", style="dim green"))
+            return
+        detail = data.get("cause") or data.get("error") or data.get("detail")
+        text = f"■ turn {turn} {reason}" + (f" ({detail})" if detail else "")
+        self.line(sid, Text(text, style=ERROR_STYLE if reason == "error" else "yellow"))
+
+
+__all__ = [
+    "CHAT_ANSWERER",
+    "EventRenderer",
+    "SessionDirectory",
+    "SessionInfo",
+    "args_summary",
+    "diff_text",
+    "result_text",
+]

@@ -1,0 +1,165 @@
+"""Approvals answered at the chat keyboard, rendering of a turn, and routed questions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from chat_support import call, open_chat, root_steps, stored_events
+
+from tether.surfaces.cli.chat.prompts import answerer_name
+
+WRITE_THEN_FINISH = [
+    root_steps(
+        {"text": "Writing it.", "tool_calls": [call("write", path="t.txt", content="t")]},
+        {"text": "finished"},
+    )
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "outcome", "shown", "result"),
+    [
+        ("a", "allowed-once", "  ✔ allowed once", "  → Wrote 1 byte to t.txt"),
+        ("r", "rejected", "  ✘ rejected", '  → Error: the user rejected tool "write"'),
+        ("\r", "rejected", "  ✘ rejected", '  → Error: the user rejected tool "write"'),
+    ],
+)
+async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
+    tmp_path: Path, key: str, outcome: str, shown: str, result: str
+) -> None:
+    async with open_chat(tmp_path, WRITE_THEN_FINISH) as chat:
+        root = chat.app.root.id
+        chat.type("go\r")
+        question = await chat.wait_for("Reject (default) > ")
+        chat.type(key)
+        rest = await chat.turn_end()
+        events = await stored_events(chat.harness, root)
+        await chat.quit()
+    assert question.splitlines() == [
+        "Writing it.",
+        '⚙ write path="t.txt" content="t"',
+        "Approval needed: tool 'write'",
+        f"  asked by: this session {root[:8]} (depth 0)",
+        '  reason: run "write": t.txt',
+        "  path: t.txt",
+        "  [a] Allow once   [r] Reject (default) > ",
+    ]
+    assert rest.splitlines()[1:4] == [shown, result, "finished"]
+    assert (chat.workspace / "t.txt").exists() is (outcome == "allowed-once")
+    audit = [(t, d) for t, d in events if t in ("approval/asked", "approval/decided")]
+    assert len(audit) == 2
+    (asked_type, asked), (decided_type, decided) = audit
+    assert asked_type == "approval/asked"
+    assert asked == {
+        "id": asked["id"],
+        "tool_name": "write",
+        "call_id": f"call_{root[:8]}_0_0",
+        "reason": 'run "write": t.txt',
+    }
+    assert decided_type == "approval/decided"
+    assert decided == {"id": asked["id"], "outcome": outcome, "answered_by": answerer_name()}
+
+
+async def test_keys_typed_before_the_question_answer_nothing(tmp_path: Path) -> None:
+    async with open_chat(tmp_path, WRITE_THEN_FINISH) as chat:
+        chat.type("go\raaaa")  # typed ahead: must not approve an unseen question
+        await chat.wait_for("Reject (default) > ")
+        assert chat.app.approvals.current is not None
+        chat.type("r")
+        await chat.wait_for("  ✘ rejected")
+        await chat.turn_end()
+        await chat.quit()
+    assert not (chat.workspace / "t.txt").exists()
+
+
+async def test_a_turn_is_rendered_with_results_errors_diffs_and_a_summary(tmp_path: Path) -> None:
+    agents = [
+        root_steps(
+            {
+                "text": "Editing, then two failures.",
+                "tool_calls": [
+                    call("edit", path="notes.txt", old_string="world", new_string="there"),
+                    call("write", path="../outside.txt", content="x"),
+                    call("read", path="missing.txt"),
+                ],
+            },
+            {"text": "All reported."},
+        )
+    ]
+    async with open_chat(tmp_path, agents, plugins=()) as chat:
+        (chat.workspace / "notes.txt").write_text("hello\nworld\n")
+        text = await chat.turn("go")
+        await chat.quit()
+    lines = text.splitlines()
+    ws = chat.workspace
+    assert lines[:11] == [
+        "Editing, then two failures.",
+        '⚙ edit path="notes.txt" old_string="world" new_string="there"',
+        "  → Edited notes.txt: 1 replacement",
+        "@@ -1,2 +1,2 @@",
+        " hello",
+        "-world",
+        "+there",
+        '⚙ write path="../outside.txt" content="x"',
+        f"  → Error: cannot write ../outside.txt: it is outside the workspace {ws} (it resolves "
+        f"to {tmp_path / 'outside.txt'}) [sandbox: file access denied under workspace-write mode]",
+        '⚙ read path="missing.txt"',
+        lines[10],
+    ]
+    assert lines[10].startswith("  → Error: ")
+    assert lines[11] == "All reported."
+    assert lines[12].startswith("── 1 turn · 3 tool calls · no approvals · no children · "), lines[
+        12
+    ]
+    assert (ws / "notes.txt").read_text() == "hello\nthere\n"
+    assert not (tmp_path / "outside.txt").exists()
+
+
+async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> None:
+    agents = [
+        root_steps(
+            {"tool_calls": [call("subagent", description="alpha", prompt="Write a.txt.")]},
+            {"text": "Started alpha.", "expect": "started subagent"},
+            {"text": "alpha is done.", "expect": "Background subagent"},
+        ),
+        {
+            "match": {"depth": 1, "label": "alpha"},
+            "steps": [
+                {"tool_calls": [call("write", path="a.txt", content="from alpha")]},
+                {"text": "alpha wrote a.txt", "expect": "Wrote"},
+            ],
+        },
+    ]
+    async with open_chat(tmp_path, agents, plugins=("root_approvals",)) as chat:
+        root = chat.app.root.id
+        chat.type("delegate\r")
+        shown = await chat.wait_for("Reject (default) > ")
+        child = next(a for a in chat.harness.agents if a.depth == 1).id
+        chat.type("a")
+        rest = await chat.turn_end()
+        child_events = await stored_events(chat.harness, child)
+        await chat.quit()
+    assert (
+        f"  asked by: subagent [alpha] {child[:8]} (depth 1), routed to the root\n"
+        f"  lineage: [alpha] {child[:8]} → root {root[:8]}\n"
+        '  reason: Subagent approval: run "write" · Arguments: {"content": "from alpha", '
+        '"path": "a.txt"}\n'
+        "  path: a.txt\n"
+    ) in shown
+    assert "│ [alpha] task: Write a.txt." in shown
+    assert "│ [alpha] sandbox: workspace-write (delegation)" in shown
+    assert "│ [alpha] approval: never (delegation)" in shown
+    assert "│ [alpha]   → Wrote 10 bytes to a.txt" in rest
+    assert "│ [alpha] alpha wrote a.txt" in rest
+    assert "│ [alpha] ✓ turn 1 completed" in rest
+    assert f"◂ Background subagent {child} finished" in rest
+    assert "· 1 child spawned ·" in rest
+    assert (
+        "2 turns (+1 in children) · 2 tool calls · approvals: 1 asked, 1 granted, 0 denied" in rest
+    )
+    assert (chat.workspace / "a.txt").read_text() == "from alpha"
+    decided = [d for t, d in child_events if t == "approval/decided"]
+    assert decided == [
+        {"id": decided[0]["id"], "outcome": "allowed-once", "answered_by": answerer_name()}
+    ]

@@ -1,0 +1,170 @@
+"""Slash commands: /permission, /agents, /approvals, /resume, /help, unknown ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chat_support import call, events_of, open_chat, root_steps
+
+from tether.policy.approval import policy_change_notice
+from tether.policy.modes import ApprovalPolicy
+
+
+async def test_help_lists_every_command(tmp_path: Path) -> None:
+    async with open_chat(tmp_path, [root_steps({"text": "hi"})]) as chat:
+        shown = await chat.command("/help", "Enter rejects.\n")
+        await chat.quit()
+    assert shown.splitlines() == [
+        "/permission [PRESET]  show the session's permission preset, or switch to PRESET",
+        "/agents               the lineage tree: every subagent of this session and its "
+        "recorded scope",
+        "/approvals            approvals waiting for an answer (this chat and the whole store)",
+        "/resume ID            switch to a stored session (an id or a unique prefix)",
+        "/help                 this list",
+        "/quit                 leave (also Ctrl-D)",
+        "Ctrl-C cancels a running turn (the session goes on); twice within 2s, or at an empty "
+        "prompt, quits. When an approval is asked: a allows once, r or Enter rejects.",
+    ]
+
+
+async def test_an_unknown_command_is_named(tmp_path: Path) -> None:
+    async with open_chat(tmp_path, [root_steps({"text": "hi"})]) as chat:
+        shown = await chat.command("/frobnicate now", "commands\n")
+        await chat.quit()
+    assert shown == "unknown command /frobnicate; /help lists the commands\n"
+
+
+async def test_permission_switch_is_recorded_and_widens_the_next_turn(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    agents = [
+        root_steps(
+            {"tool_calls": [call("write", path="../outside.txt", content="x")]},
+            {"text": "Denied.", "expect": "sandbox: file access denied"},
+            {"tool_calls": [call("write", path="../outside.txt", content="x")]},
+            {"text": "Written.", "expect": "Wrote"},
+        )
+    ]
+    async with open_chat(tmp_path, agents, plugins=()) as chat:
+        root = chat.app.root
+        first = await chat.turn("write outside")
+        assert "[sandbox: file access denied under workspace-write mode]" in first
+        assert not outside.exists()
+        shown = await chat.command("/permission", "danger-full-access\n")
+        assert shown.splitlines() == [
+            "permission preset: workspace-write (sandbox workspace-write, approval ask)",
+            "presets: workspace-write, danger-full-access",
+        ]
+        before = len(root.session)
+        shown = await chat.command("/permission danger-full-access", "delegation.\n")
+        assert shown.splitlines() == [
+            "permission preset → danger-full-access (sandbox danger-full-access, approval never)",
+            "Recorded in the session log; the agent is told at its next step. Children keep the "
+            "scope fixed at their delegation.",
+        ]
+        assert events_of(chat.harness, root.id)[before:] == [
+            ("permission/preset", {"preset": "danger-full-access"}),
+            ("sandbox/mode", {"mode": "danger-full-access"}),
+            ("approval/policy", {"policy": "never"}),
+            ("agent/inbox/spliced", {"target": "inject", "start": 0, "inserted": 1}),
+        ]
+        again = await chat.command("/permission danger-full-access", "\n")
+        assert again == (
+            "permission preset is already danger-full-access "
+            "(sandbox danger-full-access, approval never)\n"
+        )
+        bad = await chat.command("/permission bogus", "\n")
+        assert bad == (
+            "/permission: unknown permission preset 'bogus' "
+            "(presets: workspace-write, danger-full-access)\n"
+        )
+        second = await chat.turn("write outside again")
+        assert "  → Wrote 1 byte to ../outside.txt" in second
+        notices = [
+            data
+            for kind, data in events_of(chat.harness, root.id)[before:]
+            if kind == "user/message" and data["source"].get("plugin") == "approval"
+        ]
+        toolbar = chat.app._toolbar()
+        await chat.quit()
+    assert notices == [
+        {
+            "content": policy_change_notice(ApprovalPolicy.ASK, ApprovalPolicy.NEVER),
+            "source": {"kind": "plugin", "plugin": "approval"},
+        }
+    ]
+    assert outside.read_text() == "x"
+    assert toolbar == (f"session {root.id[:8]} · preset danger-full-access · /help · Ctrl-D quits")
+
+
+async def test_agents_prints_the_lineage_tree(tmp_path: Path) -> None:
+    agents = [
+        root_steps(
+            {"tool_calls": [call("subagent", description="alpha", prompt="Say hi.")]},
+            {"text": "Started.", "expect": "started subagent"},
+            {"text": "Done.", "expect": "Background subagent"},
+        ),
+        {"match": {"depth": 1}, "steps": [{"text": "hi from alpha"}]},
+    ]
+    async with open_chat(tmp_path, agents, plugins=()) as chat:
+        root = chat.app.root.id
+        empty = await chat.command("/agents", "(no subagents yet)\n")
+        await chat.turn("delegate")
+        persistence = chat.harness.store.persistence
+        assert persistence is not None
+        child = next(h.id for h in await persistence.list() if h.id != root)
+        tree = await chat.command("/agents", "completed\n")
+        tree += await chat.wait_for("completed\n")
+        await chat.quit()
+    assert empty.splitlines() == [
+        f"{root}  root  depth 0  mode workspace-write  approval ask  new",
+        "(no subagents yet)",
+    ]
+    assert tree.splitlines() == [
+        f"{root}  root  depth 0  mode workspace-write  approval ask  completed",
+        f"└── {child} [alpha]  continuable  depth 1  mode workspace-write (delegation)  "
+        "approval never (delegation)  completed",
+    ]
+
+
+async def test_approvals_lists_nothing_when_nothing_waits(tmp_path: Path) -> None:
+    async with open_chat(tmp_path, [root_steps({"text": "hi"})]) as chat:
+        shown = await chat.command("/approvals", "\n")
+        await chat.quit()
+    assert shown == "no pending approvals\n"
+
+
+async def test_resume_switches_to_a_stored_session(tmp_path: Path) -> None:
+    agents = [root_steps({"text": "first reply"}, {"text": "second reply"})]
+    async with open_chat(tmp_path, agents) as chat:
+        first = chat.app.root.id
+        await chat.turn("hello")
+        await chat.quit()
+    async with open_chat(tmp_path, agents) as chat:
+        fresh = chat.app.root.id
+        missing = await chat.command("/resume nope", "\n")
+        usage = await chat.command("/resume", "\n")
+        shown = await chat.command(f"/resume {first[:8]}", "\n")
+        assert chat.app.root.id == first
+        reply = await chat.turn("again")
+        back = await chat.command(f"/resume {fresh}", "\n")
+        await chat.quit()
+    assert missing == "/resume: no stored session 'nope'\n"
+    assert usage == "/resume: usage: /resume ID\n"
+    assert shown.startswith(f"resumed session {first} (")
+    assert shown.endswith(" events, preset workspace-write)\n")
+    assert reply.splitlines()[0] == "second reply"
+    assert back.startswith(f"resumed session {fresh} (")
+
+
+async def test_resume_option_opens_the_stored_session(tmp_path: Path) -> None:
+    agents = [root_steps({"text": "first reply"}, {"text": "second reply"})]
+    async with open_chat(tmp_path, agents) as chat:
+        first = chat.app.root.id
+        await chat.turn("hello")
+        await chat.quit()
+    async with open_chat(tmp_path, agents, resume=first) as chat:
+        banner = chat.transcript.splitlines()[0]
+        reply = await chat.turn("again")
+        await chat.quit()
+    assert banner == f"tether chat · resumed session {first}"
+    assert reply.splitlines()[0] == "second reply"

@@ -1,0 +1,425 @@
+"""The ``bash`` tool: confinement through the sandbox service, output limits, timeouts,
+cancellation that kills the process group, exit status, the denial marker, and runner failures
+reported as infrastructure failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.kernel import Context, Kernel, Runtime, resolve_plugin
+from tether.policy import SandboxExecutionPolicy, SandboxMode
+from tether.sandbox import SandboxProvider
+from tether.signals import AbortSignal
+from tether.tools.base import ToolCall, ToolResult
+from tether.tools.bash import BashTool
+from tether.tools.pipeline import ToolRuntime
+
+pytestmark = pytest.mark.timeout(60)
+
+BACKENDS = [pytest.param("bwrap", marks=pytest.mark.bwrap), "landlock"]
+MARKER_RO = "[sandbox: file access denied under read-only mode]"
+
+
+@pytest.fixture
+def ws() -> Iterator[Path]:
+    # Under /var/tmp: bubblewrap's private /tmp would hide "outside" targets under /tmp.
+    root = Path(os.path.realpath(tempfile.mkdtemp(prefix="tether-bash-", dir="/var/tmp")))
+    (root / "ws").mkdir()
+    (root / "outside").mkdir()
+    try:
+        yield root / "ws"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def policy(ws: Path, mode: str) -> SandboxExecutionPolicy:
+    return SandboxExecutionPolicy(SandboxMode(mode), str(ws), "s-test")
+
+
+def context(provider: SandboxProvider | None) -> Context:
+    ctx = Runtime().root
+    if provider is not None:
+        ctx.provide("sandbox", provider)
+    return ctx
+
+
+def provider_for(backend: str) -> SandboxProvider:
+    provider = SandboxProvider(backends=(backend,), disable=())
+    assert provider.backend_name() == backend, provider.reasons()
+    return provider
+
+
+def call(
+    ctx: Context,
+    pol: SandboxExecutionPolicy | None,
+    signal: AbortSignal | None = None,
+    tool: BashTool | None = None,
+    **args: Any,
+) -> tuple[BashTool, ToolCall]:
+    tool = tool or BashTool()
+    return tool, ToolCall(
+        call_id="call-1",
+        name="bash",
+        args=tool.Args.model_validate(args),
+        raw_arguments=json.dumps(args),
+        agent=None,
+        signal=signal or AbortSignal(),
+        ctx=ctx,
+        policy=pol,
+    )
+
+
+async def run(ctx: Context, pol: SandboxExecutionPolicy | None, **args: Any) -> ToolResult:
+    tool, c = call(ctx, pol, **args)
+    return await tool.run(c)
+
+
+async def gone(token: str) -> list[int]:
+    """The token's processes once they are dead (a killed PID namespace is torn down by the
+    kernel asynchronously, so give it a moment), else the survivors."""
+    for _ in range(150):
+        if not alive(token):
+            return []
+        await asyncio.sleep(0.02)
+    return alive(token)
+
+
+def alive(token: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if token.encode() in cmdline and state != "Z":
+            found.append(int(name))
+    return found
+
+
+# -- results ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_success_output_and_exit_code(ws: Path, backend: str) -> None:
+    result = await run(
+        context(provider_for(backend)), policy(ws, "read-only"), command="echo hi; pwd"
+    )
+    assert result.content == f"hi\n{ws}\nexit code: 0"
+    assert result.is_error is False
+    assert result.details["exit_code"] == 0
+    assert result.details["backend"] == backend
+    assert result.details["mode"] == "read-only"
+    assert "sandbox_denied" not in result.details
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_failure_reports_exit_code_and_stderr(ws: Path, backend: str) -> None:
+    result = await run(
+        context(provider_for(backend)),
+        policy(ws, "read-only"),
+        command="echo out; echo oops >&2; exit 3",
+    )
+    assert result.content == "out\n[stderr]\noops\nexit code: 3"
+    assert result.is_error is True
+    assert result.details["exit_code"] == 3
+
+
+async def test_stdin_is_dev_null(ws: Path) -> None:
+    result = await run(context(None), policy(ws, "danger-full-access"), command="cat; echo end")
+    assert result.content == "end\nexit code: 0"
+
+
+async def test_death_by_signal_is_reported(ws: Path) -> None:
+    result = await run(
+        context(provider_for("landlock")), policy(ws, "read-only"), command="kill -KILL $$"
+    )
+    assert result.content == "terminated by SIGKILL"
+    assert result.details["signal"] == "SIGKILL"
+    assert result.details["exit_code"] is None
+    assert result.is_error is True
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_api_keys_never_reach_the_command(
+    ws: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-ds-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-oa-secret")
+    for mode in ("read-only", "workspace-write"):
+        result = await run(context(provider_for(backend)), policy(ws, mode), command="env")
+        assert "sk-ds-secret" not in result.content and "sk-oa-secret" not in result.content
+    result = await run(context(None), policy(ws, "danger-full-access"), command="env")
+    assert "sk-ds-secret" not in result.content and "sk-oa-secret" not in result.content
+
+
+# -- output limits ------------------------------------------------------------------------------
+async def test_long_output_keeps_head_and_tail(ws: Path) -> None:
+    tool = BashTool(output_limit=3000)  # stdout keeps 2000 bytes: 1000 head, 1000 tail
+    script = "for i in $(seq 1 2000); do printf 'line %05d\\n' $i; done"
+    t, c = call(context(None), policy(ws, "danger-full-access"), tool=tool, command=script)
+    result = await t.run(c)
+    total = 2000 * 11
+    head = "".join(f"line {i:05d}\n" for i in range(1, 2001))[:1000]
+    tail = "".join(f"line {i:05d}\n" for i in range(1, 2001))[-1000:]
+    assert result.content == (
+        f"{head}\n[... {total - 2000} bytes omitted ...]\n{tail.rstrip(chr(10))}\nexit code: 0"
+    )
+    assert result.details["stdout_bytes"] == total
+
+
+async def test_denial_in_the_omitted_middle_is_still_found(ws: Path) -> None:
+    tool = BashTool(output_limit=1200)  # stderr keeps 400 bytes
+    script = (
+        "head -c 5000 /dev/zero | tr '\\0' a >&2; echo >&2; echo x > /etc/tether-bash-probe; "
+        "head -c 5000 /dev/zero | tr '\\0' b >&2"
+    )
+    t, c = call(
+        context(provider_for("landlock")), policy(ws, "read-only"), tool=tool, command=script
+    )
+    result = await t.run(c)
+    assert "Permission denied" not in result.content  # cut from the kept output...
+    assert result.details["sandbox_denied"] is True  # ...but seen while streaming
+    assert result.content.endswith(f"exit code: 0\n{MARKER_RO}")
+    assert not os.path.exists("/etc/tether-bash-probe")
+
+
+# -- denial and runner failure --------------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_denied_write_gets_the_marker_separately_from_the_exit_code(
+    ws: Path, backend: str
+) -> None:
+    outside = ws.parent / "outside" / "x.txt"
+    result = await run(
+        context(provider_for(backend)), policy(ws, "read-only"), command=f"echo x > {outside}"
+    )
+    signature = "Read-only file system" if backend == "bwrap" else "Permission denied"
+    assert result.content == (
+        f"[stderr]\nbash: line 1: {outside}: {signature}\nexit code: 1\n{MARKER_RO}"
+    )
+    assert result.details["sandbox_denied"] is True
+    assert result.details["exit_code"] == 1
+    assert result.is_error is True
+    assert not outside.exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_workspace_write_denial_names_its_mode(ws: Path, backend: str) -> None:
+    outside = ws.parent / "outside" / "x.txt"
+    result = await run(
+        context(provider_for(backend)),
+        policy(ws, "workspace-write"),
+        command=f"echo ok > inside.txt; echo x > {outside}",
+    )
+    assert result.content.endswith("[sandbox: file access denied under workspace-write mode]")
+    assert (ws / "inside.txt").read_text() == "ok\n"
+    assert not outside.exists()
+
+
+async def test_no_marker_without_confinement(ws: Path) -> None:
+    result = await run(
+        context(None),
+        policy(ws, "danger-full-access"),
+        command="echo 'x: Read-only file system' >&2; echo 'y: Permission denied' >&2; exit 1",
+    )
+    assert result.content == (
+        "[stderr]\nx: Read-only file system\ny: Permission denied\nexit code: 1"
+    )
+    assert "sandbox_denied" not in result.details
+
+
+async def test_missing_runner_is_infrastructure_failure(ws: Path, tmp_path: Path) -> None:
+    provider = SandboxProvider(runner_command=str(tmp_path / "no-such-bwrap"))
+    marker = ws / "ran.txt"
+    result = await run(context(provider), policy(ws, "read-only"), command=f"touch {marker}")
+    assert result.content == (
+        "Error: SANDBOX_UNAVAILABLE: cannot execute the sandbox runner "
+        f"{tmp_path / 'no-such-bwrap'}: No such file or directory; the command was not run"
+    )
+    assert result.is_error is True
+    assert result.details["sandbox_unavailable"] is True
+    assert result.details["code"] == "SANDBOX_UNAVAILABLE"
+    assert "sandbox_denied" not in result.details
+    assert not marker.exists()
+
+
+async def test_runner_setup_error_is_infrastructure_failure_not_denial(
+    ws: Path, tmp_path: Path
+) -> None:
+    runner = tmp_path / "fake-bwrap"
+    runner.write_text(
+        "#!/bin/sh\necho 'bwrap: Can'\"'\"'t bind mount /: Read-only file system' >&2\nexit 1\n"
+    )
+    runner.chmod(0o755)
+    result = await run(
+        context(SandboxProvider(runner_command=str(runner))),
+        policy(ws, "read-only"),
+        command="true",
+    )
+    assert result.content == (
+        "Error: SANDBOX_UNAVAILABLE: bubblewrap could not set up the sandbox: "
+        "bwrap: Can't bind mount /: Read-only file system; the command did not run"
+    )
+    assert result.details["reasons"] == {
+        "bwrap": "bubblewrap could not set up the sandbox: bwrap: Can't bind mount /: "
+        "Read-only file system"
+    }
+    assert "[sandbox:" not in result.content
+
+
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+async def test_no_backend_refuses_and_never_runs(
+    ws: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_SANDBOX_DISABLE", "bwrap,landlock")
+    marker = ws / "ran.txt"
+    result = await run(context(SandboxProvider()), policy(ws, mode), command=f"touch {marker}")
+    assert result.content == (
+        f"Error: SANDBOX_UNAVAILABLE: no sandbox backend can enforce {mode} mode (bwrap: disabled "
+        "by TETHER_SANDBOX_DISABLE/config; landlock: disabled by TETHER_SANDBOX_DISABLE/config); "
+        "the command was not run"
+    )
+    assert result.details["mode"] == mode
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+async def test_no_sandbox_service_fails_closed(ws: Path, mode: str) -> None:
+    marker = ws / "ran.txt"
+    result = await run(context(None), policy(ws, mode), command=f"touch {marker}")
+    assert result.content == (
+        f"Error: SANDBOX_UNAVAILABLE: no sandbox service is composed, so commands cannot run "
+        f"under {mode} mode; the command was not run"
+    )
+    assert not marker.exists()
+
+
+async def test_danger_without_a_service_runs_plainly(ws: Path) -> None:
+    target = ws.parent / "outside" / "plain.txt"
+    result = await run(
+        context(None), policy(ws, "danger-full-access"), command=f"echo p > {target}"
+    )
+    assert result.content == "exit code: 0"
+    assert result.details["backend"] == "none"
+    assert target.read_text() == "p\n"
+
+
+async def test_no_policy_refuses(ws: Path) -> None:
+    result = await run(context(provider_for("landlock")), None, command="true")
+    assert result.content == "Error: no sandbox policy is composed; commands are refused"
+
+
+async def test_execute_takes_the_effective_policy(ws: Path) -> None:
+    """The escalation ladder widens one call by passing a wider policy to ``execute``."""
+    tool, c = call(
+        context(provider_for("landlock")), policy(ws, "read-only"), command="echo w > w.txt"
+    )
+    denied = await tool.run(c)
+    assert denied.details["sandbox_denied"] is True
+    granted = await tool.execute(c, policy(ws, "workspace-write"))
+    assert granted.content == "exit code: 0"
+    assert (ws / "w.txt").read_text() == "w\n"
+
+
+# -- timeout and cancellation kill the whole group ----------------------------------------------
+MODES_AND_BACKENDS = [
+    pytest.param("bwrap", "workspace-write", marks=pytest.mark.bwrap, id="bwrap"),
+    pytest.param("landlock", "workspace-write", id="landlock"),
+    pytest.param(None, "danger-full-access", id="plain"),
+]
+
+
+def _sleepers(token: str) -> str:
+    # A child in the group, and one that left it with setsid (only a sandbox catches that one).
+    return f"sh -c 'sleep 30; : {token}' & setsid sh -c 'sleep 30; : {token}' & sleep 30"
+
+
+async def _wait_for(token: str, count: int) -> None:
+    for _ in range(200):
+        if len(alive(token)) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the command's processes never appeared: {alive(token)}")
+
+
+@pytest.mark.parametrize(("backend", "mode"), MODES_AND_BACKENDS)
+async def test_timeout_kills_the_process_group(ws: Path, backend: str | None, mode: str) -> None:
+    token = uuid.uuid4().hex
+    ctx = context(provider_for(backend) if backend else None)
+    script = _sleepers(token) if backend else f"sh -c 'sleep 30; : {token}' & sleep 30"
+    result = await run(ctx, policy(ws, mode), command=script, timeout=1)
+    assert result.content == (
+        "timed out after 1 s: the command and everything it started were killed"
+    )
+    assert result.details["timed_out"] is True
+    assert result.details["exit_code"] is None
+    assert result.is_error is True
+    assert await gone(token) == []
+
+
+@pytest.mark.parametrize(("backend", "mode"), MODES_AND_BACKENDS)
+async def test_abort_signal_kills_the_process_group(
+    ws: Path, backend: str | None, mode: str
+) -> None:
+    token = uuid.uuid4().hex
+    ctx = context(provider_for(backend) if backend else None)
+    script = _sleepers(token) if backend else f"sh -c 'sleep 30; : {token}' & sleep 30"
+    signal = AbortSignal()
+    tool, c = call(ctx, policy(ws, mode), signal=signal, command=script)
+    task = asyncio.ensure_future(tool.run(c))
+    await _wait_for(token, 2 if backend else 1)
+    signal.abort("user pressed stop")
+    result = await task
+    assert result.content == "cancelled: the command and everything it started were killed"
+    assert result.details["cancelled"] is True
+    assert await gone(token) == []
+
+
+@pytest.mark.parametrize(("backend", "mode"), MODES_AND_BACKENDS)
+async def test_task_cancellation_kills_the_process_group(
+    ws: Path, backend: str | None, mode: str
+) -> None:
+    token = uuid.uuid4().hex
+    ctx = context(provider_for(backend) if backend else None)
+    script = _sleepers(token) if backend else f"sh -c 'sleep 30; : {token}' & sleep 30"
+    tool, c = call(ctx, policy(ws, mode), command=script)
+    task = asyncio.ensure_future(tool.run(c))
+    await _wait_for(token, 2 if backend else 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await gone(token) == []
+
+
+# -- through the kernel and the pipeline ---------------------------------------------------------
+async def test_plugins_compose_bash_into_the_pipeline(ws: Path) -> None:
+    kernel = Kernel()
+    kernel.load(resolve_plugin("sandbox_policy"), {"mode": "read-only", "workspace_root": str(ws)})
+    kernel.load(resolve_plugin("sandbox"), {"backends": ["landlock"]})
+    tools = ToolRuntime(kernel.ctx)
+    kernel.ctx.provide("tools", tools)
+    handle = kernel.load(resolve_plugin("bash"))
+    assert tools.names() == ["bash", "job_output", "job_kill"]
+    outside = ws.parent / "outside" / "p.txt"
+    result = await tools.execute(
+        None, "c1", "bash", json.dumps({"command": f"echo x > {outside}"}), AbortSignal()
+    )
+    assert result.content.endswith(f"exit code: 1\n{MARKER_RO}")
+    assert not outside.exists()
+    bad = await tools.execute(
+        None, "c2", "bash", json.dumps({"command": "true", "timeout": 601}), AbortSignal()
+    )
+    assert bad.content.startswith('Error: invalid arguments for tool "bash": timeout:')
+    handle.dispose()
+    assert tools.names() == []
+    kernel.dispose()
