@@ -28,7 +28,7 @@ from tether.model import ModelClient, resolve_model
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
-from tether.session.persistence import default_store_url, open_persistence
+from tether.session.persistence import default_store_url, open_persistence, store_location
 from tether.tools.ask_user import AskUserTool
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
@@ -131,8 +131,13 @@ class Harness:
                 register_answerer(kernel.ctx, _answerer(approver))
             registry = AgentRegistry()
             kernel.ctx.provide(AGENTS_SERVICE, registry)
-            if not any(entry.name == "subagents" for entry in entries):
-                entries.insert(0, PluginEntry(name="subagents"))
+            named = {entry.name for entry in entries}
+            defaults = [
+                PluginEntry(name="sandbox", config=_sandbox_config(store, root)),
+                PluginEntry(name="bash"),
+                PluginEntry(name="subagents"),
+            ]
+            entries = [d for d in defaults if d.name not in named] + entries
             load_plugins(kernel, entries)
             harness = cls(
                 kernel,
@@ -214,6 +219,9 @@ class Harness:
             await manager.drain()
         for agent in list(self.agents):
             await agent.when_idle()
+        jobs = self.ctx.get("jobs")
+        if jobs is not None:
+            await jobs.aclose()
 
     async def stream(
         self, prompt: str, *, resume: str | None = None
@@ -253,3 +261,17 @@ def _answerer(fn: ApproverFn) -> Callable[[ApprovalRequest, Any], Awaitable[obje
         return await value if isinstance(value, Awaitable) else value
 
     return answer
+
+
+def _sandbox_config(store: str | Persistence | None, workspace: str) -> dict[str, Any]:
+    """Keep a store that lives inside the workspace read-only to confined commands."""
+    if not isinstance(store, str):
+        return {}
+    scheme, path = store_location(store)
+    paths = (
+        [path]
+        if scheme == "jsonl"
+        else [path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.answers")]
+    )
+    inside = [str(p) for p in paths if Path(os.path.realpath(p)).is_relative_to(workspace)]
+    return {"protected_paths": inside} if inside else {}

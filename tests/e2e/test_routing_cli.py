@@ -193,11 +193,12 @@ def test_a_foreground_childs_bash_is_approved_by_the_root_and_stays_confined(
         *routed_pair(run, child, "write", NOTES_HEADLINE, "allowed-once"),
         ("tool/result", write_result),
     ]
-    # approved, so the command ran; confined, so its write was denied
+    # approved, so the command ran; confined, so its write was denied (a denial may carry a
+    # guidance line after the marker)
     assert bash_result["is_error"] is True
     assert bash_result["content"].startswith("ran\n")
-    assert bash_result["content"].endswith(READ_ONLY_MARKER)
-    assert write_result["content"] == (
+    assert READ_ONLY_MARKER in bash_result["content"]
+    assert write_result["content"].splitlines()[0] == (
         f"Error: cannot write notes.txt: the sandbox is read-only {READ_ONLY_MARKER}"
     )
     assert not (env["workspace"] / "notes.txt").exists()
@@ -232,7 +233,8 @@ def test_a_foreground_childs_bash_is_approved_by_the_root_and_stays_confined(
     ]
     assert len(notices) == 2
     assert notices[1] == (
-        f"Subagent {child}'s write call was denied by its scope: {write_result['content']}"
+        f"Subagent {child}'s write call was denied by its scope: "
+        + " ".join(write_result["content"].split())[:300]
     )
     # the durable logs say the same
     durable = [(e["type"], e["data"]) for e in stored(env, child)]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from test_root_approvals_support import (
     ConfiningSandbox,
+    Hold,
     Rig,
     args,
     call,
@@ -21,6 +22,7 @@ from test_root_approvals_support import (
     notices,
     plain,
     results,
+    settle,
     write,
 )
 
@@ -182,6 +184,20 @@ async def test_a_foreground_childs_call_is_decided_by_the_roots_answerer(tmp_pat
         ("approval/pending", {"id": asked_id, "state": "decided", "outcome": "allowed-once"}),
     ]
     assert rig.approval.pending() == []
+    # A foreground child asks while its root is mid-turn (inside the delegating call).
+    root_kinds = [
+        e.type
+        for e in await rig.durable("root")
+        if e.type in ("turn/start", "turn/end", "approval/pending", "tool/call", "tool/result")
+    ]
+    assert root_kinds == [
+        "turn/start",
+        "tool/call",
+        "approval/pending",
+        "approval/pending",
+        "tool/result",
+        "turn/end",
+    ]
 
 
 async def test_the_answerer_receives_a_structured_origin(tmp_path: Path) -> None:
@@ -196,7 +212,7 @@ async def test_the_answerer_receives_a_structured_origin(tmp_path: Path) -> None
     assert (origin.child_session_id, origin.call_id, origin.tool_name) == (child, call_id, "write")
     assert origin.arguments_summary == '{"content": "hello", "path": "out.txt"}'
     assert origin.lineage == (child, "root")
-    assert origin.child.session is rig.store.get(child) or origin.child.session.id == child
+    assert origin.child.session.id == child
     assert request.call_id == call_id and request.tool_name == "write"
     assert request.reason == (
         'Subagent approval: run "write" · Arguments: {"content": "hello", "path": "out.txt"}'
@@ -282,6 +298,55 @@ async def test_root_ask_without_an_answerer_is_unavailable_and_denies(tmp_path: 
         "unavailable"
     ]
     assert not (rig.workspace / "out.txt").exists()
+
+
+async def test_a_background_child_asks_while_its_root_is_idle(tmp_path: Path) -> None:
+    rig = Rig(
+        tmp_path,
+        [
+            {
+                "match": {"depth": 0},
+                "steps": [
+                    call("subagent", description="worker", prompt="write"),
+                    {"text": "started"},
+                    {"text": "noted"},
+                ],
+            },
+            {
+                "match": {"depth": 1, "label": "worker"},
+                "steps": [call("hold", key="go"), write(), {"text": "wrote it"}],
+            },
+        ],
+        subagents={},
+    )
+    hold = Hold()
+    rig.tools.register(hold)
+    rig.answer("allowed-once")
+    root = rig.agent("root")
+    await root.run("delegate")  # returns with the root idle, its child working
+    assert root.status == "idle" and not root.session.has_open_turn()
+    hold.gate("go").set()
+    await settle(rig)
+    (header,) = await rig.children_of("root")
+    kinds = [
+        e.type
+        for e in await rig.durable("root")
+        if e.type in ("turn/start", "turn/end", "approval/pending")
+    ]
+    assert kinds == [
+        "turn/start",
+        "turn/end",
+        "approval/pending",
+        "approval/pending",
+        "turn/start",
+        "turn/end",
+    ]
+    child_log = await rig.durable(header.id)
+    assert [e.type for e in child_log if e.type.startswith(("approval/a", "approval/d"))] == [
+        "approval/asked",
+        "approval/decided",
+    ]
+    assert (rig.workspace / "out.txt").read_text() == "x"
 
 
 # -- every fail-closed branch, with its own reason ----------------------------------------------

@@ -25,6 +25,7 @@ from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
 from tether.session.json import thaw
 from tether.session.persistence import JsonlPersistence
+from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
 
@@ -49,7 +50,8 @@ class ConfiningSandbox:
     """The sandbox service as the pipeline sees it: its backend confines, so the paired
     escalation parameters exist. File tools confine themselves (the file fence)."""
 
-    confines = True
+    confining = True
+    confines = True  # the attribute's former name, while the rename lands
 
 
 class Rig:
@@ -229,3 +231,44 @@ async def eventually(predicate: Callable[[], bool], what: str, seconds: float = 
         if loop.time() > deadline:
             raise AssertionError(f"never reached: {what}")
         await asyncio.sleep(0.005)
+
+
+class HoldArgs(ToolArgs):
+    key: str
+
+
+class Hold:
+    """Blocks its caller until the test opens ``gates[key]``: keeps an agent running at a
+    known point without timing assumptions."""
+
+    name = "hold"
+    description = "Wait until released."
+    Args = HoldArgs
+
+    def __init__(self) -> None:
+        self.gates: dict[str, asyncio.Event] = {}
+        self.entered: set[str] = set()
+
+    def gate(self, key: str) -> asyncio.Event:
+        return self.gates.setdefault(key, asyncio.Event())
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        assert isinstance(call.args, HoldArgs)
+        self.entered.add(call.args.key)
+        await self.gate(call.args.key).wait()
+        return ToolResult(f"released {call.args.key}")
+
+
+async def settle(rig: Rig) -> None:
+    """Until every live agent is idle and no continuable child is resident."""
+    manager = rig.ctx.get("subagents")
+    while True:
+        for agent in list(rig.registry):
+            await agent.when_idle()
+        await manager.when_quiescent()
+        await asyncio.sleep(0)
+        if (
+            all(a.status == "idle" and not a.inbox.has_work() for a in rig.registry)
+            and not manager.resident()
+        ):
+            return

@@ -4,12 +4,12 @@ and a stored child, widening refused): issue 6 items 4 and 5, behaviour.md §8 a
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_root_approvals_support import (
+    Hold,
     Rig,
     call,
     eventually,
@@ -17,6 +17,7 @@ from test_root_approvals_support import (
     notices,
     plain,
     results,
+    settle,
     write,
 )
 
@@ -31,7 +32,6 @@ from tether.subagents.visibility import (
     last_denial,
     pending_from_log,
 )
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
 NOTES_HEADLINE = (
     'Subagent approval: run "write" · Arguments: {"content": "notes", "path": "notes.txt"}'
@@ -44,47 +44,6 @@ NARROWED = (
     'Your delegating agent narrowed your sandbox to "read-only". Operations outside it will be '
     "denied; report any limitation in your reply."
 )
-
-
-class HoldArgs(ToolArgs):
-    key: str
-
-
-class Hold:
-    """Blocks its caller until the test opens ``gates[key]``: keeps an agent running at a
-    known point without timing assumptions."""
-
-    name = "hold"
-    description = "Wait until released."
-    Args = HoldArgs
-
-    def __init__(self) -> None:
-        self.gates: dict[str, asyncio.Event] = {}
-        self.entered: set[str] = set()
-
-    def gate(self, key: str) -> asyncio.Event:
-        return self.gates.setdefault(key, asyncio.Event())
-
-    async def run(self, call: ToolCall) -> ToolResult:
-        assert isinstance(call.args, HoldArgs)
-        self.entered.add(call.args.key)
-        await self.gate(call.args.key).wait()
-        return ToolResult(f"released {call.args.key}")
-
-
-async def settle(rig: Rig) -> None:
-    """Until every live agent is idle and no continuable child is resident."""
-    manager = rig.ctx.get("subagents")
-    while True:
-        for agent in list(rig.registry):
-            await agent.when_idle()
-        await manager.when_quiescent()
-        await asyncio.sleep(0)
-        if (
-            all(a.status == "idle" and not a.inbox.has_work() for a in rig.registry)
-            and not manager.resident()
-        ):
-            return
 
 
 def agents(root: list[dict[str, Any]], *children: dict[str, Any]) -> list[dict[str, Any]]:

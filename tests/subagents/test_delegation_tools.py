@@ -3,6 +3,8 @@ delegation tools, driven through the real tool pipeline by a scripted parent."""
 
 from __future__ import annotations
 
+from tether.sandbox import SandboxProvider
+
 import re
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,7 @@ async def test_no_permission_or_provider_parameters_in_the_schema(tmp_path: Path
     subagents(w)
     # Even with a confining sandbox mounted (escalation fields advertised on file tools), the
     # delegation tools expose no scope knob.
-    w.ctx.provide("sandbox", type("Confining", (), {"confines": True})())
+    w.ctx.provide("sandbox", SandboxProvider())
     schemas = {name: params for name, _, params in w.tools.schemas()}
     assert "sandbox_permissions" in schemas["write"]["properties"]
     for name in ("subagent", "subagent_fork"):

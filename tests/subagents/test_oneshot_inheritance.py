@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tether.sandbox import SandboxProvider
+
 from pathlib import Path
 
 from subagent_support import data, kinds, world, write
@@ -111,7 +113,7 @@ async def test_executor_boundary_pin_rejects_escalation_without_asking(tmp_path:
         write("esc.txt", sandbox_permissions="workspace-write", justification="need it"),
         {"text": "rejected"},
     )])
-    w.ctx.provide("sandbox", type("Confining", (), {"confines": True})())
+    w.ctx.provide("sandbox", SandboxProvider())
     consulted: list[object] = []
 
     def answerer(request: object, _next: object) -> str:

@@ -14,18 +14,13 @@ from tether.kernel import Kernel
 from tether.policy.approval import approval_plugin, register_answerer
 from tether.policy.escalation import denial_hint
 from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.sandbox import SandboxProvider
 from tether.session import Session, SessionMeta, SessionStore
 from tether.signals import AbortSignal
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
 
 MARKER = "[sandbox: file access denied under read-only mode]"
-
-
-class ConfiningSandbox:
-    """What the pipeline asks of the sandbox service: whether its backend confines."""
-
-    confines = True
 
 
 class Owner:
@@ -48,7 +43,7 @@ def compose(
     if approval:
         kernel.load(approval_plugin, {"policy": policy})
     if sandbox:
-        kernel.ctx.provide("sandbox", ConfiningSandbox())
+        kernel.ctx.provide("sandbox", SandboxProvider())
     asked: list[Any] = []
     if answer is not None:
 

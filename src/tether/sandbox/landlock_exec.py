@@ -3,10 +3,10 @@
 This module imports nothing but the standard library, because it runs two ways:
 
 * imported by the Landlock backend, which builds the ruleset in the harness and applies it in
-  the forked child through ``preexec_fn`` (the fast path, about 2 ms per spawn);
-* as a launcher script, ``python -I -S .../landlock_exec.py [options] -- ARGV...`` (about
-  10 ms more), which is what :attr:`ConfinedCommand.argv` holds, so a caller that only knows
-  how to spawn an argv still gets a confined command.
+  the forked child through ``preexec_fn`` (the fast path);
+* as a launcher script, ``python -I -S .../landlock_exec.py [options] -- ARGV...`` (a Python
+  start-up per call), which is what :attr:`ConfinedCommand.argv` holds, so a caller that only
+  knows how to spawn an argv still gets a confined command.
 
 Either way the command is confined in two layers. The process that forks it (the
 *supervisor*) restricts itself first, becomes a child subreaper, forks, and waits; the command
@@ -20,7 +20,9 @@ namespace gives for free: nothing a command starts outlives the call.
 
 Both layers also drop every capability (bounding set, ambient, effective/permitted/
 inheritable) and set ``PR_SET_NO_NEW_PRIVS``, so root inside is a plain uid 0 (as with
-``bwrap --cap-drop ALL``): it cannot mount, create device nodes, chroot or load modules.
+``bwrap --cap-drop ALL``): it cannot mount, create device nodes, chroot or load modules. The
+command also gets a seccomp filter for what Landlock cannot see (metadata changes; see
+"metadata filter" below), whose workspace-write half the supervisor serves.
 
 Launcher failures print one ``tether-landlock: ...`` line on stderr and exit 125 (the
 backend's runner-failure rule); a command that cannot be executed exits 127 like a shell.

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import Context
 from tether.policy import SandboxExecutionPolicy, SandboxMode
+from tether.policy.escalation import EffectNoun
 from tether.sandbox import (
     SANDBOX_SERVICE,
     ConfinedCommand,
@@ -380,6 +381,7 @@ def confine_command(
 
 class BashTool:
     name: str = "bash"
+    escalation_noun: EffectNoun = "command"
     description: str = (
         "Run a shell command with bash in the workspace directory and return its output and "
         "exit code. The command runs under the OS sandbox of the session's mode: writes outside "

@@ -108,6 +108,9 @@ class JobManager:
         for job in self._jobs.values():
             if not job.done:
                 job.running.kill_now()
+                # The loop may stop before the job's task finishes: do not leave its private
+                # temp directory behind.
+                job.running.command.close()
 
     async def aclose(self) -> None:
         """:meth:`close`, then wait for the jobs to be reaped (for an orderly shutdown)."""

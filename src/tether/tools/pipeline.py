@@ -165,7 +165,7 @@ class ToolRuntime:
     def escalation_enabled(self) -> bool:
         """Escalation parameters exist only while a confining sandbox backend is mounted."""
         sandbox = self.ctx.get("sandbox")
-        return sandbox is not None and bool(getattr(sandbox, "confines", False))
+        return sandbox is not None and bool(getattr(sandbox, "confining", False))
 
     async def execute(
         self,

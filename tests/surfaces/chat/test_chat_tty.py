@@ -24,21 +24,35 @@ from tether.surfaces.cli.chat.prompts import answerer_name
 TETHER = str(Path(sys.executable).parent / "tether")
 
 
-def read_until(fd: int, needle: bytes, deadline: float) -> bytes:
-    seen = b""
-    while needle not in seen:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never saw {needle!r}; got {seen[-2000:]!r}")
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen
+class Terminal:
+    """The master side of the pty: everything read is kept, and each wait starts where the
+    previous one's needle ended (a chunk may carry more than one needle)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.seen = b""
+        self.mark = 0
+
+    def wait_for(self, needle: bytes, timeout: float = 40) -> bytes:
+        deadline = time.monotonic() + timeout
+        while (found := self.seen.find(needle, self.mark)) < 0:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never saw {needle!r}; got {self.seen[self.mark :]!r}")
+            ready, _, _ = select.select([self.fd], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"end of output before {needle!r}")
+                self.seen += chunk
+        shown = self.seen[self.mark : found + len(needle)]
+        self.mark = found + len(needle)
+        return shown
+
+    def type(self, data: bytes) -> None:
+        os.write(self.fd, data)
 
 
 def script(path: Path) -> Path:
@@ -105,21 +119,22 @@ def test_a_prompt_and_an_approval_answered_at_a_real_terminal(tmp_path: Path) ->
         ],
         tmp_path,
     )
+    term = Terminal(master)
     try:
-        banner = read_until(master, "›".encode(), time.monotonic() + 40)
+        banner = term.wait_for("›".encode())
         assert b"tether chat" in banner
-        os.write(master, b"please write\r")
-        shown = read_until(master, b"Reject (default) >", time.monotonic() + 40)
+        term.type(b"please write\r")
+        shown = term.wait_for(b"Reject (default) >")
         assert b"Approval needed: tool 'write'" in shown
         assert b'reason: run "write": t.txt' in shown
         assert b"path: t.txt" in shown
-        os.write(master, b"a")
-        rest = read_until(master, b"finished writing", time.monotonic() + 40)
-        rest += read_until(master, b"approvals: 1 asked, 1 granted", time.monotonic() + 40)
+        term.type(b"a")
+        rest = term.wait_for(b"finished writing")
+        rest += term.wait_for(b"approvals: 1 asked, 1 granted")
         assert b"allowed once" in rest
-        read_until(master, "›".encode(), time.monotonic() + 40)
-        os.write(master, b"\x04")
-        read_until(master, b"continue with: tether chat --resume", time.monotonic() + 40)
+        term.wait_for("›".encode())
+        term.type(b"\x04")
+        term.wait_for(b"continue with: tether chat --resume")
         assert proc.wait(timeout=30) == 0
     finally:
         proc.kill()

@@ -14,7 +14,7 @@ import contextlib
 import os
 import signal as signals
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -76,7 +76,10 @@ async def run_command(
     timeout: float,
     signal: AbortSignal | None = None,
     max_output: int = MAX_OUTPUT,
+    argv: Sequence[str] | None = None,
 ) -> CommandRun:
+    """Run one hook command. ``argv`` (with ``env``) replaces ``[SHELL, "-c", command]`` when
+    the caller confined the command (a sandbox runner's wrapped argv)."""
     started = time.monotonic()
 
     def elapsed() -> int:
@@ -88,9 +91,7 @@ async def run_command(
         cwd = None  # a vanished workspace must not turn every hook into a spawn failure
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
-            SHELL,
-            "-c",
-            command,
+            *(argv if argv is not None else (SHELL, "-c", command)),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -21,6 +21,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tether.errors import TetherError
 from tether.kernel import Context
 from tether.plugins.hooks.payload import base_payload, encode_payload
 from tether.plugins.hooks.protocol import (
@@ -31,7 +32,7 @@ from tether.plugins.hooks.protocol import (
     merge,
     stderr_summary,
 )
-from tether.plugins.hooks.runner import hook_env, run_command
+from tether.plugins.hooks.runner import SHELL, CommandRun, hook_env, run_command
 from tether.plugins.hooks.settings import HookEvent, HookHandler
 from tether.session import JsonValue, Session
 from tether.signals import AbortSignal
@@ -205,16 +206,22 @@ class HookService:
             _open_turn(session) if background else _record(session, None, "hook/invoked", invoked)
         )
         started = time.monotonic()
+        confined = self._confine(handler.command, session, env)
         try:
-            run = await run_command(
-                handler.command,
-                data,
-                cwd=root,
-                env=env,
-                timeout=handler.timeout or self.settings.default_timeout,
-                signal=signal,
-            )
+            if isinstance(confined, CommandRun):
+                run = confined
+            else:
+                run = await run_command(
+                    handler.command,
+                    data,
+                    cwd=root,
+                    env=confined.env if confined is not None else env,
+                    timeout=handler.timeout or self.settings.default_timeout,
+                    signal=signal,
+                    argv=confined.argv if confined is not None else None,
+                )
         except asyncio.CancelledError:
+            _close(confined)
             # Torn down mid-hook (the group is already killed): close the pair we opened.
             if turn is not None and not background:
                 closing: dict[str, JsonValue] = {
@@ -225,6 +232,7 @@ class HookService:
                 }
                 _record(session, turn, "hook/result", closing)
             raise
+        _close(confined)
         reply = interpret(handler.event, run)
         result: dict[str, JsonValue] = {
             "point": point,
@@ -250,6 +258,27 @@ class HookService:
                     "denied because hooks fail closed",
                 )
         return reply
+
+    def _confine(self, command: str, session: Session | None, env: Mapping[str, str]) -> Any:
+        """The command confined under the session's sandbox mode (issue 4 item 4).
+
+        ``None`` when no sandbox is composed (hooks then run as Claude Code runs them); a
+        failed ``CommandRun`` when the sandbox cannot confine (never run unconfined instead).
+        """
+        sandbox = self._ctx.get("sandbox")
+        policies = self._ctx.get("sandbox_policy")
+        if sandbox is None or policies is None:
+            return None
+        try:
+            policy = policies.resolve(session=session)
+            return sandbox.confine(
+                [SHELL, "-c", command],
+                policy,
+                env=env,
+                extra_env={k: v for k, v in env.items() if k.startswith("CLAUDE_")},
+            )
+        except TetherError as err:
+            return CommandRun("spawn-failed", None, "", "", 0, f"{err.code}: {err}")
 
     # -- background runs ----------------------------------------------------------------
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
@@ -312,3 +341,9 @@ __all__ = [
     "HookSettings",
     "context_source",
 ]
+
+
+def _close(confined: object) -> None:
+    close = getattr(confined, "close", None)
+    if callable(close):
+        close()

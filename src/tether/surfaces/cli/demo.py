@@ -24,6 +24,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tether.agent.context_snapshot import is_snapshot
 from tether.harness import Harness, SessionEvent
@@ -123,7 +124,7 @@ async def _demo(json_output: bool) -> bool:
             if not json_output:
                 say("\n[bold]Lineage[/bold]")
                 for line in render_tree(tree):
-                    say("  " + line)
+                    say("  " + escape(line))
                 say(
                     f"\nNOTES.md written by the read-only reviewer: {(workspace / 'NOTES.md').exists()}"
                 )
@@ -156,7 +157,7 @@ def _narrate(console: Console, item: SessionEvent, labels: dict[str, str]) -> No
             return
         console.print(f"{indent}[cyan]{who} ← {_short(data.get('content'))}[/cyan]")
     elif event.type == "assistant/message" and data.get("content"):
-        console.print(f"{indent}[green]{who}: {data.get('content')}[/green]")
+        console.print(f"{indent}[green]{who}: {escape(str(data.get('content')))}[/green]")
     elif event.type == "tool/call":
         console.print(
             f"{indent}[yellow]{who} calls {data.get('name')}[/yellow] {_short(data.get('arguments'))}"
@@ -165,7 +166,9 @@ def _narrate(console: Console, item: SessionEvent, labels: dict[str, str]) -> No
         style = "red" if data.get("is_error") else "dim"
         console.print(f"{indent}[{style}]  → {_short(data.get('content'))}[/{style}]")
     elif event.type in ("approval/asked", "approval/decided", "approval/pending"):
-        console.print(f"{indent}[magenta]{who} {event.type} {json.dumps(thaw(data))}[/magenta]")
+        console.print(
+            f"{indent}[magenta]{who} {event.type} {escape(json.dumps(thaw(data)))}[/magenta]"
+        )
     elif event.type == "sandbox/mode" and data.get("source"):
         console.print(
             f"{indent}[blue]{who} scope: sandbox/mode {data.get('mode')} "
@@ -179,5 +182,6 @@ def _narrate(console: Console, item: SessionEvent, labels: dict[str, str]) -> No
 
 
 def _short(value: object, limit: int = 160) -> str:
+    """One escaped line (tool results hold ``[sandbox: ...]``, which rich would eat as markup)."""
     text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")

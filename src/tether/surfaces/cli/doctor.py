@@ -15,6 +15,7 @@ from tether import __version__
 from tether.errors import TetherError
 from tether.kernel import available_plugins
 from tether.model import parse_model_spec
+from tether.sandbox import describe_backends
 from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url
 
 KEY_FOR = {"openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY"}
@@ -31,6 +32,8 @@ def doctor_command(store: StoreOption = None) -> None:
         typer.echo(f"store: ok: {url} ({count} sessions)")
     except typer.Exit:
         fatal = True
+    for report in describe_backends():
+        typer.echo(f"sandbox {report.name}: {report.status}: {report.reason}")
     plugins = available_plugins()
     typer.echo(f"plugins: {', '.join(sorted(plugins)) or 'none'}")
     if fatal:

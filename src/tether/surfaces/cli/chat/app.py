@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import os
 import signal
 import sys
@@ -32,12 +33,22 @@ import typer
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import Application, get_app, get_app_or_none, run_in_terminal
 from prompt_toolkit.application.current import get_app_session
+from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.layout import FormattedTextControl, HSplit, Layout, Window
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.layout import (
+    BufferControl,
+    ConditionalContainer,
+    FormattedTextControl,
+    HSplit,
+    Layout,
+    Window,
+)
+from prompt_toolkit.layout.processors import BeforeInput
 from prompt_toolkit.output import Output
 from rich.console import Console
 from rich.text import Text
@@ -46,6 +57,7 @@ from tether.agent import Agent
 from tether.harness import Harness, SessionEvent
 from tether.kernel import Disposable, Next, PluginEntry
 from tether.policy.approval import register_answerer
+from tether.session import Event, Session
 from tether.surfaces.cli.chat.commands import CommandHost, dispatch, resume_root
 from tether.surfaces.cli.chat.prompts import ALLOW_KEYS, CHOICES, REJECT_KEYS, ApprovalPrompt
 from tether.surfaces.cli.chat.render import EventRenderer, SessionDirectory
@@ -61,11 +73,14 @@ from tether.surfaces.cli.run import (
     SandboxOption,
     WorkspaceOption,
 )
+from tether.tools.ask_user import QUESTION_EVENT
 
 PROMPT: Final = "› "
 DOUBLE_INTERRUPT_SECONDS: Final = 2.0
 LIVE_LINES: Final = 3
 HISTORY_FILE: Final = "chat_history"
+CATCH_UP_SECONDS: Final = 0.5
+"""How long a question waits for the transcript to show what was appended before it."""
 
 
 class TerminalWriter(io.TextIOBase):
@@ -129,6 +144,22 @@ def history_path(env: Mapping[str, str] | None = None) -> Path:
     return directory / HISTORY_FILE
 
 
+class ConsoleLogHandler(logging.Handler):
+    """Warnings from the harness (a timed-out approval, a failed listener) printed through the
+    console, above the prompt, instead of raw on stderr across the screen."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.WARNING)
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = self.format(record)
+            self.console.print(Text(f"{record.levelname.lower()}: {message}", style="red"))
+        except Exception:
+            self.handleError(record)
+
+
 class ChatApp:
     """The interactive loop over one opened :class:`Harness`.
 
@@ -162,6 +193,7 @@ class ChatApp:
             self.directory,
             accepting=lambda: self._in_turn,
             changed=self._invalidate,
+            catch_up=self._catch_up,
         )
         self._session: PromptSession[str] = PromptSession(
             history=history if history is not None else InMemoryHistory(),
@@ -176,6 +208,8 @@ class ChatApp:
         self._last_interrupt: float | None = None
         self._busy: Application[None] | None = None
         self._registrations: list[Callable[[], None]] = []
+        self._last_appended: tuple[str, int] | None = None
+        self._rendered: dict[str, int] = {}
 
     # -- state ----------------------------------------------------------------------------------
     @property
@@ -192,7 +226,7 @@ class ChatApp:
         """Leave after the current step: stop waiting for the turn and close the prompt."""
         self.quitting = True
         self._stop.set()
-        self.approvals.press("cancelled")
+        self.approvals.cancel_open()
         app = self._session.app
         if app.is_running:
             app.exit(exception=EOFError())
@@ -212,7 +246,7 @@ class ChatApp:
             return
         self._last_interrupt = now
         self.root.cancel("user")
-        self.approvals.press("cancelled")
+        self.approvals.cancel_open()
         self.console.print(
             Text("cancelling the turn · press Ctrl-C again within 2s to quit", style="yellow")
         )
@@ -250,7 +284,7 @@ class ChatApp:
 
     def _attach(self) -> None:
         ctx = self.harness.ctx
-        self._registrations.append(self.harness.store.on_event(self.directory.observe))
+        self._registrations.append(self.harness.store.on_event(self._observe))
         handles: list[Disposable] = [
             ctx.on("agent/text-delta", self._on_delta),
             ctx.on("tools/post-execute", self._on_post_execute),
@@ -258,11 +292,27 @@ class ChatApp:
         ]
         if self._answer_approvals:
             handles.append(register_answerer(ctx, self.approvals.answer))
+        handles.append(ctx.on(QUESTION_EVENT, self.approvals.question))
         self._registrations += [handle.dispose for handle in handles]
 
     def _detach(self) -> None:
         while self._registrations:
             self._registrations.pop()()
+
+    def _observe(self, session: Session, event: Event) -> None:
+        self.directory.observe(session, event)
+        self._last_appended = (session.id, event.seq)
+
+    async def _catch_up(self) -> None:
+        """Wait (briefly) until every event appended so far has been rendered."""
+        target = self._last_appended
+        if target is None or not self._in_turn:
+            return
+        session_id, seq = target
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CATCH_UP_SECONDS
+        while self._rendered.get(session_id, -1) < seq and loop.time() < deadline:
+            await asyncio.sleep(0.005)
 
     def _on_delta(self, payload: tuple[Agent, str]) -> None:
         agent, text = payload
@@ -389,6 +439,7 @@ class ChatApp:
             async for item in stream:
                 events.append(item)
                 self.renderer.render(item)
+                self._rendered[item.session_id] = item.event.seq
                 self._invalidate()
         finally:
             close = getattr(stream, "aclose", None)  # an async generator: stop it now
@@ -409,18 +460,49 @@ class ChatApp:
     def _busy_app(self) -> Application[None]:
         keys = KeyBindings()
         asking = Condition(lambda: self.approvals.current is not None)
+        typing = Condition(lambda: self.approvals.current_text is not None)
+        answer = Buffer(multiline=False)
 
         @keys.add("c-c")
         def _interrupt(_event: KeyPressEvent) -> None:
+            answer.reset()
             self.interrupt()
 
-        for key in ALLOW_KEYS:
-            keys.add(key, filter=asking)(lambda _e: self.approvals.press("allowed-once"))
-        for key in REJECT_KEYS:
-            keys.add(key, filter=asking)(lambda _e: self.approvals.press("rejected"))
+        def allow(_event: KeyPressEvent) -> None:
+            self.approvals.press("allowed-once")
 
+        def reject(_event: KeyPressEvent) -> None:
+            self.approvals.press("rejected")
+
+        for key in ALLOW_KEYS:
+            keys.add(key, filter=asking)(allow)
+        for key in REJECT_KEYS:
+            keys.add(key, filter=asking)(reject)
+
+        @keys.add("enter", filter=typing & ~asking)
+        def _submit(_event: KeyPressEvent) -> None:
+            text = answer.text
+            answer.reset()
+            self.approvals.submit(text)
+
+        @keys.add(Keys.Any, filter=~typing)
+        def _ignore(_event: KeyPressEvent) -> None:
+            """Typing while the agent works goes nowhere (and can never answer a question
+            shown later)."""
+
+        answer_window = Window(
+            BufferControl(answer, input_processors=[BeforeInput("answer› ")]),
+            height=1,
+            dont_extend_height=True,
+        )
         layout = Layout(
-            HSplit([Window(FormattedTextControl(self._busy_text), dont_extend_height=True)])
+            HSplit(
+                [
+                    Window(FormattedTextControl(self._busy_text), dont_extend_height=True),
+                    ConditionalContainer(answer_window, filter=typing),
+                ]
+            ),
+            focused_element=answer_window,
         )
         return Application(
             layout=layout,
@@ -445,6 +527,9 @@ class ChatApp:
             parts.append(
                 ("reverse bold", f" approval for {question.request.tool_name}: {CHOICES} ")
             )
+            parts.append(("", "\n"))
+        if self.approvals.current_text is not None:
+            parts.append(("reverse bold", " the agent asks: type the answer, Enter sends "))
             parts.append(("", "\n"))
         root_tool = self.renderer.running.get(self.directory.root_id or "")
         rows = child_statuses(
@@ -544,11 +629,14 @@ async def _chat(
         # Ctrl-C reaches us as a key while a prompt_toolkit application runs; between them
         # the terminal is cooked and it arrives as SIGINT: same meaning either way.
         loop.add_signal_handler(signal.SIGINT, app.interrupt)
+        logs = ConsoleLogHandler(console)
+        logging.getLogger().addHandler(logs)
         try:
             await app.run(resume=resume)
         finally:
+            logging.getLogger().removeHandler(logs)
             loop.remove_signal_handler(signal.SIGINT)
         await writer.drain()
 
 
-__all__ = ["ChatApp", "TerminalWriter", "chat_command", "history_path"]
+__all__ = ["ChatApp", "ConsoleLogHandler", "TerminalWriter", "chat_command", "history_path"]

@@ -1,4 +1,5 @@
-"""The inline approval prompt: one question at a time, answered with a single key.
+"""Inline prompts: approvals answered with a single key, and the agent's ``ask_user``
+questions answered with a typed line. One question at a time.
 
 The answerer registered by ``tether chat`` prints the question above the status area (the
 tool, the reason, the command or path, and who asks: the asking session's lineage), then
@@ -6,15 +7,18 @@ waits for a key read by the running turn's keyboard handler: ``a`` allows once; 
 Enter rejects (the safe default). Keys pressed before a question is shown answer nothing, so
 typing ahead can never approve an action the user has not seen.
 
-Questions queue behind one another (two background children may ask at once). A question
-whose request is cancelled (the turn was interrupted) disappears from the prompt.
+An ``ask_user`` question is answered by typing a line and pressing Enter; Ctrl-C cancels
+the turn instead.
+
+Questions of both kinds queue behind one another (two background children may ask at once).
+A question whose request is cancelled (the turn was interrupted) disappears from the prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import getpass
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -24,6 +28,7 @@ from rich.text import Text
 from tether.kernel import Next
 from tether.policy.approval import Answer, ApprovalRequest
 from tether.surfaces.cli.chat.render import CHAT_ANSWERER, SessionDirectory
+from tether.tools.ask_user import QuestionRequest
 
 KeyAnswer = Literal["allowed-once", "rejected", "cancelled"]
 """What a key (or an interrupt) answers: ``a``, ``r``/Enter, or Ctrl-C."""
@@ -96,8 +101,16 @@ class OpenQuestion:
     answer: asyncio.Future[KeyAnswer]
 
 
+@dataclass(eq=False)
+class OpenTextQuestion:
+    request: QuestionRequest
+    answer: asyncio.Future[str | None]
+    """The typed line, or ``None`` when the question was cancelled."""
+
+
 class ApprovalPrompt:
-    """The chat's approval answerer and the state its keyboard handler reads."""
+    """The chat's approval answerer (and ``ask_user`` answerer) and the state its keyboard
+    handler reads."""
 
     def __init__(
         self,
@@ -106,14 +119,17 @@ class ApprovalPrompt:
         *,
         accepting: Callable[[], bool],
         changed: Callable[[], None] = lambda: None,
+        catch_up: Callable[[], Awaitable[None]] | None = None,
         name: str | None = None,
     ) -> None:
         self.console = console
         self.directory = directory
         self._accepting = accepting
         self._changed = changed
+        self._catch_up = catch_up
         self.name = name or answerer_name()
         self.current: OpenQuestion | None = None
+        self.current_text: OpenTextQuestion | None = None
         self.waiting = 0
         """Questions queued behind the current one."""
         self._lock = asyncio.Lock()
@@ -122,17 +138,60 @@ class ApprovalPrompt:
         """The ``approval/request`` listener."""
         if not self._accepting():
             return await next_()  # nobody is at the keyboard right now
+        await self._queue()
+        try:
+            return await self._ask(request)
+        finally:
+            self._lock.release()
+            self._changed()
+
+    async def question(self, request: QuestionRequest, next_: Next) -> object:
+        """The ``user/question`` listener (the agent's ``ask_user`` tool)."""
+        if not self._accepting():
+            return await next_()
+        await self._queue()
+        try:
+            return await self._ask_text(request)
+        finally:
+            self._lock.release()
+            self._changed()
+
+    async def _queue(self) -> None:
         self.waiting += 1
         self._changed()
         try:
             await self._lock.acquire()
         finally:
             self.waiting -= 1
+        if self._catch_up is not None:
+            # Let the transcript show the call being asked about before the question.
+            try:
+                await self._catch_up()
+            except BaseException:
+                self._lock.release()
+                raise
+
+    async def _ask_text(self, request: QuestionRequest) -> str | None:
+        self.console.print(
+            Text(f"Question from the agent: {' '.join(request.question.split())}", style="bold")
+        )
+        self.console.print(Text("  type your answer and press Enter > ", style="bold"))
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self.current_text = OpenTextQuestion(request, future)
+        self._changed()
         try:
-            return await self._ask(request)
+            reply = await future
+        except asyncio.CancelledError:
+            self._show("cancelled")
+            raise
         finally:
-            self._lock.release()
+            self.current_text = None
             self._changed()
+        if reply is None:
+            self._show("cancelled")
+            return None
+        self.console.print(Text(f"  ↳ {reply}"))
+        return reply
 
     async def _ask(self, request: ApprovalRequest) -> object:
         self.console.print(Text("\n".join(describe(request, self.directory)), style="bold"))
@@ -156,12 +215,25 @@ class ApprovalPrompt:
         self.console.print(Text(f"  {text}", style=style))
 
     def press(self, outcome: KeyAnswer) -> bool:
-        """Answer the open question; ``False`` when none is open."""
+        """Answer the open approval question; ``False`` when none is open."""
         question = self.current
         if question is None or question.answer.done():
             return False
         question.answer.set_result(outcome)
         return True
+
+    def submit(self, text: str | None) -> bool:
+        """Answer the open ``ask_user`` question (``None`` cancels it)."""
+        question = self.current_text
+        if question is None or question.answer.done():
+            return False
+        question.answer.set_result(text)
+        return True
+
+    def cancel_open(self) -> None:
+        """Ctrl-C or quitting: whatever is open is cancelled."""
+        self.press("cancelled")
+        self.submit(None)
 
 
 __all__ = [
@@ -171,6 +243,7 @@ __all__ = [
     "ApprovalPrompt",
     "KeyAnswer",
     "OpenQuestion",
+    "OpenTextQuestion",
     "answerer_name",
     "asker_lines",
     "describe",
