@@ -203,7 +203,10 @@ def test_read_only_sandbox_denies_the_write_with_the_marker(env: dict[str, Any])
     assert proc.returncode == 0, proc.stderr
     assert not (env["workspace"] / "ro.txt").exists()
     result = next(line for line in lines if line["type"] == "tool/result")
-    assert result["data"]["content"].endswith("[sandbox: file access denied under read-only mode]")
+    first, hint = result["data"]["content"].split("\n")
+    assert first.endswith("[sandbox: file access denied under read-only mode]")
+    # a root under "ask" is told how to escalate (a confining backend is mounted)
+    assert 'sandbox_permissions: "workspace-write"' in hint
     assert lines[0]["data"] == {"mode": "read-only"}
 
 
@@ -246,5 +249,20 @@ def test_missing_model_configuration_names_the_options(env: dict[str, Any]) -> N
 def test_demo_runs_offline() -> None:
     proc = tether("demo")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "stop reason: completed" in proc.stdout
-    assert "file outside the workspace created: False" in proc.stdout
+    out = proc.stdout
+    assert "demo completed" in out
+    assert "NOTES.md written by the read-only reviewer: False" in out
+    assert "build.log written by the builder's confined command: True" in out
+    assert "file outside the workspace created: False" in out
+    assert 'the user rejected escalating this operation to "workspace-write"' in out
+    assert "approval/pending" in out and "Subagent approval: run" in out
+    assert "mode read-only (delegation)" in out and "mode workspace-write (delegation)" in out
+
+
+def test_demo_json_streams_events() -> None:
+    proc = tether("demo", "--json")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len({e["session"] for e in events}) == 3
+    assert any(e["type"] == "approval/pending" for e in events)
+    assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"] == "completed"

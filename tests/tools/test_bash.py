@@ -414,7 +414,8 @@ async def test_plugins_compose_bash_into_the_pipeline(ws: Path) -> None:
     result = await tools.execute(
         None, "c1", "bash", json.dumps({"command": f"echo x > {outside}"}), AbortSignal()
     )
-    assert result.content.endswith(f"exit code: 1\n{MARKER_RO}")
+    # With no agent the call cannot escalate, so the hint says so (docs/decisions/0009).
+    assert f"exit code: 1\n{MARKER_RO}\nEscalation is unavailable in this session" in result.content
     assert not outside.exists()
     bad = await tools.execute(
         None, "c2", "bash", json.dumps({"command": "true", "timeout": 601}), AbortSignal()

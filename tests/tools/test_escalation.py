@@ -219,3 +219,26 @@ async def test_denial_hint_follows_the_session_policy(tmp_path: Path) -> None:
     denied = await run(tools, owner, args())
     assert MARKER in denied.content
     assert denied.content.splitlines()[-1].startswith("Escalation is unavailable in this session")
+
+
+async def test_bash_escalation_runs_that_command_wider_once(tmp_path: Path) -> None:
+    kernel, tools, owner, asked = compose(tmp_path)
+    from tether.tools.bash import BashTool
+
+    tools.register(BashTool())
+    target = tmp_path / "made-by-bash.txt"
+    command = f"echo hi > {target}"
+    raw = json.dumps({"command": command, **ESCALATE})
+    result = await tools.execute(owner, "b1", "bash", raw, AbortSignal())  # type: ignore[arg-type]
+    assert not result.is_error, result.content
+    assert target.read_text() == "hi\n"
+    assert [r.reason for r in asked] == ["escalate sandbox to workspace-write: needs the file"]
+    target.unlink()
+    again = await tools.execute(
+        owner, "b2", "bash", json.dumps({"command": command}), AbortSignal()
+    )  # type: ignore[arg-type]
+    assert again.is_error and MARKER in again.content
+    assert (
+        'retry this exact command once with sandbox_permissions: "workspace-write"' in again.content
+    )
+    assert not target.exists()

@@ -155,3 +155,41 @@ async def test_ctrl_c_clears_a_typed_line_and_quits_at_an_empty_prompt(tmp_path:
         await asyncio.wait_for(chat.task, 20)
     assert "say hi" in user_messages
     assert not any("half a thought" in str(m) for m in user_messages)
+
+
+async def test_input_closed_mid_turn_stops_the_turn_and_quits(tmp_path: Path) -> None:
+    tool = WaitTool()
+    agents = [root_steps({"tool_calls": [call("wait")]})]
+    async with open_chat(tmp_path, agents, plugins=(), setup=with_wait_tool(tool)) as chat:
+        root = chat.app.root.id
+        chat.type("wait\r")
+        await asyncio.wait_for(tool.started.wait(), 20)
+        chat.pipe.close()
+        shown = await chat.wait_for("stopping the turn\n")
+        await asyncio.wait_for(chat.task, 20)
+        await chat.app.root.when_idle()
+        ends = [d for t, d in events_of(chat.harness, root) if t == "turn/end"]
+    assert shown.endswith("input closed; stopping the turn\n")
+    assert ends == [{"turn": 1, "reason": "aborted", "cause": "user"}]
+    assert chat.app.quitting
+
+
+async def test_ctrl_c_while_the_agent_asks_a_question_cancels_it(tmp_path: Path) -> None:
+    agents = [
+        root_steps({"tool_calls": [call("ask_user", question="Which colour?")]}, {"text": "ok"})
+    ]
+    async with open_chat(tmp_path, agents, plugins=()) as chat:
+        chat.type("ask\r")
+        await chat.wait_for("press Enter > ")
+        chat.type("half an answ\x03")
+        ended = await chat.turn_end()
+        assert chat.app.approvals.current_text is None
+        again = await chat.turn("go on")
+        await chat.quit()
+    lines = ended.splitlines()
+    assert lines[1:3] == [
+        "cancelling the turn · press Ctrl-C again within 2s to quit",
+        "  ✘ cancelled",
+    ]
+    assert "■ turn 1 aborted (user)" in lines
+    assert again.splitlines()[0] == "ok"

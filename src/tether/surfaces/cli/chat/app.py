@@ -415,8 +415,15 @@ class ChatApp:
                 if stop in done:
                     break
                 if busy_task in done and not consumer.done():
-                    # The keyboard is gone (end of input): nobody can answer or cancel.
-                    self.console.print(Text("input closed; stopping the turn", style="yellow"))
+                    # The keyboard is gone (end of input, or its handler failed): nobody can
+                    # answer a question or cancel, so stop here rather than run unattended.
+                    failure = None if busy_task.cancelled() else busy_task.exception()
+                    why = (
+                        "input closed"
+                        if failure is None or isinstance(failure, EOFError)
+                        else f"the keyboard handler failed ({failure!r})"
+                    )
+                    self.console.print(Text(f"{why}; stopping the turn", style="yellow"))
                     root.cancel("user")
                     self.request_quit()
                     break

@@ -1,0 +1,88 @@
+"""Hook commands run confined under the session's sandbox mode (issue 4 item 4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
+from tether.kernel import Kernel, resolve_plugin
+from tether.model import ScriptedModel
+from tether.policy.approval import approval_plugin
+from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.session import SessionMeta, SessionStore
+from tether.tools.fs import file_tools
+from tether.tools.pipeline import ToolRuntime
+
+
+async def run_with_hook(tmp_path: Path, hook: str, mode: str) -> Agent:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    kernel = Kernel()
+    store = SessionStore()
+    kernel.ctx.provide("sessions", store)
+    kernel.load(sandbox_policy_plugin, {"mode": mode, "workspace_root": str(workspace)})
+    kernel.load(approval_plugin, {"policy": "ask"})
+    kernel.load(resolve_plugin("sandbox"))
+    tools = ToolRuntime(kernel.ctx)
+    kernel.ctx.provide("tools", tools)
+    kernel.ctx.provide(AGENTS_SERVICE, AgentRegistry())
+    for tool in file_tools():
+        tools.register(tool)
+    kernel.load(
+        resolve_plugin("hooks"),
+        {
+            "hooks": {
+                "PreToolUse": [
+                    {"matcher": "Write", "hooks": [{"type": "command", "command": hook}]}
+                ]
+            }
+        },
+    )
+    model = ScriptedModel.from_dict(
+        {
+            "agents": [
+                {
+                    "steps": [
+                        {
+                            "tool_calls": [
+                                {"name": "write", "arguments": {"path": "a.txt", "content": "a"}}
+                            ]
+                        },
+                        {"text": "done"},
+                    ]
+                }
+            ]
+        }
+    )
+    session = store.create(meta=SessionMeta(cwd=str(workspace)))
+    agent = Agent(kernel.ctx, session, AgentOptions(model), tools=tools)
+    await agent.run("write")
+    return agent
+
+
+async def test_a_hook_cannot_write_outside_the_workspace(tmp_path: Path) -> None:
+    outside = Path("/var/tmp") / f"tether-hook-{tmp_path.name}.txt"
+    outside.unlink(missing_ok=True)
+    inside = tmp_path / "ws" / "hook-was-here.txt"
+    hook = f"echo escaped > {outside}; echo ok > {inside}; exit 0"
+    agent = await run_with_hook(tmp_path, hook, "workspace-write")
+    try:
+        assert not outside.exists()
+        assert inside.read_text() == "ok\n"  # the workspace itself stays writable
+        results = [dict(e.data) for e in agent.session.events if e.type == "hook/result"]
+        assert [r["decision"] for r in results] == ["none"]
+    finally:
+        outside.unlink(missing_ok=True)
+
+
+async def test_a_hook_under_read_only_cannot_write_at_all(tmp_path: Path) -> None:
+    inside = tmp_path / "ws" / "hook-was-here.txt"
+    agent = await run_with_hook(tmp_path, f"echo ok > {inside} || exit 0", "read-only")
+    assert not inside.exists()
+    results = [
+        json.loads(json.dumps(dict(e.data)))
+        for e in agent.session.events
+        if e.type == "hook/result"
+    ]
+    assert len(results) == 1
