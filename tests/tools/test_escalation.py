@@ -17,6 +17,7 @@ from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.sandbox import SandboxProvider
 from tether.session import Session, SessionMeta, SessionStore
 from tether.signals import AbortSignal
+from tether.tools.bash import BashTool
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
 
@@ -222,9 +223,7 @@ async def test_denial_hint_follows_the_session_policy(tmp_path: Path) -> None:
 
 
 async def test_bash_escalation_runs_that_command_wider_once(tmp_path: Path) -> None:
-    kernel, tools, owner, asked = compose(tmp_path)
-    from tether.tools.bash import BashTool
-
+    _, tools, owner, asked = compose(tmp_path)
     tools.register(BashTool())
     target = tmp_path / "made-by-bash.txt"
     command = f"echo hi > {target}"
