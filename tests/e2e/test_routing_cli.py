@@ -1,6 +1,6 @@
 """Root-routed subagent approvals end to end (issue 6): the real ``tether`` console script in a
 subprocess, the scripted model (scripts in ``examples/routing/``), a workspace ``tether.toml``
-loading ``root_approvals`` (plus the ``sandbox`` and ``bash`` plugins), a real JSONL store,
+loading ``root_approvals`` (``bash`` under the OS sandbox comes by default), a real JSONL store,
 real files, and a real ``--approver`` program.
 
 Nothing here waits on a clock for correctness: where an order matters, one side polls for a
@@ -82,8 +82,9 @@ REVIEWER_INSTANCES = (
 
 
 def configure(env: dict[str, Any], guarded: list[str] | None, *, extra: str = "") -> None:
-    """The workspace ``tether.toml``: bash under the OS sandbox, the given plugin config."""
-    text = '[[plugins]]\nname = "sandbox"\n\n[[plugins]]\nname = "bash"\n\n' + extra
+    """The workspace ``tether.toml``. ``sandbox`` and ``bash`` come with the default
+    composition (a store inside the workspace stays read-only to confined commands)."""
+    text = extra
     if guarded is not None:
         text += (
             f'\n[[plugins]]\nname = "root_approvals"\nconfig = {{ guarded = {json.dumps(guarded)}'
@@ -298,8 +299,8 @@ def test_without_the_plugin_a_childs_ask_is_still_rejected_by_its_pin(
 
 # -- a background child asking while the root is idle ------------------------------------------
 def test_a_background_child_asks_while_the_root_is_idle(env: dict[str, Any]) -> None:
-    # The store lives in the workspace so the child's (sandboxed) bash can see the root's
-    # stored turn/end: the child asks only once its root is idle.
+    # The store lives in the workspace so the child's (sandboxed) bash can read the root's
+    # stored turn/end (the store is read-only to it): the child asks only once its root is idle.
     env["store"] = f"jsonl://{env['workspace'] / '.store'}"
     configure(env, ["write"])
     run = tether_run(env, "background-idle-root.json", "--approver", approver(env, "allowed-once"))

@@ -173,4 +173,6 @@ def processes_with(token: str) -> list[int]:
     return found
 
 
-PYTHON = sys.executable
+# The real interpreter, not the venv's symlink: a checkout under /tmp (as CI may use) vanishes
+# under bwrap's private /tmp, and a missing interpreter (exit 127) must never pass for a denial.
+PYTHON = os.path.realpath(sys.executable)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,52 @@ async def test_ask_user_is_answered_with_a_typed_line(tmp_path: Path) -> None:
         "  type your answer and press Enter > ",
     ]
     assert rest.splitlines()[1:4] == ["  ↳ blue", "  → blue", "Blue it is."]
+
+
+async def test_questions_from_two_children_queue_and_are_answered_in_turn(
+    tmp_path: Path,
+) -> None:
+    def child(label: str) -> dict[str, object]:
+        return {
+            "match": {"depth": 1, "label": label},
+            "steps": [
+                {"tool_calls": [call("write", path=f"{label}.txt", content=label)]},
+                {"text": f"{label} done"},
+            ],
+        }
+
+    agents = [
+        root_steps(
+            {
+                "tool_calls": [
+                    call("subagent", description="alpha", prompt="Write alpha.txt."),
+                    call("subagent", description="beta", prompt="Write beta.txt."),
+                ]
+            },
+            {"text": "Both started."},
+            {"text": "One finished."},
+            {"text": "Both finished."},
+        ),
+        child("alpha"),
+        child("beta"),
+    ]
+    async with open_chat(tmp_path, agents, plugins=("root_approvals",)) as chat:
+        chat.type("delegate\r")
+        first = await chat.wait_for("Reject (default) > ")
+        for _ in range(2000):
+            if chat.app.approvals.waiting == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert chat.app.approvals.waiting == 1
+        assert "1 more approval waiting" in chat.app._busy_text()[-1][1]
+        chat.type("a")
+        second = await chat.wait_for("Reject (default) > ")
+        chat.type("r")
+        rest = await chat.turn_end()
+        await chat.quit()
+    allowed = "alpha" if "asked by: subagent [alpha]" in first else "beta"
+    rejected = "beta" if allowed == "alpha" else "alpha"
+    assert f"asked by: subagent [{rejected}]" in second
+    assert (chat.workspace / f"{allowed}.txt").read_text() == allowed
+    assert not (chat.workspace / f"{rejected}.txt").exists()
+    assert "approvals: 2 asked, 1 granted, 1 denied · 2 children spawned" in rest

@@ -136,9 +136,8 @@ class ApprovalPrompt:
 
     async def answer(self, request: ApprovalRequest, next_: Next) -> object:
         """The ``approval/request`` listener."""
-        if not self._accepting():
-            return await next_()  # nobody is at the keyboard right now
-        await self._queue()
+        if not await self._queue():
+            return await next_()  # nobody is at the keyboard (any more)
         try:
             return await self._ask(request)
         finally:
@@ -147,29 +146,36 @@ class ApprovalPrompt:
 
     async def question(self, request: QuestionRequest, next_: Next) -> object:
         """The ``user/question`` listener (the agent's ``ask_user`` tool)."""
-        if not self._accepting():
+        if not await self._queue():
             return await next_()
-        await self._queue()
         try:
             return await self._ask_text(request)
         finally:
             self._lock.release()
             self._changed()
 
-    async def _queue(self) -> None:
+    async def _queue(self) -> bool:
+        """Take the keyboard (questions come one at a time); ``False``, holding nothing, when
+        nobody is there to answer: outside a turn, or the turn ended while this one waited."""
+        if not self._accepting():
+            return False
         self.waiting += 1
         self._changed()
         try:
             await self._lock.acquire()
         finally:
             self.waiting -= 1
-        if self._catch_up is not None:
-            # Let the transcript show the call being asked about before the question.
-            try:
+        try:
+            if self._catch_up is not None:
+                # Let the transcript show the call being asked about before the question.
                 await self._catch_up()
-            except BaseException:
-                self._lock.release()
-                raise
+        except BaseException:
+            self._lock.release()
+            raise
+        if not self._accepting():
+            self._lock.release()
+            return False
+        return True
 
     async def _ask_text(self, request: QuestionRequest) -> str | None:
         self.console.print(
