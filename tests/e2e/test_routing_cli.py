@@ -212,12 +212,14 @@ def test_a_foreground_childs_bash_is_approved_by_the_root_and_stays_confined(
         ("decided", None, "allowed-once"),
     ]
     assert pending[0]["child_session"] == child and pending[0]["lineage"] == [child, run.root]
-    # the answerer saw the root's question with the child's call id and the headline
+    # the answerer saw the child's question (its session and approval id), decided by the
+    # root, with the headline and the structured origin
     requests = asked(env)
     assert [(r["session_id"], r["tool_name"], r["reason"]) for r in requests] == [
-        (run.root, "bash", bash_reason),
-        (run.root, "write", NOTES_HEADLINE),
+        (child, "bash", bash_reason),
+        (child, "write", NOTES_HEADLINE),
     ]
+    assert {r["origin"]["decided_by"] for r in requests} == {run.root}
     assert [r["call_id"] for r in requests] == [
         c["call_id"] for c in run.of_type(child, "tool/call")
     ]
@@ -359,7 +361,8 @@ def test_a_background_child_asks_while_the_root_is_idle(env: dict[str, Any]) -> 
         "approval/decided",
     ]
     (request,) = asked(env)
-    assert request["session_id"] == run.root and request["call_id"] == write_call["call_id"]
+    assert request["session_id"] == child and request["call_id"] == write_call["call_id"]
+    assert request["origin"]["decided_by"] == run.root
 
 
 # -- a grandchild's question ------------------------------------------------------------------
@@ -379,7 +382,8 @@ def test_a_grandchilds_question_reaches_the_root(env: dict[str, Any]) -> None:
         2,
     )
     (request,) = asked(env)
-    assert (request["session_id"], request["delegation_depth"]) == (run.root, 0)
+    assert (request["session_id"], request["delegation_depth"]) == (helper, 2)
+    assert request["origin"]["lineage"][-1] == run.root
     pending, decided = run.of_type(run.root, "approval/pending")
     assert (pending["child_session"], pending["lineage"]) == (
         helper,
@@ -399,7 +403,7 @@ def test_list_agents_and_the_tree_show_blocked_then_denied(env: dict[str, Any]) 
     hold = (
         # the stored tree, while the question is open (retried until the child is stored)
         "for _ in range(500):\n"
-        f"    tree = subprocess.run([{TETHER!r}, 'sessions', 'tree', request['session_id'],\n"
+        f"    tree = subprocess.run([{TETHER!r}, 'sessions', 'tree', request['origin']['decided_by'],\n"
         f"                           '--store', {env['store']!r}, '--json'],\n"
         "                          capture_output=True, text=True)\n"
         "    if 'blocked: waiting' in tree.stdout:\n"
@@ -408,7 +412,7 @@ def test_list_agents_and_the_tree_show_blocked_then_denied(env: dict[str, Any]) 
         f"Path({str(env['tmp'] / 'tree-while-blocked.json')!r}).write_text(tree.stdout)\n"
         # let the root see the open question, then hold the answer until the root is idle
         f"Path({str(env['workspace'] / 'approver-called')!r}).write_text('')\n"
-        f"log = Path({str(env['store_dir'])!r}) / request['session_id'] / 'session.jsonl'\n"
+        f"log = Path({str(env['store_dir'])!r}) / request['origin']['decided_by'] / 'session.jsonl'\n"
         "for _ in range(3000):\n"
         '    if any(l.startswith(\'{"type":"turn/end"\') for l in log.read_text().splitlines()):\n'
         "        break\n"
@@ -496,11 +500,6 @@ def test_sessions_narrow_narrows_a_stored_child_and_never_widens(env: dict[str, 
     assert (node["mode"], node["mode_source"]) == ("read-only", "parent")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="approver_command.request_payload reads approval_id from the root's log and "
-    "carries no origin for a routed request (reported)",
-)
 def test_the_approver_payload_names_the_childs_question(env: dict[str, Any]) -> None:
     configure(env, ["bash"])
     run = tether_run(env, "foreground-writer.json", "--approver", approver(env, "rejected"))

@@ -476,11 +476,6 @@ async def test_the_request_raising_when_the_roots_log_cannot_be_stored(tmp_path:
     assert rig.asked == [] and not (rig.workspace / "out.txt").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ApprovalService.request leaves the child's approval/asked undecided and the "
-    "question in pending() when flushing the root's pending record raises (reported)",
-)
 async def test_a_failed_routed_request_closes_its_audit_pair(tmp_path: Path) -> None:
     rig = hand_made(tmp_path, write())
     root = rig.agent("root")

@@ -33,7 +33,10 @@ MAX_OUTPUT: Final = 64 * 1024
 
 
 def request_payload(request: ApprovalRequest) -> dict[str, Any]:
-    session = request.agent.session
+    """The JSON the command reads. For a routed question the asking session is the child
+    (its log holds the audit pair), and ``origin`` says so, with the lineage up to the root."""
+    origin = request.origin
+    session = (origin.child if origin is not None else request.agent).session
     asked = session.last("approval/asked")
     payload: dict[str, Any] = {
         "approval_id": asked.data.get("id") if asked is not None else None,
@@ -44,6 +47,15 @@ def request_payload(request: ApprovalRequest) -> dict[str, Any]:
         "reason": request.reason,
         "action": dict(request.action or {}),
     }
+    if origin is not None:
+        payload["origin"] = {
+            "child_session_id": origin.child_session_id,
+            "call_id": origin.call_id,
+            "tool_name": origin.tool_name,
+            "arguments_summary": origin.arguments_summary,
+            "lineage": list(origin.lineage),
+            "decided_by": request.agent.session.id,
+        }
     return payload
 
 

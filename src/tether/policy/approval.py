@@ -266,8 +266,14 @@ class ApprovalService:
             asked["routed_to"] = decider.id
         session.append("approval/asked", asked)
         if req.origin is not None:
-            self._open_pending(req, request_id)
-            await self._flush(decider)
+            try:
+                self._open_pending(req, request_id)
+                await self._flush(decider)
+            except BaseException:
+                # The question never reached the root durably: close the pair (and the root's
+                # pending record) as unavailable, so nobody shows the child blocked forever.
+                self._close(req, session, request_id, ApprovalOutcome.UNAVAILABLE)
+                raise
         answered_by: str | None = None
         try:
             outcome, answered_by = await self._decide(req, decider)
@@ -330,12 +336,12 @@ class ApprovalService:
             decided["answered_by"] = answered_by
         session.append("approval/decided", decided)
         if req.origin is not None:
-            req.agent.session.append(
-                "approval/pending",
-                {"id": request_id, "state": "decided", "outcome": outcome.value},
-            )
             entry = self._pending.pop(request_id, None)
             if entry is not None:
+                req.agent.session.append(
+                    "approval/pending",
+                    {"id": request_id, "state": "decided", "outcome": outcome.value},
+                )
                 self._ctx.emit("approval/resolved", (entry, outcome))
 
     async def _flush(self, session: Session) -> None:

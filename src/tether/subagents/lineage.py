@@ -35,6 +35,10 @@ class LineageNode:
     denied: str | None = None
     blocked: str | None = None
     pending: list[PendingQuestion] = field(default_factory=list, repr=False)
+    decided: set[str] = field(default_factory=set, repr=False)
+    """Approval ids decided in this session's stored log. A crashed child's question stays
+    shown as blocked until its log is repaired (``fsck --repair`` or a resume), which stores
+    the closing decision: offline, a crashed asker and a live one look the same."""
     children: list[LineageNode] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
@@ -73,7 +77,9 @@ def _knob(events: Sequence[Event], event_type: str, key: str) -> tuple[str | Non
 
 async def node_for(persistence: Persistence, header: SessionHeader) -> LineageNode:
     stored = await persistence.inspect(header.id)
-    events = stored.events
+    # inspect shows the log as a crash-repairing load would; a session that another process is
+    # running must not look "interrupted", so status and knobs come from the stored events.
+    events = stored.events[: len(stored.events) - len(stored.repair.synthesized)]
     own = events[header.seed_length or 0 :]
     descriptor = fold_descriptor(events, header.seed_length or 0)
     if header.delegation_depth == 0:
@@ -95,6 +101,7 @@ async def node_for(persistence: Persistence, header: SessionHeader) -> LineageNo
         last_denial(own),
         None,
         pending_from_log(events),
+        decided={str(e.data.get("id")) for e in events if e.type == "approval/decided"},
     )
 
 
@@ -115,8 +122,14 @@ async def lineage_tree(persistence: Persistence, session_id: str) -> LineageNode
         return node
 
     tree = await build(headers[session_id])
-    labels = blocked_labels(question for node in walk(tree) for question in node.pending)
-    for node in walk(tree):
+    nodes = walk(tree)
+    decided = set().union(*(node.decided for node in nodes))
+    # A question whose asking child has a stored decision (including a crash repair's) is not
+    # waiting, even if the root's pending record was never closed.
+    labels = blocked_labels(
+        question for node in nodes for question in node.pending if question.id not in decided
+    )
+    for node in nodes:
         node.blocked = labels.get(node.id)
     return tree
 

@@ -22,11 +22,15 @@ REJECT = frozenset({"", "r", "reject", "n", "no"})
 
 
 def describe(request: ApprovalRequest) -> list[str]:
-    session = request.agent.session
+    origin = request.origin
+    session = (origin.child if origin is not None else request.agent).session
     depth = session.header.delegation_depth
     lines = [
         f"Approval needed: tool {request.tool_name!r} (session {session.id[:8]}, depth {depth})"
     ]
+    if origin is not None:
+        chain = " ← ".join(s[:8] for s in origin.lineage)
+        lines.append(f"  asked by subagent {origin.child_session_id[:8]} (lineage {chain})")
     if request.reason:
         lines.append(f"  reason: {' '.join(request.reason.split())}")
     for key in ("command", "path", "justification"):
