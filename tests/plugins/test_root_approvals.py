@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from test_root_approvals_support import (
-    ConfiningSandbox,
     Hold,
     Rig,
     args,
@@ -36,6 +35,7 @@ from tether.plugins.root_approvals import (
 )
 from tether.plugins.root_approvals import plugin as root_approvals_plugin
 from tether.policy.approval import approval_plugin
+from tether.sandbox import SandboxProvider
 from tether.signals import AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
@@ -768,7 +768,7 @@ def escalation_rig(tmp_path: Path, route: bool) -> tuple[Rig, Any, Any]:
         write(**ESCALATE),
         config={"guarded": ["bash"], "route_escalations": route},
     )
-    rig.ctx.provide("sandbox", ConfiningSandbox())
+    rig.ctx.provide("sandbox", SandboxProvider())
     root = rig.agent("root")
     child = rig.agent("child", parent=root, mode="read-only")
     return rig, root, child
@@ -822,7 +822,7 @@ async def test_a_top_level_escalation_is_asked_as_usual_with_routing_on(tmp_path
         [child_steps(write(**ESCALATE), session="root")],
         config={"guarded": ["bash"], "route_escalations": True},
     )
-    rig.ctx.provide("sandbox", ConfiningSandbox())
+    rig.ctx.provide("sandbox", SandboxProvider())
     rig.answer("allowed-once")
     root = rig.agent("root", mode="read-only")
     await root.run("go")

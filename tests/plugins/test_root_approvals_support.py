@@ -46,14 +46,6 @@ class FailingPersistence(JsonlPersistence):
         await super().append(session_id, events)
 
 
-class ConfiningSandbox:
-    """The sandbox service as the pipeline sees it: its backend confines, so the paired
-    escalation parameters exist. File tools confine themselves (the file fence)."""
-
-    confining = True
-    confines = True  # the attribute's former name, while the rename lands
-
-
 class Rig:
     def __init__(
         self,

@@ -3,8 +3,6 @@ delegation tools, driven through the real tool pipeline by a scripted parent."""
 
 from __future__ import annotations
 
-from tether.sandbox import SandboxProvider
-
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from subagent_support import (
     world,
 )
 
+from tether.sandbox import SandboxProvider
 from tether.signals import AbortSignal
 from tether.subagents import DEFAULT_MAX_DEPTH, OneShotRequest, run_one_shot
 from tether.subagents.plugin import SubagentsConfig

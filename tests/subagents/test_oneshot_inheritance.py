@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from tether.sandbox import SandboxProvider
-
 from pathlib import Path
 
 from subagent_support import data, kinds, world, write
 
 from tether.agent.context_snapshot import SNAPSHOT_HEAD
 from tether.policy.approval import NEVER_TEXT, register_answerer
+from tether.sandbox import SandboxProvider
 from tether.subagents.composition import DELEGATION_TEXT
 from tether.subagents.oneshot import OneShotRequest, run_one_shot
 
@@ -36,7 +35,12 @@ async def test_spawn_child_of_read_only_parent(tmp_path: Path) -> None:
     types = [e.type for e in child.events]
     assert types[2:5] == ["agent/inbox/spliced", "turn/start", "subagent/descriptor"]
     descriptor = next(e for e in child.events if e.type == "subagent/descriptor")
-    assert dict(descriptor.data) == {"version": 2, "mode": "one-shot", "provider": "spawn", "label": "probe"}
+    assert dict(descriptor.data) == {
+        "version": 2,
+        "mode": "one-shot",
+        "provider": "spawn",
+        "label": "probe",
+    }
     result_event = next(e for e in child.events if e.type == "tool/result")
     assert MARKER in str(result_event.data["content"])
     assert not (w.workspace / "c.txt").exists()
@@ -44,13 +48,19 @@ async def test_spawn_child_of_read_only_parent(tmp_path: Path) -> None:
     assert len(parent.session) == parent_len
 
 
-async def test_child_snapshot_precedes_header_and_the_system_prompt_is_clean(tmp_path: Path) -> None:
+async def test_child_snapshot_precedes_header_and_the_system_prompt_is_clean(
+    tmp_path: Path,
+) -> None:
     w = world(tmp_path, [child_script({"text": "ok"})])
     parent = w.root(mode="read-only")
     result = await run_one_shot(OneShotRequest(parent, "hello"))
     child = (await w.store.inspect(result.child_id)).events
     types = [e.type for e in child]
-    snapshot_at = next(i for i, e in enumerate(child) if e.type == "user/message" and e.data["source"].get("form") == "snapshot")  # type: ignore[union-attr]
+    snapshot_at = next(
+        i
+        for i, e in enumerate(child)
+        if e.type == "user/message" and e.data["source"].get("form") == "snapshot"
+    )  # type: ignore[union-attr]
     assert types[snapshot_at + 1] == "request/header"
     text = str(child[snapshot_at].data["content"])
     assert text.startswith(SNAPSHOT_HEAD)
@@ -61,10 +71,13 @@ async def test_child_snapshot_precedes_header_and_the_system_prompt_is_clean(tmp
 
 
 async def test_fork_seed_with_stale_mode_is_overridden_by_delegation(tmp_path: Path) -> None:
-    w = world(tmp_path, [
-        {"match": {"depth": 0}, "steps": [{"text": "parent turn"}]},
-        child_script(write("f.txt"), {"text": "done"}),
-    ])
+    w = world(
+        tmp_path,
+        [
+            {"match": {"depth": 0}, "steps": [{"text": "parent turn"}]},
+            child_script(write("f.txt"), {"text": "done"}),
+        ],
+    )
     parent = w.root()
     sandbox = w.ctx.get("sandbox_policy")
     sandbox.set_sandbox_mode(parent.session, "workspace-write")
@@ -75,7 +88,10 @@ async def test_fork_seed_with_stale_mode_is_overridden_by_delegation(tmp_path: P
     seed_length = child.header.seed_length
     assert seed_length is not None and seed_length == parent.session.last("turn/end").seq + 1  # type: ignore[union-attr]
     modes = [(e.seq, dict(e.data)) for e in child.events if e.type == "sandbox/mode"]
-    assert modes == [(0, {"mode": "workspace-write"}), (seed_length + 1, {"mode": "read-only", "source": "delegation"})]
+    assert modes == [
+        (0, {"mode": "workspace-write"}),
+        (seed_length + 1, {"mode": "read-only", "source": "delegation"}),
+    ]
     assert child.events[seed_length].type == "session/end-seed"
     assert not (w.workspace / "f.txt").exists()
     # turn numbering continues after the inherited turn
@@ -109,10 +125,15 @@ async def test_unswitched_parent_gives_only_the_approval_pin(tmp_path: Path) -> 
 
 
 async def test_executor_boundary_pin_rejects_escalation_without_asking(tmp_path: Path) -> None:
-    w = world(tmp_path, [child_script(
-        write("esc.txt", sandbox_permissions="workspace-write", justification="need it"),
-        {"text": "rejected"},
-    )])
+    w = world(
+        tmp_path,
+        [
+            child_script(
+                write("esc.txt", sandbox_permissions="workspace-write", justification="need it"),
+                {"text": "rejected"},
+            )
+        ],
+    )
     w.ctx.provide("sandbox", SandboxProvider())
     consulted: list[object] = []
 
