@@ -264,5 +264,118 @@ def test_demo_json_streams_events() -> None:
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len({e["session"] for e in events}) == 3
-    assert any(e["type"] == "approval/pending" for e in events)
     assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"] == "completed"
+    root = events[0]["session"]
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        by_session.setdefault(e["session"], []).append(e)
+    children = [s for s in by_session if s != root]
+    # 1. delegation events in each child's log
+    for child in children:
+        pins = [(e["type"], e["data"]) for e in by_session[child] if e["data"].get("source")]
+        assert ("approval/policy", {"policy": "never", "source": "delegation"}) in pins
+    modes = {
+        e["data"]["mode"] for c in children for e in by_session[c] if e["type"] == "sandbox/mode"
+    }
+    assert modes == {"read-only", "workspace-write"}
+    # 2. the reviewer's rejected escalation, with its audit pair
+    [reviewer] = [
+        c
+        for c in children
+        if any(
+            e["type"] == "sandbox/mode" and e["data"]["mode"] == "read-only" for e in by_session[c]
+        )
+    ]
+    [asked] = [e for e in by_session[reviewer] if e["type"] == "approval/asked"]
+    assert asked["data"]["reason"].startswith("escalate sandbox to workspace-write: ")
+    [decided] = [e for e in by_session[reviewer] if e["type"] == "approval/decided"]
+    assert decided["data"] == {"id": asked["data"]["id"], "outcome": "rejected"}
+    # 3. the builder's guarded bash routed to the root and answered
+    [builder] = [c for c in children if c != reviewer]
+    [routed] = [e for e in by_session[builder] if e["type"] == "approval/asked"]
+    assert routed["data"]["routed_to"] == root and routed["data"]["tool_name"] == "bash"
+    pending = [e["data"] for e in by_session[root] if e["type"] == "approval/pending"]
+    assert [p["state"] for p in pending] == ["pending", "decided"]
+    assert pending[1]["outcome"] == "allowed-once"
+    # 4. after the root widened, the cold-resumed builder kept its recorded scope
+    widened = next(
+        i
+        for i, e in enumerate(events)
+        if e["session"] == root
+        and e["type"] == "sandbox/mode"
+        and e["data"]["mode"] == "danger-full-access"
+    )
+    after = [e for e in events[widened:] if e["session"] == builder]
+    assert after[0]["type"] == "session/end-seed"  # cold resume
+    assert not any(e["type"] == "sandbox/mode" for e in after)
+    denial = next(e for e in after if e["type"] == "tool/result")
+    assert "[sandbox: file access denied under workspace-write mode]" in denial["data"]["content"]
+
+
+def test_plain_run_prints_the_output_and_a_summary(env: dict[str, Any]) -> None:
+    model = script(env["tmp"] / "script.json", [write_call("s.txt"), {"text": "Summary done."}])
+    proc = tether(
+        "run",
+        "--model",
+        f"scripted:{model}",
+        "--workspace",
+        str(env["workspace"]),
+        "--store",
+        env["store"],
+        "--plugin",
+        "ask_tools",
+        "--approver",
+        approver(env["tmp"], "allowed-once"),
+        "go",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Summary done.\n"
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(
+        "tether: 1 turn · 1 tool call · approvals: 1 asked, 1 granted, 0 denied · no children · "
+    )
+    assert " tokens (" in line and " · session " in line
+
+
+def test_at_a_terminal_text_streams_and_a_spinner_shows(env: dict[str, Any]) -> None:
+    import os
+    import select
+
+    model = script(env["tmp"] / "script.json", [{"text": "streamed words arrive"}])
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [
+            TETHER,
+            "run",
+            "--model",
+            f"scripted:{model}",
+            "--workspace",
+            str(env["workspace"]),
+            "--store",
+            env["store"],
+            "hello",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        while proc.poll() is None or select.select([master], [], [], 0.1)[0]:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(master)
+    text = seen.decode(errors="replace")
+    assert "streamed words arrive" in text
+    assert "tether: 1 turn" in text

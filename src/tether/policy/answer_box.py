@@ -23,7 +23,7 @@ from tether.session import Event, Persistence, SessionHeader, wall_clock_ms
 from tether.session.persistence import store_location
 from tether.signals import AbortSignal
 
-POLL_SECONDS: Final = 0.1
+POLL_SECONDS: Final = 0.05
 ANSWERS: Final = ("allowed-once", "rejected")
 
 

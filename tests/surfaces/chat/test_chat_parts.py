@@ -21,7 +21,7 @@ from tether.surfaces.cli.chat.status import (
     children_text,
     idle_line,
 )
-from tether.surfaces.cli.chat.summary import RunSummary, format_summary, summarize
+from tether.surfaces.cli.summary import RunSummary, format_summary, summarize
 
 ROOT = "root-session"
 CHILD = "child-session"

@@ -106,7 +106,9 @@ async def _demo(json_output: bool) -> bool:
             assert root is not None
             say("\n[bold]2. The user widens the root session to danger-full-access[/bold]")
             sandbox: Any = harness.ctx.get("sandbox_policy")
-            sandbox.set_sandbox_mode(root.session, "danger-full-access")
+            widened = sandbox.set_sandbox_mode(root.session, "danger-full-access")
+            if json_output:  # appended between runs, outside any stream: show it too
+                show(SessionEvent(root.id, widened))
             say("   (a settled child keeps the scope recorded in its own log)\n")
             say("[bold]3. The root sends the settled builder more work (cold resume)[/bold]")
             async for item in harness.stream("Ask the builder to write outside the workspace."):

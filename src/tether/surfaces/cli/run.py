@@ -17,6 +17,8 @@ from tether.harness import Harness, RunResult, SessionEvent
 from tether.kernel import PluginEntry
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, run, store_url
+from tether.surfaces.cli.progress import RunProgress
+from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.tty_answerer import register_tty_answerer
 
 ModelOption = Annotated[
@@ -141,9 +143,15 @@ async def _run(
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
             register_tty_answerer(harness.ctx)
         if not json_output:
-            result = await harness.run(prompt, resume=resume)
-            if result.output:
+            interactive = sys.stdout.isatty()
+            with RunProgress(harness, interactive=interactive) as progress:
+                result = await harness.run(prompt, resume=resume)
+            if result.output and not progress.streamed:
                 typer.echo(result.output)
+            summary = summarize(
+                progress.events, root_id=result.session_id, elapsed=progress.elapsed()
+            )
+            typer.echo(f"tether: {format_summary(summary)} · session {result.session_id}", err=True)
             return result
         async for event in harness.stream(prompt, resume=resume):
             typer.echo(_line(event))

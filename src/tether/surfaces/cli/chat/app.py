@@ -62,7 +62,6 @@ from tether.surfaces.cli.chat.commands import CommandHost, dispatch, resume_root
 from tether.surfaces.cli.chat.prompts import ALLOW_KEYS, CHOICES, REJECT_KEYS, ApprovalPrompt
 from tether.surfaces.cli.chat.render import EventRenderer, SessionDirectory
 from tether.surfaces.cli.chat.status import busy_line, child_statuses, idle_line
-from tether.surfaces.cli.chat.summary import format_summary, summarize
 from tether.surfaces.cli.common import StoreOption, error_line, run, store_url
 from tether.surfaces.cli.run import (
     ApprovalOption,
@@ -73,6 +72,7 @@ from tether.surfaces.cli.run import (
     SandboxOption,
     WorkspaceOption,
 )
+from tether.surfaces.cli.summary import format_summary, summarize
 from tether.tools.ask_user import QUESTION_EVENT
 
 PROMPT: Final = "› "

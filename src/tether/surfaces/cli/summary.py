@@ -1,4 +1,4 @@
-"""What a run did, in one line: the summary ``tether chat`` prints after each turn.
+"""What a run did, in one line: printed by ``tether chat`` after each turn and by ``tether run``.
 
 Computed from the events a run appended (``Harness.stream`` yields them), so any surface can
 reuse it: ``tether run`` can sum the same stream. Counting rules:

@@ -1,0 +1,90 @@
+"""Feedback while ``tether run`` works: streamed text, a spinner with elapsed time, a summary.
+
+At a terminal, the root's text streams to stdout as the model produces it, and stderr shows a
+spinner naming what is running (the model, or a tool and which agent called it) with the
+elapsed time. Without a terminal nothing is animated: stdout gets the final output only, so
+``tether run`` stays pipe-friendly. The one-line summary always goes to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.status import Status
+
+from tether.harness import Harness, SessionEvent
+
+
+class RunProgress:
+    def __init__(self, harness: Harness, *, interactive: bool) -> None:
+        self.harness = harness
+        self.interactive = interactive
+        self.events: list[SessionEvent] = []
+        self.started = time.monotonic()
+        self.streamed = False
+        self._err = Console(stderr=True, highlight=False)
+        self._status: Status | None = None
+        self._activity = "thinking"
+        self._paused = False
+        self._disposers: list[Any] = []
+
+    def __enter__(self) -> RunProgress:
+        self._disposers.append(
+            self.harness.store.on_event(lambda s, e: self._on_event(SessionEvent(s.id, e)))
+        )
+        if self.interactive:
+            self._disposers.append(self.harness.ctx.on("agent/text-delta", self._on_text))
+            self._status = self._err.status(self._line())
+            self._status.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+        for dispose in self._disposers:
+            dispose()
+        if self._paused:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+
+    def _line(self) -> str:
+        return f"{escape(self._activity)} · {time.monotonic() - self.started:.1f}s"
+
+    def _on_text(self, payload: tuple[Any, str]) -> None:
+        agent, text = payload
+        if agent is self.harness.root and text:
+            if self._status is not None and not self._paused:
+                # The spinner yields the terminal while the root's reply streams, and comes
+                # back when the next tool or step starts.
+                self._status.stop()
+                self._paused = True
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            self.streamed = True
+
+    def _on_event(self, item: SessionEvent) -> None:
+        self.events.append(item)
+        if self._status is None:
+            return
+        event = item.event
+        if self._paused and event.type in ("tool/call", "step/start", "turn/end"):
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._paused = False
+            self._status.start()
+        root = self.harness.root
+        who = "root" if root is not None and item.session_id == root.id else item.session_id[:8]
+        if event.type == "tool/call":
+            self._activity = f"{who}: running {event.data.get('name')}"
+        elif event.type in ("tool/result", "request/header", "step/start"):
+            self._activity = f"{who}: thinking"
+        elif event.type == "approval/asked":
+            self._activity = f"{who}: waiting for approval of {event.data.get('tool_name')}"
+        self._status.update(self._line())
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
