@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from tether.session.events import Event, InvalidEventError, UnknownEventTypeError
 from tether.session.json import JsonValue
-from tether.session.persistence.base import CorruptLogError
+from tether.session.persistence.base import CorruptLogError, SeqConflictError
 
 R = TypeVar("R")
 
@@ -204,3 +204,14 @@ class _GcPause:
 
 
 gc_paused = _GcPause()
+
+
+def check_contiguous(session_id: str, events: Sequence[Event]) -> None:
+    """Refuse a batch whose seqs are not consecutive (before any storage is touched)."""
+    first = events[0].seq
+    for offset, event in enumerate(events):
+        if event.seq != first + offset:
+            raise SeqConflictError(
+                f"session {session_id!r}: append batch is not contiguous "
+                f"(seq {event.seq} at position {offset}, expected {first + offset})"
+            )

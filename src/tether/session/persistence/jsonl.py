@@ -35,6 +35,7 @@ from typing import Final
 from tether.session.events import Event
 from tether.session.header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._codec import (
+    check_contiguous,
     decode_log,
     dumps,
     event_line,
@@ -101,13 +102,7 @@ class JsonlPersistence:
         if not events:
             return
         batch = tuple(events)
-        first = batch[0].seq
-        for offset, event in enumerate(batch):
-            if event.seq != first + offset:
-                raise SeqConflictError(
-                    f"session {session_id!r}: append batch is not contiguous "
-                    f"(seq {event.seq} at position {offset}, expected {first + offset})"
-                )
+        check_contiguous(session_id, batch)
         await self._worker.run(lambda: self._append(session_id, batch))
 
     async def load(self, session_id: str) -> StoredSession:

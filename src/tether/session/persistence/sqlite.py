@@ -33,6 +33,7 @@ from tether.session.header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._codec import (
     INVALID_RECORD,
     DecodedLog,
+    check_contiguous,
     decode_log,
     dumps,
     gc_paused,
@@ -136,7 +137,7 @@ class SqlitePersistence:
         if not events:
             return
         batch = tuple(events)
-        _check_contiguous(session_id, batch)
+        check_contiguous(session_id, batch)
         await self._worker.run(lambda: self._append(session_id, batch))
 
     async def load(self, session_id: str) -> StoredSession:
@@ -324,16 +325,6 @@ def _last_seq(conn: sqlite3.Connection, session_id: str) -> int | None:
         "SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)
     ).fetchone()
     return None if last is None else int(last)
-
-
-def _check_contiguous(session_id: str, events: Sequence[Event]) -> None:
-    first = events[0].seq
-    for offset, event in enumerate(events):
-        if event.seq != first + offset:
-            raise SeqConflictError(
-                f"session {session_id!r}: append batch is not contiguous "
-                f"(seq {event.seq} at position {offset}, expected {first + offset})"
-            )
 
 
 def _event_row(session_id: str, event: Event) -> _EventRow:

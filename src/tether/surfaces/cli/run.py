@@ -67,6 +67,26 @@ ResumeOption = Annotated[
 ]
 
 
+def refuse_scope_on_resume(
+    command: str, resume: str | None, sandbox: str | None, approval: str | None
+) -> None:
+    """A resumed session's scope is its log's: flags that would change it are an error."""
+    if resume and (sandbox or approval):
+        error_line(
+            f"{command}: --sandbox/--approval cannot change a resumed session: its recorded "
+            "scope is replayed from its log"
+        )
+        raise typer.Exit(2)
+
+
+def plugin_entries(names: list[str] | None, approver: str | None) -> list[PluginEntry]:
+    """``--plugin`` names, with ``--approver CMD`` as the first (answering) plugin."""
+    plugins = [PluginEntry(name=p) for p in names or []]
+    if approver:
+        plugins.insert(0, PluginEntry(name="approver_command", config={"command": approver}))
+    return plugins
+
+
 def run_command(
     prompt: Annotated[str | None, typer.Argument(help="The prompt for the root turn.")] = None,
     model: ModelOption = None,
@@ -86,15 +106,8 @@ def run_command(
             error_line("run: give a PROMPT argument (or pipe one on stdin)")
             raise typer.Exit(2)
         prompt = sys.stdin.read()
-    if resume and (sandbox or approval):
-        error_line(
-            "run: --sandbox/--approval cannot change a resumed session: its recorded scope is "
-            "replayed from its log"
-        )
-        raise typer.Exit(2)
-    plugins = [PluginEntry(name=p) for p in plugin or []]
-    if approver:
-        plugins.insert(0, PluginEntry(name="approver_command", config={"command": approver}))
+    refuse_scope_on_resume("run", resume, sandbox, approval)
+    plugins = plugin_entries(plugin, approver)
     if approval_from is not None:
         if approval_from != "store":
             error_line("run: --approval-from takes 'store'")

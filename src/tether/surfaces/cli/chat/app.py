@@ -71,6 +71,8 @@ from tether.surfaces.cli.run import (
     ResumeOption,
     SandboxOption,
     WorkspaceOption,
+    plugin_entries,
+    refuse_scope_on_resume,
 )
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.tools.ask_user import QUESTION_EVENT
@@ -577,15 +579,8 @@ def chat_command(
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         error_line("chat: needs a terminal on stdin and stdout (use `tether run` for scripts)")
         raise typer.Exit(2)
-    if resume and (sandbox or approval):
-        error_line(
-            "chat: --sandbox/--approval cannot change a resumed session: its recorded scope is "
-            "replayed from its log"
-        )
-        raise typer.Exit(2)
-    plugins = [PluginEntry(name=p) for p in plugin or []]
-    if approver:
-        plugins.insert(0, PluginEntry(name="approver_command", config={"command": approver}))
+    refuse_scope_on_resume("chat", resume, sandbox, approval)
+    plugins = plugin_entries(plugin, approver)
     history: History = InMemoryHistory() if no_history else FileHistory(str(history_path()))
     run(
         _chat(
