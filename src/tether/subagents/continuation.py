@@ -34,11 +34,9 @@ from tether.subagents.composition import (
     DEFAULT_MAX_DEPTH,
     SubagentError,
     ToolFilter,
-    append_delegated_policy_overrides,
     apply_child_composition,
     capture_delegated_policy_overrides,
     check_max_depth,
-    narrow_delegated_policy,
     resolve_child_agent_options,
     resolve_child_depth,
     resolve_tool_filter,
@@ -188,14 +186,9 @@ class ContinuationManager:
             descriptor=descriptor,
             persona=persona,
             tool_filter=tool_filter,
-            sandbox_cap=None,
+            sandbox_cap=sandbox_cap,
             options=options,
-            captured=None,
-        )
-        sandbox = self.ctx.get("sandbox_policy")
-        default = sandbox.default_mode if sandbox is not None else SandboxMode.READ_ONLY
-        append_delegated_policy_overrides(
-            agent.session, narrow_delegated_policy(captured, sandbox_cap, default)
+            captured=captured,
         )
         self._materialize(agent, parent.id, descriptor, create=True)
         agent.followup(prompt)
