@@ -30,7 +30,7 @@ from tether.kernel import PluginEntry
 TETHER = str(Path(sys.executable).parent / "tether")
 PUT = (
     "import sys, time\n"
-    "from tether.policy.answer_box import AnswerBox\n"
+    "from tether.session.answer_box import AnswerBox\n"
     "AnswerBox.for_store(sys.argv[1]).put(sys.argv[2], 'allowed-once', 'bench')\n"
     "print(time.time())\n"
 )

@@ -84,6 +84,7 @@ def test_answer_from_another_process(tmp_path: Path, decision: str, written: boo
         [row] = wait_for_pending(store, time.monotonic() + 30)
         assert row["tool_name"] == "write" and row["delegation_depth"] == 0
         assert row["headline"] == 'run "write": a.txt'
+        assert row["waiting"] is True
         text = tether("approvals", "list", "--store", store)
         assert str(row["id"]) in text.stdout and "write" in text.stdout
         answered = tether("approvals", "answer", str(row["id"]), decision, "--store", store)
@@ -101,6 +102,13 @@ def test_answer_from_another_process(tmp_path: Path, decision: str, written: boo
     assert decided["data"]["answered_by"].startswith("tether approvals answer (")
     assert (workspace / "a.txt").exists() is written
     assert tether("approvals", "list", "--store", store, "--json").stdout.strip() == "[]"
+    # the stored log holds the audit pair, the decision naming who answered
+    shown = json.loads(
+        tether("sessions", "show", str(row["session"]), "--store", store, "--json").stdout
+    )
+    pair = [e for e in shown["events"] if e["type"].startswith("approval/")]
+    assert [e["type"] for e in pair][-2:] == ["approval/asked", "approval/decided"]
+    assert pair[-1]["data"]["id"] == row["id"] and "answered_by" in pair[-1]["data"]
 
 
 def test_unknown_or_stale_ids_are_refused(tmp_path: Path) -> None:
@@ -112,3 +120,24 @@ def test_unknown_or_stale_ids_are_refused(tmp_path: Path) -> None:
     )
     bad = tether("approvals", "answer", "x", "maybe", "--store", store)
     assert bad.returncode == 2
+
+
+async def test_an_orphaned_approval_is_listed_as_unanswerable_and_refused(tmp_path: Path) -> None:
+    from tether.session import SessionMeta, SessionStore
+    from tether.session.persistence import open_persistence
+
+    store_url = f"sqlite:///{tmp_path / 's.db'}"
+    store = SessionStore(open_persistence(store_url))
+    session = store.create(meta=SessionMeta(cwd=str(tmp_path)))
+    session.append("turn/start", {"turn": 1})
+    session.append("approval/asked", {"id": "orphan-1", "tool_name": "write"})
+    await store.close()  # the asking process is gone; nothing waits for an answer
+    rows = json.loads(tether("approvals", "list", "--store", store_url, "--json").stdout)
+    assert [(r["id"], r["waiting"]) for r in rows] == [("orphan-1", False)]
+    listed = tether("approvals", "list", "--store", store_url)
+    assert "no (nobody waits on the store)" in listed.stdout
+    refused = tether("approvals", "answer", "orphan-1", "allow", "--store", store_url)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(
+        "tether: APPROVAL_STALE: approval orphan-1 is pending in the log"
+    )

@@ -12,8 +12,8 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import Context, Next
-from tether.policy.answer_box import AnswerBox
 from tether.policy.approval import Answer, ApprovalRequest, register_answerer
+from tether.session.answer_box import AnswerBox
 
 
 class ApprovalFromStoreConfig(BaseModel):

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from tether.policy.answer_box import AnswerBox, PendingRow, answer_pending, pending_approvals
+from tether.session.answer_box import AnswerBox, PendingRow, answer_pending, pending_approvals
 from tether.surfaces.cli.common import (
     JsonOption,
     StoreOption,
@@ -43,7 +43,7 @@ def list_pending(store: StoreOption = None, as_json: JsonOption = False) -> None
     now = time.time() * 1000
     write_text(
         table(
-            ["ID", "SESSION", "DEPTH", "TOOL", "AGE", "HEADLINE"],
+            ["ID", "SESSION", "DEPTH", "TOOL", "AGE", "ANSWERABLE", "HEADLINE"],
             [
                 [
                     row.id,
@@ -51,6 +51,7 @@ def list_pending(store: StoreOption = None, as_json: JsonOption = False) -> None
                     str(row.delegation_depth),
                     row.tool_name,
                     f"{max(0, now - row.asked_at) / 1000:.0f}s",
+                    "yes" if row.waiting else "no (nobody waits on the store)",
                     row.headline,
                 ]
                 for row in rows
@@ -61,7 +62,7 @@ def list_pending(store: StoreOption = None, as_json: JsonOption = False) -> None
 
 async def _list(store: str | None) -> list[PendingRow]:
     async with opened_store(store) as persistence:
-        return await pending_approvals(persistence)
+        return await pending_approvals(persistence, AnswerBox.for_store(store_url(store)))
 
 
 @app.command("answer")

@@ -17,7 +17,7 @@ from rich.text import Text
 from tether.agent import Agent
 from tether.errors import TetherError
 from tether.harness import Harness
-from tether.policy.answer_box import pending_approvals
+from tether.session.answer_box import pending_approvals
 from tether.subagents.lineage import lineage_tree, render_tree
 from tether.surfaces.cli.common import table
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +36,12 @@ class ApprovalAlreadyAnsweredError(TetherError):
     code = "APPROVAL_ALREADY_ANSWERED"
 
 
+class ApprovalStaleError(TetherError):
+    """Pending in the log, but no live process waits for an answer from the store."""
+
+    code = "APPROVAL_STALE"
+
+
 @dataclass(frozen=True, slots=True)
 class BoxedAnswer:
     outcome: str
@@ -53,6 +60,8 @@ class PendingRow:
     headline: str
     asked_at: int
     routed_to: str | None
+    waiting: bool = False
+    """A live process waits for this answer in the store's answer box."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -64,6 +73,7 @@ class PendingRow:
             "headline": self.headline,
             "asked_at": self.asked_at,
             "routed_to": self.routed_to,
+            "waiting": self.waiting,
         }
 
 
@@ -112,14 +122,46 @@ class AnswerBox:
         )
 
     async def wait(self, approval_id: str, signal: AbortSignal | None = None) -> BoxedAnswer:
-        """Poll until an answer appears (cancellable through ``signal`` or the task)."""
-        while True:
-            answer = await asyncio.to_thread(self.get, approval_id)
-            if answer is not None:
-                return answer
-            if signal is not None and signal.aborted:
-                raise asyncio.CancelledError
-            await asyncio.sleep(POLL_SECONDS)
+        """Poll until an answer appears (cancellable through ``signal`` or the task).
+
+        While it waits, a ``<id>.wait`` marker names this process, so ``tether approvals``
+        can tell an approval someone is waiting for from one left by a process that died.
+        """
+        marker = self._marker(approval_id)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+        try:
+            while True:
+                answer = await asyncio.to_thread(self.get, approval_id)
+                if answer is not None:
+                    return answer
+                if signal is not None and signal.aborted:
+                    raise asyncio.CancelledError
+                await asyncio.sleep(POLL_SECONDS)
+        finally:
+            marker.unlink(missing_ok=True)
+
+    def _marker(self, approval_id: str) -> Path:
+        return self._path(approval_id).with_suffix(".wait")
+
+    def is_waited(self, approval_id: str) -> bool:
+        """Whether a live process waits for this answer (a process on another host is
+        assumed alive: its liveness cannot be checked from here)."""
+        try:
+            raw = json.loads(self._marker(approval_id).read_text())
+        except (FileNotFoundError, ValueError):
+            return False
+        if not isinstance(raw, dict) or not isinstance(raw.get("pid"), int):
+            return False
+        if raw.get("host") != socket.gethostname():
+            return True
+        try:
+            os.kill(raw["pid"], 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
 
 def _lineage(header: SessionHeader, headers: dict[str, SessionHeader]) -> tuple[str, ...]:
@@ -158,8 +200,11 @@ def _rows(
     return rows
 
 
-async def pending_approvals(persistence: Persistence) -> list[PendingRow]:
-    """Every undecided ask in the store, oldest first (never writes anything)."""
+async def pending_approvals(
+    persistence: Persistence, box: AnswerBox | None = None
+) -> list[PendingRow]:
+    """Every undecided ask in the store, oldest first (never writes anything); with ``box``,
+    each row says whether a live process waits for its answer there."""
     headers = {h.id: h for h in await persistence.list()}
     rows: list[PendingRow] = []
     for header in headers.values():
@@ -169,6 +214,8 @@ async def pending_approvals(persistence: Persistence) -> list[PendingRow]:
             continue  # unreadable sessions are fsck's business
         if stored.repair.unmatched_approvals:
             rows += _rows(header, headers, stored.events, stored.repair.unmatched_approvals)
+    if box is not None:
+        rows = [replace(row, waiting=box.is_waited(row.id)) for row in rows]
     return sorted(rows, key=lambda r: r.asked_at)
 
 
@@ -176,8 +223,14 @@ async def answer_pending(
     persistence: Persistence, box: AnswerBox, approval_id: str, outcome: str, by: str
 ) -> PendingRow:
     """Answer one pending approval; a stale or unknown id is refused with a clear error."""
-    for row in await pending_approvals(persistence):
+    for row in await pending_approvals(persistence, box):
         if row.id == approval_id:
+            if not row.waiting:
+                raise ApprovalStaleError(
+                    f"approval {approval_id} is pending in the log, but no running process "
+                    "waits for an answer from the store (it was answered elsewhere, or its "
+                    "process is gone; a repair or resume closes it as unavailable)"
+                )
             box.put(approval_id, outcome, by)
             return row
     if box.get(approval_id) is not None:

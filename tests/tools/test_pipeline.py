@@ -1,0 +1,218 @@
+"""The tool pipeline (behaviour.md §3.5, §4.1, §10.5): ask routing texts, a throwing
+pre-execute listener, guards that can only deny, post-execute, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.kernel import Kernel
+from tether.policy.approval import approval_plugin, register_answerer
+from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.session import SessionMeta, SessionStore
+from tether.signals import AbortSignal
+from tether.tools.base import PostDecision, PreDecision, ToolArgs, ToolCall, ToolResult
+from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH, ToolRuntime
+
+
+class MarkArgs(ToolArgs):
+    name: str = "marker"
+
+
+class Mark:
+    """Writes a marker file into the workspace: its existence proves the body ran."""
+
+    name = "mark"
+    description = "Create a marker file."
+    Args = MarkArgs
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        assert isinstance(call.args, MarkArgs)
+        (self.root / call.args.name).write_text("ran")
+        return ToolResult("marked")
+
+
+class Owner:
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+
+def compose(tmp_path: Path, *, approval: bool = True) -> tuple[Kernel, ToolRuntime, Owner]:
+    kernel = Kernel()
+    store = SessionStore()
+    kernel.ctx.provide("sessions", store)
+    kernel.load(sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(tmp_path)})
+    if approval:
+        kernel.load(approval_plugin, {"policy": "ask"})
+    tools = ToolRuntime(kernel.ctx)
+    tools.register(Mark(tmp_path))
+    session = store.create(meta=SessionMeta(cwd=str(tmp_path)))
+    session.append("turn/start", {"turn": 1})
+    return kernel, tools, Owner(session)
+
+
+def ask_with(reason: str | None) -> Any:
+    def gate(call: ToolCall, next_: Any) -> PreDecision:
+        return PreDecision.ask(reason)
+
+    return gate
+
+
+async def run(
+    tools: ToolRuntime, owner: Owner | None, signal: AbortSignal | None = None
+) -> ToolResult:
+    return await tools.execute(owner, "c1", "mark", "{}", signal or AbortSignal())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reason", "text"),
+    [
+        (None, 'Error: tool "mark" requires approval (not yet supported)'),
+        ("policy says so", "Error: policy says so"),
+    ],
+)
+async def test_ask_without_an_approval_service_denies(
+    tmp_path: Path, reason: str | None, text: str
+) -> None:
+    kernel, tools, owner = compose(tmp_path, approval=False)
+    kernel.ctx.on("tools/pre-execute", ask_with(reason))
+    result = await run(tools, owner)
+    assert (result.content, result.is_error) == (text, True)
+    assert not (tmp_path / "marker").exists()
+
+
+@pytest.mark.parametrize(
+    ("answer", "text"),
+    [
+        ("rejected", 'Error: the user rejected tool "mark"'),
+        ("cancelled", 'Error: approval for tool "mark" was cancelled'),
+        (
+            "unavailable",
+            'Error: tool "mark" requires approval, but no approval channel is available',
+        ),
+        (
+            "definitely",
+            'Error: tool "mark" requires approval, but no approval channel is available',
+        ),
+    ],
+)
+async def test_ask_outcomes_deny_with_the_reference_texts(
+    tmp_path: Path, answer: str, text: str
+) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    kernel.ctx.on("tools/pre-execute", ask_with("why"))
+    register_answerer(kernel.ctx, lambda request, next_: answer)
+    result = await run(tools, owner)
+    assert (result.content, result.is_error) == (text, True)
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_allowed_once_dispatches_and_forwards_the_ask_fields(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    kernel.ctx.on("tools/pre-execute", ask_with("why not"))
+    seen: list[Any] = []
+
+    def answerer(request: Any, next_: Any) -> str:
+        seen.append((request.tool_name, request.call_id, request.reason, request.agent))
+        return "allowed-once"
+
+    register_answerer(kernel.ctx, answerer)
+    result = await run(tools, owner)
+    assert result.content == "marked" and (tmp_path / "marker").exists()
+    assert seen == [("mark", "c1", "why not", owner)]
+
+
+async def test_an_agentless_ask_denies_without_asking(tmp_path: Path) -> None:
+    kernel, tools, _ = compose(tmp_path)
+    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    asked: list[Any] = []
+    register_answerer(kernel.ctx, lambda request, next_: asked.append(request) or "allowed-once")
+    result = await run(tools, None)
+    assert (
+        result.content
+        == 'Error: tool "mark" requires approval, but the call has no agent to route it through'
+    )
+    assert asked == []
+
+
+async def test_cancellation_overtaking_approval_is_aborted_before_dispatch(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    signal = AbortSignal()
+    asked = asyncio.Event()
+
+    async def hang(request: Any, next_: Any) -> str:
+        asked.set()
+        await asyncio.sleep(3600)
+        return "allowed-once"
+
+    register_answerer(kernel.ctx, hang)
+    pending = asyncio.ensure_future(run(tools, owner, signal))
+    await asked.wait()
+    signal.abort("user")
+    result = await pending
+    assert result.content == f"Error: {ABORTED_BEFORE_DISPATCH}"
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_a_throwing_pre_execute_listener_is_an_error_result(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+
+    def boom(call: ToolCall, next_: Any) -> PreDecision:
+        raise RuntimeError("listener exploded")
+
+    kernel.ctx.on("tools/pre-execute", boom)
+    result = await run(tools, owner)
+    assert result.content == 'Error: a pre-execute hook failed for tool "mark": listener exploded'
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_guards_run_after_an_allow_and_can_only_deny(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    kernel.ctx.on("tools/pre-execute", lambda call, next_: PreDecision.allow())
+    kernel.ctx.on("tools/guard", lambda call: None)
+    kernel.ctx.on("tools/guard", lambda call: "guarded: no markers today")
+    result = await run(tools, owner)
+    assert result.content == "Error: guarded: no markers today"
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_guards_also_follow_an_allowed_once_approval(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    register_answerer(kernel.ctx, lambda request, next_: "allowed-once")
+    kernel.ctx.on("tools/guard", lambda call: "guard says no")
+    result = await run(tools, owner)
+    assert result.content == "Error: guard says no"
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_post_execute_may_replace_or_block(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    handle = kernel.ctx.on(
+        "tools/post-execute",
+        lambda payload, next_: PostDecision("accept", result=ToolResult("rewritten")),
+    )
+    assert (await run(tools, owner)).content == "rewritten"
+    handle.dispose()
+    kernel.ctx.on(
+        "tools/post-execute", lambda payload, next_: PostDecision("block", feedback="not this")
+    )
+    result = await run(tools, owner)
+    assert (result.content, result.is_error) == ("Error: not this", True)
+
+
+async def test_an_invalid_pre_decision_fails_closed(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    kernel.ctx.on("tools/pre-execute", lambda call, next_: "allow")
+    result = await run(tools, owner)
+    assert (
+        result.content == 'Error: a pre-execute hook returned an invalid decision for tool "mark"'
+    )
+    assert not (tmp_path / "marker").exists()
