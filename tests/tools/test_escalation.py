@@ -241,3 +241,28 @@ async def test_bash_escalation_runs_that_command_wider_once(tmp_path: Path) -> N
         'retry this exact command once with sandbox_permissions: "workspace-write"' in again.content
     )
     assert not target.exists()
+
+
+async def test_bash_rejection_names_the_command_and_hints_are_exact(tmp_path: Path) -> None:
+    _, tools, owner, _ = compose(tmp_path, answer="rejected")
+    tools.register(BashTool())
+    target = tmp_path / "never.txt"
+    raw = json.dumps({"command": f"echo x > {target}", **ESCALATE})
+    result = await tools.execute(owner, "b1", "bash", raw, AbortSignal())  # type: ignore[arg-type]
+    assert result.content == 'Error: the user rejected escalating this command to "workspace-write"'
+    assert not target.exists()
+    assert denial_hint("command", "read-only", "ask") == (
+        "If this command is necessary, retry this exact command once with sandbox_permissions: "
+        '"workspace-write" and a justification; the user will be asked to approve it.'
+    )
+    assert denial_hint("operation", "workspace-write", "ask") == (
+        "If this operation is necessary, retry this exact operation once with "
+        'sandbox_permissions: "danger-full-access" and a justification; the user will be asked '
+        "to approve it."
+    )
+    assert denial_hint("operation", "read-only", "never") == (
+        "Escalation is unavailable in this session (approvals are disabled). Do not retry this "
+        "operation with sandbox_permissions; report that it needs wider access than this "
+        "session's scope allows."
+    )
+    assert denial_hint("command", "danger-full-access", "ask") == ""
