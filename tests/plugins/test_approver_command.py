@@ -30,7 +30,7 @@ SCRIPT = {
         ("sh -c 'echo allowed-once; exit 3'", "unavailable"),  # non-zero exit
         ("/no/such/approver", "unavailable"),  # cannot start
         ("echo allowed-once", "allowed-once"),
-        ("echo '{\"outcome\": \"rejected\"}'", "rejected"),
+        ('echo \'{"outcome": "rejected"}\'', "rejected"),
     ],
 )
 async def test_approver_outcomes(tmp_path: Path, command: str, outcome: str) -> None:
