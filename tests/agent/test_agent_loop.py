@@ -256,3 +256,34 @@ async def test_cancel_with_keep_inbox_parks_work(tmp_path: Any, keep: bool) -> N
     await agent.when_idle()
     assert [e.data["turn"] for e in agent.session.events if e.type == "turn/start"] == [1, 2]
     assert agent.last_result is not None and agent.last_result.output == "second ran"
+
+
+async def test_steers_are_claimed_at_the_next_step_together(tmp_path: Any) -> None:
+    _, agent, slow = compose(
+        [{"tool_calls": [{"name": "slow", "arguments": {}}]}, {"text": "after steering"}],
+        tmp_path,
+    )
+    agent.followup("start")
+    await slow.started.wait()
+    agent.steer("first steer")
+    agent.steer("second steer")
+    # The running step is not interrupted by a steer: it waits for a step boundary.
+    assert not any(
+        e.type == "user/message" and e.data["content"] == "first steer"
+        for e in agent.session.events
+    )
+    # Interrupting keeps the queued steers; once the cancelled turn converges they are replayed,
+    # both claimed by the first step of the next turn (several steers cost one step).
+    agent.cancel("user", keep_inbox=True)
+    await agent.when_idle()
+    turns = [e for e in agent.session.events if e.type == "turn/start"]
+    assert len(turns) == 2
+    second = agent.session.events[turns[1].seq :]
+    claimed = [
+        e.data["content"]
+        for e in second
+        if e.type == "user/message" and e.data["source"].get("kind") == "user"  # type: ignore[union-attr]
+    ]
+    assert claimed == ["first steer", "second steer"]
+    assert sum(1 for e in second if e.type == "step/start") == 1
+    assert agent.last_result is not None and agent.last_result.output == "after steering"
