@@ -74,19 +74,6 @@ def require_store(parent: Agent) -> SessionStore:
     return store
 
 
-@dataclass(slots=True)
-class ChildHandle:
-    """A materialized child: its agent and how to tear it down."""
-
-    agent: Agent
-    boundary: int
-    dispose_ctx: object
-
-    @property
-    def id(self) -> str:
-        return self.agent.id
-
-
 def build_child(
     parent: Agent,
     *,

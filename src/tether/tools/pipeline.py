@@ -58,9 +58,6 @@ ESCALATION_ASK_EVENT = "sandbox/escalation-ask"
 """Waterfall over the approval request of a sandbox escalation (fallback: the service)."""
 
 
-ESCALATION_FIELDS = ("sandbox_permissions", "justification")
-
-
 def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
     """The JSON schema advertised to the model for ``tool``'s arguments.
 

@@ -6,7 +6,6 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Final
 
 from pydantic import Field
@@ -188,12 +187,6 @@ def split_pattern(pattern: str) -> tuple[str, str]:
     if pattern.startswith("/") and not base:
         base = "/"
     return base, "/".join(rest)
-
-
-@dataclass(frozen=True, slots=True)
-class _Match:
-    path: str
-    is_dir: bool
 
 
 class GlobArgs(ToolArgs):
