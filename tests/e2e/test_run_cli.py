@@ -246,8 +246,9 @@ def test_missing_model_configuration_names_the_options(env: dict[str, Any]) -> N
     assert "scripted:PATH" in proc.stderr and "deepseek:MODEL" in proc.stderr
 
 
-def test_demo_runs_offline() -> None:
-    proc = tether("demo")
+def test_demo_runs_offline(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    proc = tether("demo", "--store", store)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "demo completed" in out
@@ -257,10 +258,15 @@ def test_demo_runs_offline() -> None:
     assert 'the user rejected escalating this operation to "workspace-write"' in out
     assert "approval/pending" in out and "Subagent approval: run" in out
     assert "mode read-only (delegation)" in out and "mode workspace-write (delegation)" in out
+    command = out.splitlines()[
+        out.splitlines().index("the logs are stored in " + store + "; look again with:") + 1
+    ]
+    tree = tether(*command.split()[1:])
+    assert tree.returncode == 0 and "[review notes]" in tree.stdout and "[build]" in tree.stdout
 
 
-def test_demo_json_streams_events() -> None:
-    proc = tether("demo", "--json")
+def test_demo_json_streams_events(tmp_path: Path) -> None:
+    proc = tether("demo", "--json", "--store", f"sqlite:///{tmp_path / 'demo.db'}")
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len({e["session"] for e in events}) == 3

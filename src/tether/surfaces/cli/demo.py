@@ -9,7 +9,8 @@ temporary workspace:
    (the demo answers for you) and runs confined to the builder's mode;
 3. the user widens the root to danger-full-access, then the root messages the settled builder:
    cold resume keeps the builder's recorded scope, so its write outside is still denied;
-4. prints the lineage tree and where the log is stored.
+4. prints the lineage tree and where the logs are stored (the default store, or ``--store``),
+   so ``tether sessions tree`` can show them again; the workspace is temporary.
 
 ``--json`` prints the event stream instead of the narration.
 """
@@ -32,7 +33,7 @@ from tether.kernel import PluginEntry
 from tether.policy.approval import ApprovalRequest
 from tether.session.json import thaw
 from tether.subagents.lineage import lineage_tree, render_tree
-from tether.surfaces.cli.common import JsonOption, run
+from tether.surfaces.cli.common import JsonOption, StoreOption, run, store_url
 
 SCRIPT = "demo_story.json"
 PLUGINS = [
@@ -49,13 +50,13 @@ PLUGINS = [
 ]
 
 
-def demo_command(json_output: JsonOption = False) -> None:
+def demo_command(store: StoreOption = None, json_output: JsonOption = False) -> None:
     """Run the offline demo (no API key needed)."""
-    if not run(_demo(json_output)):
+    if not run(_demo(json_output, store_url(store))):
         raise typer.Exit(1)
 
 
-async def _demo(json_output: bool) -> bool:
+async def _demo(json_output: bool, store: str) -> bool:
     console = Console(highlight=False, soft_wrap=True)
 
     def say(text: str = "") -> None:
@@ -68,7 +69,6 @@ async def _demo(json_output: bool) -> bool:
         workspace.mkdir()
         script = base / SCRIPT
         script.write_text(resources.files("tether.surfaces.cli").joinpath(SCRIPT).read_text())
-        store = f"sqlite://{base / 'tether.db'}"
 
         def answer(request: ApprovalRequest) -> str:
             say(
@@ -134,7 +134,8 @@ async def _demo(json_output: bool) -> bool:
                     f"build.log written by the builder's confined command: {(workspace / 'build.log').exists()}"
                 )
                 say(f"file outside the workspace created: {outside.exists()}")
-                say(f"the log is stored in {store} (a temporary directory, removed now)")
+                say(f"the logs are stored in {store}; look again with:")
+                say(f"  tether sessions tree {root.id} --store {store}")
                 say(
                     "[green]demo completed[/green]"
                     if ok
