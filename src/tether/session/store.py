@@ -314,11 +314,23 @@ class SessionStore:
         )
         return self.create(child_id, seed=seed, meta=meta)
 
-    async def open(self, session_id: str) -> Session:
-        """Reopen a stored session (cold resume): its whole log becomes the seed."""
+    async def open(self, session_id: str, *, inspected: StoredSession | None = None) -> Session:
+        """Reopen a stored session (cold resume): its whole log becomes the seed.
+
+        ``inspected``: a view the caller just read with :meth:`inspect`. When it needed no
+        repair it is exactly what ``load`` would return, so the log is not read twice; a view
+        that needed repair is ignored and ``load`` repairs durably.
+        """
         if session_id in self._live:
             raise SessionExistsError(f"session {session_id!r} is already live")
-        stored = await self._require_persistence().load(session_id)
+        if (
+            inspected is not None
+            and inspected.header.id == session_id
+            and not inspected.repair.changed
+        ):
+            stored = inspected
+        else:
+            stored = await self._require_persistence().load(session_id)
         session = self.prepare(header=stored.header, seed=stored.events)
         self.enter(session, stored_length=len(stored.events))
         self.announce(session)

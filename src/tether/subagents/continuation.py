@@ -237,7 +237,7 @@ class ContinuationManager:
                 f"subagent {child_id} is not continuable; do not retry send_message with this id",
                 code="NOT_RESUMABLE",
             )
-        session = await store.open(child_id)  # the stored log is the state
+        session = await store.open(child_id, inspected=stored)  # the stored log is the state
         allowed = resolve_tool_filter(
             parent.tools.names() if parent.tools else [], descriptor.tool_filter
         )
