@@ -32,6 +32,7 @@ from tether.plugins.root_approvals import (
     RootApprovalsConfig,
     arguments_summary,
     headline,
+    routed_escalation_text,
 )
 from tether.plugins.root_approvals import plugin as root_approvals_plugin
 from tether.policy.approval import approval_plugin
@@ -793,12 +794,13 @@ async def test_a_routed_escalation_widens_that_one_call_only(tmp_path: Path) -> 
     await run_child(rig, child)
     first, confined, second = results(child.session.events)
     assert first == "Wrote 1 byte to out.txt"
-    # the next identical call runs under the child's own read-only mode again
+    # the next identical call runs under the child's own read-only mode again; since its
+    # escalations are routed to the root's user, the hint says how to ask (not "unavailable")
     assert confined == (
         "Error: cannot write out.txt: the sandbox is read-only [sandbox: file access denied "
-        "under read-only mode]\nEscalation is unavailable in this session (approvals are "
-        "disabled). Do not retry this operation with sandbox_permissions; report that it needs "
-        "wider access than this session's scope allows."
+        "under read-only mode]\nIf this operation is necessary, retry this exact operation "
+        'once with sandbox_permissions: "workspace-write" and a justification; the user will '
+        "be asked to approve it."
     )
     assert second == 'Error: the user rejected escalating this operation to "workspace-write"'
     assert [r.agent for r in rig.asked] == [root, root]
@@ -814,6 +816,14 @@ async def test_a_routed_escalation_widens_that_one_call_only(tmp_path: Path) -> 
         "rejected",
     ]
     assert rig.ctx.get("sandbox_policy").override_of(child.session).value == "read-only"
+    # the child's runtime context carries the exception after the pin's sentence; roots don't
+    snapshots = [
+        str(e.data["content"])
+        for e in child.session.events
+        if e.type == "user/message" and e.data["source"].get("form") == "snapshot"  # type: ignore[union-attr]
+    ]
+    assert "a sandbox escalation you request is sent to the root session's user" in snapshots[0]
+    assert routed_escalation_text(root) == ""
 
 
 async def test_a_top_level_escalation_is_asked_as_usual_with_routing_on(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ from tether.policy.modes import ApprovalPolicy
 from tether.session import JsonValue, SessionHeader
 from tether.subagents.visibility import is_denial
 from tether.tools.base import PreDecision, ToolCall, ToolResult
-from tether.tools.pipeline import ESCALATION_ASK_EVENT, describe_action
+from tether.tools.pipeline import ESCALATION_ASK_EVENT, ESCALATION_ROUTED_EVENT, describe_action
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +352,25 @@ def is_scope_denial(result: ToolResult) -> bool:
     return bool(result.details.get("sandbox_denied")) or is_denial(result.content)
 
 
+ROUTED_CONTEXT_NAME: Final = "root_approvals:escalation"
+ROUTED_CONTEXT_ORDER: Final = 121
+ROUTED_ESCALATION_TEXT: Final = (
+    "Exception to the approval policy above: in this deployment, a sandbox escalation you "
+    "request is sent to the root session's user, who may allow it for that one call. If a "
+    "necessary operation was denied by the sandbox, you may retry it once with "
+    "sandbox_permissions and a justification; if that is refused, report the limitation."
+)
+
+
+def is_subagent(agent: Any) -> bool:
+    return bool(agent.session.header.delegation_depth > 0)
+
+
+def routed_escalation_text(agent: Any) -> str:
+    """Follows the delegation statement (120) for subagents only; roots are unaffected."""
+    return ROUTED_ESCALATION_TEXT if agent is not None and is_subagent(agent) else ""
+
+
 class RootApprovalsPlugin:
     name = "root_approvals"
     requires: tuple[str, ...] = ()
@@ -363,6 +382,8 @@ class RootApprovalsPlugin:
         ctx.on("tools/post-execute", router.on_result, prepend=True)
         if config.route_escalations:
             ctx.on(ESCALATION_ASK_EVENT, router.escalation, prepend=True)
+            ctx.on(ESCALATION_ROUTED_EVENT, is_subagent)
+            ctx.context(ROUTED_CONTEXT_NAME, ROUTED_CONTEXT_ORDER, routed_escalation_text)
 
 
 plugin: Final = RootApprovalsPlugin()

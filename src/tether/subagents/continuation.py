@@ -101,6 +101,8 @@ class ChildRow:
     parent: str | None
     blocked: str | None = None
     denied: str | None = None
+    diagnostic: str | None = None
+    """Why the child's log could not be read (the row is then shown, not hidden)."""
 
 
 class ContinuationManager:
@@ -469,6 +471,16 @@ class ContinuationManager:
                     f"not allowed to narrow subagent {child_id}", code="UNAUTHORIZED"
                 )
             return narrow_live(self.ctx, live, mode)
+        # The same per-child lock as followup: a cold resume cannot start mid-narrowing.
+        async with self._locks.setdefault(child_id, asyncio.Lock()):
+            disposing = self._disposing.get(child_id)
+            if disposing is not None:
+                await asyncio.shield(disposing)
+            if child_id in self._active:  # resumed while we waited: narrow it live
+                return await self.narrow(by, child_id, mode)
+            return await self._narrow_stored(by, child_id, mode)
+
+    async def _narrow_stored(self, by: Agent, child_id: str, mode: SandboxMode | str) -> bool:
         store = require_store(by)
         if store.persistence is None:
             raise SubagentError(
@@ -506,8 +518,18 @@ class ContinuationManager:
         while frontier:
             current = frontier.pop(0)
             for header in sorted(children.get(current, []), key=lambda h: h.created_at):
-                stored = await self._inspect(header.id)
+                stored, problem = await self._inspect_or_problem(header.id)
                 if stored is None:
+                    rows.append(
+                        ChildRow(
+                            header.id,
+                            None,
+                            "ready",
+                            header.delegation_depth,
+                            current,
+                            diagnostic=problem,
+                        )
+                    )
                     continue
                 descriptor = fold_descriptor(stored.events, header.seed_length or 0)
                 if descriptor is None or descriptor.mode != "continuable":
@@ -534,14 +556,17 @@ class ContinuationManager:
         return rows
 
     async def _inspect(self, session_id: str) -> StoredSession | None:
+        return (await self._inspect_or_problem(session_id))[0]
+
+    async def _inspect_or_problem(self, session_id: str) -> tuple[StoredSession | None, str]:
         store = self.ctx.get("sessions")
         if store is None:
-            return None
+            return None, "unavailable"
         try:
             stored: StoredSession = await store.inspect(session_id)
-        except Exception:
-            return None
-        return stored
+        except Exception as err:
+            return None, str(getattr(err, "code", type(err).__name__)).lower()
+        return stored, ""
 
     # -- shutdown -----------------------------------------------------------------------------
     async def drain(self) -> None:

@@ -214,6 +214,9 @@ class ListAgentsTool:
             return ToolResult("no background subagents")
         lines = []
         for row in rows:
+            if row.diagnostic:
+                lines.append(f"{row.id} [diagnostic: {row.diagnostic}]")
+                continue
             line = f"{row.id} {row.label or '(no label)'}: {row.status}"
             if args.scope == "descendants":
                 line += f" (depth {row.depth}, parent {row.parent})"

@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH: the call was cancelled before it ran"
 ESCALATION_ASK_EVENT = "sandbox/escalation-ask"
+ESCALATION_ROUTED_EVENT = "sandbox/escalation-routed"
+"""Listeners return True for an agent whose escalations a plugin routes elsewhere."""
 """Waterfall over the approval request of a sandbox escalation (fallback: the service)."""
 
 
@@ -278,6 +280,14 @@ class ToolRuntime:
             if approval is not None and agent is not None
             else ApprovalPolicy.NEVER
         )
+        if (
+            effective is ApprovalPolicy.NEVER
+            and agent is not None
+            and any(self.ctx.collect(ESCALATION_ROUTED_EVENT, agent, scope=agent))
+        ):
+            # A plugin answers this agent's escalations elsewhere (the root's user): the
+            # pinned session may still ask, so the hint says how.
+            effective = ApprovalPolicy.ASK
         hint = denial_hint(noun, policy.mode, effective)
         if not hint:
             return result
