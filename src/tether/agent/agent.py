@@ -26,6 +26,7 @@ from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem, InboxTarget
 from tether.kernel import Context
 from tether.model import (
     Completion,
+    Message,
     ModelClient,
     ModelError,
     ModelRequest,
@@ -298,8 +299,6 @@ class Agent:
         append_header_if_changed(self.session, system, [s.name for s in schemas])
         messages = history(self.session.events)
         if system:
-            from tether.model import Message
-
             messages.insert(0, Message.system(system))
         start = self.session.header.seed_length or 0
         request = ModelRequest(

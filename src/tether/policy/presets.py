@@ -262,8 +262,8 @@ class PermissionPresetsConfig(BaseModel):
 class PermissionPresetsPlugin:
     """Provides ``permission_presets`` and pins sessions' initial permissions.
 
-    The reference also refuses to load over a non-confining executor; tether has no executor
-    service yet, so that check belongs with the sandbox executor when it is composed.
+    Unlike the reference, it does not refuse to load over a non-confining executor: every
+    enforcement point fails closed on its own (docs/decisions/0025).
     """
 
     name = "permission_presets"
