@@ -157,22 +157,6 @@ def compile_preload(directory: Path, target: Path) -> Path | None:
     return lib
 
 
-def processes_with(token: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains ``token``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if token.encode() in cmdline and state != "Z":
-            found.append(int(name))
-    return found
-
-
 # The real interpreter, not the venv's symlink: a checkout under /tmp (as CI may use) vanishes
 # under bwrap's private /tmp, and a missing interpreter (exit 127) must never pass for a denial.
 PYTHON = os.path.realpath(sys.executable)

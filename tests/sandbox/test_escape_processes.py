@@ -24,9 +24,10 @@ from sandbox_support import (
     compile_preload,
     make_host,
     make_provider,
-    processes_with,
     run_confined,
 )
+
+from proc_support import processes_with
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -22,10 +22,10 @@ from sandbox_support import (
     Host,
     make_host,
     make_provider,
-    processes_with,
     run_confined,
 )
 
+from proc_support import processes_with
 from tether.kernel import Kernel, PluginConfigError, resolve_plugin
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import (

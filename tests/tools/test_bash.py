@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from proc_support import gone, processes_with
 from tether.kernel import Context, Kernel, Runtime, resolve_plugin
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider
@@ -82,31 +83,6 @@ def call(
 async def run(ctx: Context, pol: SandboxExecutionPolicy | None, **args: Any) -> ToolResult:
     tool, c = call(ctx, pol, **args)
     return await tool.run(c)
-
-
-async def gone(token: str) -> list[int]:
-    """The token's processes once they are dead (a killed PID namespace is torn down by the
-    kernel asynchronously, so give it a moment), else the survivors."""
-    for _ in range(150):
-        if not alive(token):
-            return []
-        await asyncio.sleep(0.02)
-    return alive(token)
-
-
-def alive(token: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if token.encode() in cmdline and state != "Z":
-            found.append(int(name))
-    return found
 
 
 # -- results ----------------------------------------------------------------------------------
@@ -346,10 +322,10 @@ def _sleepers(token: str) -> str:
 
 async def _wait_for(token: str, count: int) -> None:
     for _ in range(200):
-        if len(alive(token)) >= count:
+        if len(processes_with(token)) >= count:
             return
         await asyncio.sleep(0.02)
-    raise AssertionError(f"the command's processes never appeared: {alive(token)}")
+    raise AssertionError(f"the command's processes never appeared: {processes_with(token)}")
 
 
 @pytest.mark.parametrize(("backend", "mode"), MODES_AND_BACKENDS)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from proc_support import gone, processes_with
 from tether.kernel import Kernel, PluginHandle, resolve_plugin
 from tether.signals import AbortSignal
 from tether.tools.base import ToolResult
@@ -84,34 +85,9 @@ async def rig(ws: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
     kernel.dispose()
 
 
-async def gone(token: str) -> list[int]:
-    """The token's processes once they are dead (a killed PID namespace is torn down by the
-    kernel asynchronously, so give it a moment), else the survivors."""
-    for _ in range(150):
-        if not alive(token):
-            return []
-        await asyncio.sleep(0.02)
-    return alive(token)
-
-
-def alive(token: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if token.encode() in cmdline and state != "Z":
-            found.append(int(name))
-    return found
-
-
 async def wait_for(token: str) -> None:
     for _ in range(200):
-        if alive(token):
+        if processes_with(token):
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the job's processes never appeared")
