@@ -88,3 +88,15 @@ class Persistence(Protocol):
 
     async def close(self) -> None:
         """Release resources. Further calls may fail."""
+
+
+@runtime_checkable
+class ListsIds(Protocol):
+    """Optional capability: every stored session id, without parsing headers.
+
+    ``list`` refuses a store holding an unreadable header (parsing it fails); a checker such
+    as ``tether sessions fsck`` enumerates ids with this instead, then inspects each one and
+    reports the unreadable ones rather than stopping.
+    """
+
+    async def list_ids(self) -> list[str]: ...

@@ -31,6 +31,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from urllib.parse import unquote
 
 from tether.session.events import Event
 from tether.session.header import InvalidHeaderError, SessionHeader
@@ -113,6 +114,10 @@ class JsonlPersistence:
 
     async def list(self) -> list[SessionHeader]:
         return await self._worker.run(self._list)
+
+    async def list_ids(self) -> builtins.list[str]:
+        """Every stored id (from directory names), without parsing headers (``ListsIds``)."""
+        return await self._worker.run(self._list_ids)
 
     async def close(self) -> None:
         await self._worker.close(self._tails.clear)
@@ -230,6 +235,18 @@ class JsonlPersistence:
                 finally:
                     os.close(fd)
         return StoredSession(header, (*decoded.events, *closers), report)
+
+    def _list_ids(self) -> builtins.list[str]:
+        if not self.root.is_dir():
+            return []
+        with os.scandir(self.root) as entries:
+            return sorted(
+                unquote(entry.name, errors="surrogatepass")
+                for entry in entries
+                if not entry.name.startswith(".")
+                and entry.is_dir()
+                and os.path.exists(os.path.join(entry.path, LOG_NAME))
+            )
 
     def _list(self) -> builtins.list[SessionHeader]:
         if not self.root.is_dir():

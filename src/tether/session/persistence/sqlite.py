@@ -149,6 +149,10 @@ class SqlitePersistence:
     async def list(self) -> list[SessionHeader]:
         return await self._worker.run(self._list)
 
+    async def list_ids(self) -> builtins.list[str]:
+        """Every stored id, oldest first, without parsing headers (see ``ListsIds``)."""
+        return await self._worker.run(self._list_ids)
+
     async def close(self) -> None:
         await self._worker.close(self._release)
 
@@ -299,6 +303,11 @@ class SqlitePersistence:
                 f"session {session_id!r}: {_where(rows)(kept)} is damaged and seq {kept} is missing"
             )
         return header, decoded
+
+    def _list_ids(self) -> builtins.list[str]:
+        conn = self._connection()
+        rows = conn.execute("SELECT id FROM sessions ORDER BY created_at, id").fetchall()
+        return [str(row[0]) for row in rows]
 
     def _list(self) -> builtins.list[SessionHeader]:
         conn = self._connection()

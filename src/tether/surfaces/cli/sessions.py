@@ -17,7 +17,12 @@ import typer
 from tether.errors import TetherError
 from tether.session.events import Event
 from tether.session.header import SessionHeader
-from tether.session.persistence.base import RepairReport, SessionNotFoundError, StoredSession
+from tether.session.persistence.base import (
+    ListsIds,
+    RepairReport,
+    SessionNotFoundError,
+    StoredSession,
+)
 from tether.subagents.lineage import LineageNode, lineage_tree, render_tree
 from tether.subagents.narrowing import narrow_stored
 from tether.surfaces.cli.archive import export_lines, parse_archive
@@ -302,7 +307,13 @@ def fsck_command(
 async def _fsck(store: str | None, session_id: str | None, repair: bool) -> FsckReport:
     async with opened_store(store) as persistence:
         if session_id is None:
-            ids = [header.id for header in await persistence.list()]
+            # Enumerate ids without parsing headers where the backend can, so one unreadable
+            # header is reported like any other damage instead of stopping the survey.
+            ids = (
+                await persistence.list_ids()
+                if isinstance(persistence, ListsIds)
+                else [header.id for header in await persistence.list()]
+            )
         else:
             ids = [session_id]
         report = await fsck(persistence, ids, repair=repair)
