@@ -22,6 +22,8 @@ from __future__ import annotations
 import builtins
 import errno
 import fcntl
+import json
+import math
 import os
 import shutil
 import string
@@ -239,14 +241,15 @@ class JsonlPersistence:
     def _list_ids(self) -> builtins.list[str]:
         if not self.root.is_dir():
             return []
+        found: builtins.list[tuple[float, str]] = []
         with os.scandir(self.root) as entries:
-            return sorted(
-                unquote(entry.name, errors="surrogatepass")
-                for entry in entries
-                if not entry.name.startswith(".")
-                and entry.is_dir()
-                and os.path.exists(os.path.join(entry.path, LOG_NAME))
-            )
+            for entry in entries:
+                path = os.path.join(entry.path, LOG_NAME)
+                if entry.name.startswith(".") or not entry.is_dir() or not os.path.exists(path):
+                    continue
+                found.append((_created_at_hint(path), unquote(entry.name, errors="surrogatepass")))
+        # Oldest first, like ``list``; an unreadable header sorts last instead of failing.
+        return [session_id for _, session_id in sorted(found)]
 
     def _list(self) -> builtins.list[SessionHeader]:
         if not self.root.is_dir():
@@ -266,6 +269,16 @@ class JsonlPersistence:
                 headers.append(_parse_header(None, first[:-1], where=entry.path))
         headers.sort(key=lambda header: (header.created_at, header.id))
         return headers
+
+
+def _created_at_hint(path: str) -> float:
+    """The header's ``created_at`` for ordering only (not validated); unreadable → last."""
+    try:
+        with open(path, "rb") as file:
+            value = json.loads(file.readline()).get("created_at")
+    except (OSError, ValueError, AttributeError):
+        return math.inf
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else math.inf
 
 
 @contextmanager
