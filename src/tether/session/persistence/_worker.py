@@ -9,12 +9,17 @@ SQLite connection, cached log lengths) is touched by one thread only, in submiss
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import builtins
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from tether.errors import TetherError
-from tether.session.persistence.base import PersistenceError
+from tether.session.events import Event
+from tether.session.header import SessionHeader
+from tether.session.persistence._codec import check_contiguous
+from tether.session.persistence.base import PersistenceError, StoredSession
 
 T = TypeVar("T")
 
@@ -52,3 +57,60 @@ class Worker:
         finally:
             # The queue is empty once ``release`` ran, so the thread exits promptly.
             self._executor.shutdown(wait=False)
+
+
+class WorkerBackend(ABC):
+    """The async side of a backend whose storage work runs on one :class:`Worker`.
+
+    Subclasses implement the blocking half (``_create``, ``_append``, ``_read``, ``_list``,
+    ``_list_ids``, ``_release``); every protocol call hops to the worker thread here, in one
+    place, so the two shipped backends cannot drift apart in how they validate and dispatch.
+    """
+
+    _worker: Worker
+
+    async def create(self, header: SessionHeader) -> None:
+        await self._worker.run(lambda: self._create(header))
+
+    async def append(self, session_id: str, events: Sequence[Event]) -> None:
+        if not events:
+            return
+        batch = tuple(events)
+        check_contiguous(session_id, batch)
+        await self._worker.run(lambda: self._append(session_id, batch))
+
+    async def load(self, session_id: str) -> StoredSession:
+        return await self._worker.run(lambda: self._read(session_id, repair=True))
+
+    async def inspect(self, session_id: str) -> StoredSession:
+        return await self._worker.run(lambda: self._read(session_id, repair=False))
+
+    async def list(self) -> builtins.list[SessionHeader]:
+        return await self._worker.run(self._list)
+
+    async def list_ids(self) -> builtins.list[str]:
+        """Every stored id, oldest first, without parsing headers (see ``ListsIds``)."""
+        return await self._worker.run(self._list_ids)
+
+    async def close(self) -> None:
+        await self._worker.close(self._release)
+
+    # -- the blocking half (worker thread) ----------------------------------------------
+    @abstractmethod
+    def _create(self, header: SessionHeader) -> None: ...
+
+    @abstractmethod
+    def _append(self, session_id: str, batch: tuple[Event, ...]) -> None: ...
+
+    @abstractmethod
+    def _read(self, session_id: str, *, repair: bool) -> StoredSession: ...
+
+    @abstractmethod
+    def _list(self) -> builtins.list[SessionHeader]: ...
+
+    @abstractmethod
+    def _list_ids(self) -> builtins.list[str]: ...
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Drop what the worker thread held (connections, caches) as it closes."""

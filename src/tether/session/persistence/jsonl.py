@@ -38,7 +38,6 @@ from urllib.parse import unquote
 from tether.session.events import Event
 from tether.session.header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._codec import (
-    check_contiguous,
     decode_log,
     dumps,
     event_line,
@@ -46,7 +45,7 @@ from tether.session.persistence._codec import (
     is_complete_record,
     loads,
 )
-from tether.session.persistence._worker import Worker
+from tether.session.persistence._worker import Worker, WorkerBackend
 from tether.session.persistence.base import (
     CorruptLogError,
     SeqConflictError,
@@ -80,7 +79,7 @@ class _Tail:
     length: int
 
 
-class JsonlPersistence:
+class JsonlPersistence(WorkerBackend):
     """Sessions as JSONL files under ``root`` (created on first ``create``)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -97,34 +96,10 @@ class JsonlPersistence:
     def log_path(self, session_id: str) -> Path:
         return self.session_dir(session_id) / LOG_NAME
 
-    # -- the Persistence protocol ---------------------------------------------------------
-    async def create(self, header: SessionHeader) -> None:
-        await self._worker.run(lambda: self._create(header))
-
-    async def append(self, session_id: str, events: Sequence[Event]) -> None:
-        if not events:
-            return
-        batch = tuple(events)
-        check_contiguous(session_id, batch)
-        await self._worker.run(lambda: self._append(session_id, batch))
-
-    async def load(self, session_id: str) -> StoredSession:
-        return await self._worker.run(lambda: self._read(session_id, repair=True))
-
-    async def inspect(self, session_id: str) -> StoredSession:
-        return await self._worker.run(lambda: self._read(session_id, repair=False))
-
-    async def list(self) -> list[SessionHeader]:
-        return await self._worker.run(self._list)
-
-    async def list_ids(self) -> builtins.list[str]:
-        """Every stored id (from directory names), without parsing headers (``ListsIds``)."""
-        return await self._worker.run(self._list_ids)
-
-    async def close(self) -> None:
-        await self._worker.close(self._tails.clear)
-
     # -- worker-thread side ---------------------------------------------------------------
+    def _release(self) -> None:
+        self._tails.clear()
+
     def _create(self, header: SessionHeader) -> None:
         if not self.root.is_dir():
             self.root.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,6 @@ from tether.session.header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._codec import (
     INVALID_RECORD,
     DecodedLog,
-    check_contiguous,
     decode_log,
     dumps,
     gc_paused,
@@ -42,7 +41,7 @@ from tether.session.persistence._codec import (
     parse_surface_op,
     surface_op_text,
 )
-from tether.session.persistence._worker import Worker
+from tether.session.persistence._worker import Worker, WorkerBackend
 from tether.session.persistence.base import (
     CorruptLogError,
     SeqConflictError,
@@ -105,7 +104,7 @@ _Row = tuple[int, str, int, str, int, str | None]
 _EventRow = tuple[str, int, str, int, str, int, str | None]
 
 
-class SqlitePersistence:
+class SqlitePersistence(WorkerBackend):
     """Sessions in one SQLite database file (created on first use)."""
 
     def __init__(
@@ -128,33 +127,6 @@ class SqlitePersistence:
 
     def __repr__(self) -> str:
         return f"SqlitePersistence({self.path!r})"
-
-    # -- the Persistence protocol ---------------------------------------------------------
-    async def create(self, header: SessionHeader) -> None:
-        await self._worker.run(lambda: self._create(header))
-
-    async def append(self, session_id: str, events: Sequence[Event]) -> None:
-        if not events:
-            return
-        batch = tuple(events)
-        check_contiguous(session_id, batch)
-        await self._worker.run(lambda: self._append(session_id, batch))
-
-    async def load(self, session_id: str) -> StoredSession:
-        return await self._worker.run(lambda: self._read(session_id, repair=True))
-
-    async def inspect(self, session_id: str) -> StoredSession:
-        return await self._worker.run(lambda: self._read(session_id, repair=False))
-
-    async def list(self) -> list[SessionHeader]:
-        return await self._worker.run(self._list)
-
-    async def list_ids(self) -> builtins.list[str]:
-        """Every stored id, oldest first, without parsing headers (see ``ListsIds``)."""
-        return await self._worker.run(self._list_ids)
-
-    async def close(self) -> None:
-        await self._worker.close(self._release)
 
     # -- worker-thread side ---------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
