@@ -2,8 +2,12 @@
 
 Each sample is ``confine`` + :func:`tether.sandbox.spawn` + wait for the exit of ``true``, the
 whole cost a ``bash`` call pays for its sandbox. Backends are interleaved round by round so
-machine noise hits them alike. Landlock is measured through its fast path (``preexec_fn``,
+machine noise hits them alike. Landlock is measured through its fast path (the fork server,
 the default) and through its launcher argv (what a caller that can only spawn an argv gets).
+
+After a fork-server sample the script waits until the server has forked the next pair, so
+that work (done between commands, off a spawn's critical path) is not charged to whichever
+sample runs next.
 
 Run: ``.venv/bin/python bench/sandbox.py [--runs N] [--mode read-only|workspace-write]``
 """
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider, spawn, unconfined
 from tether.sandbox.command import ConfinedCommand
+from tether.sandbox.landlock_client import fork_server
 
 
 async def sample(make: Callable[[], ConfinedCommand], cwd: str) -> float:
@@ -31,6 +36,8 @@ async def sample(make: Callable[[], ConfinedCommand], cwd: str) -> float:
     elapsed = time.perf_counter() - started
     if process.returncode != 0:
         raise SystemExit(f"{command.backend}: exit status {process.returncode}")
+    if command.landlock is not None and command.fast_path and not await fork_server().ready():
+        raise SystemExit("the Landlock fork server stopped")
     return elapsed
 
 
@@ -43,7 +50,7 @@ async def main(runs: int, mode: str) -> None:
         }
         for label, options in (
             ("bubblewrap", {"backends": ("bwrap",)}),
-            ("landlock (preexec)", {"backends": ("landlock",)}),
+            ("landlock (fork server)", {"backends": ("landlock",)}),
             ("landlock (launcher)", {"backends": ("landlock",), "landlock_fast_path": False}),
         ):
             provider = SandboxProvider(disable=(), **options)  # type: ignore[arg-type]

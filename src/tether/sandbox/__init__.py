@@ -18,7 +18,7 @@ from tether.sandbox.environment import (
     unconfined_env,
 )
 from tether.sandbox.errors import SandboxError, SandboxUnavailableError
-from tether.sandbox.process import STOP_GRACE, kill, kill_group, spawn, stop
+from tether.sandbox.process import STOP_GRACE, CommandProcess, kill, kill_group, spawn, stop
 from tether.sandbox.provider import (
     CHAIN,
     DISABLE_ENV,
@@ -42,6 +42,7 @@ __all__ = [
     "BackendReport",
     "BackendStatus",
     "BwrapBackend",
+    "CommandProcess",
     "ConfinedCommand",
     "Enforcement",
     "LandlockBackend",

@@ -28,8 +28,6 @@ from tether.sandbox.landlock_exec import (
     LandlockError,
     LandlockSpec,
     abi_version,
-    build_ruleset,
-    make_preexec,
 )
 
 PROBE_TIMEOUT: Final = 10.0
@@ -185,50 +183,47 @@ _LANDLOCK_PROBE = (
 )
 
 
-def _probe_landlock(abi: int) -> str | None:
-    """Confine a real command (the fast path, with the supervisor and the metadata filter):
-    a write and a chmod in the workspace must work, a write and a chmod outside must fail.
-    ``None`` when it behaved, else what went wrong."""
+LAUNCHER_PATH: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock_exec.py")
+
+
+def _probe_landlock(python: str) -> str | None:
+    """Confine a real command (through the launcher: the same supervisor and metadata filter
+    as the fork server's pairs): a write and a chmod in the workspace must work, a write and
+    a chmod outside must fail. ``None`` when it behaved, else what went wrong."""
     with tempfile.TemporaryDirectory(prefix="tether-probe-") as top:
         top = os.path.realpath(top)
         ws, refused, outside = (os.path.join(top, n) for n in ("ws", "refused", "outside"))
         os.mkdir(ws)
         with open(outside, "w", encoding="ascii"):
             os.chmod(outside, 0o644)
-        spec = LandlockSpec((ws,))
-        try:
-            ruleset = build_ruleset(spec, abi)
-        except LandlockError as err:
-            return f"a ruleset fails: {err.strerror or err}"
+        launcher = [python, "-I", "-S", LAUNCHER_PATH, "--rw", ws, "--setenv", "PATH"]
+        script = ["/bin/sh", "-c", _LANDLOCK_PROBE, "sh", ws, refused, outside]
         try:
             done = subprocess.run(
-                ["/bin/sh", "-c", _LANDLOCK_PROBE, "sh", ws, refused, outside],
+                [*launcher, FALLBACK_PATH, "--", *script],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=PROBE_TIMEOUT,
-                env={"PATH": FALLBACK_PATH},
-                preexec_fn=make_preexec(ruleset, spec),
                 start_new_session=True,
                 check=False,
             )
         except (OSError, subprocess.SubprocessError) as err:
             return f"it cannot be applied: {err}"
-        finally:
-            os.close(ruleset)
         if os.path.lexists(refused) or os.stat(outside).st_mode & 0o777 != 0o644:
             return "a write outside the probe workspace was not refused"
+        if done.returncode == LAUNCHER_EXIT:
+            first = done.stderr.decode(errors="replace").strip().splitlines()[:1]
+            return f"it cannot be applied: {first[0] if first else 'the launcher failed'}"
         if done.returncode != 0 or not os.path.exists(os.path.join(ws, "ok")):
             return f"the probe command failed (exit status {done.returncode})"
     return None
 
 
-LAUNCHER_PATH: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock_exec.py")
-
-
 class LandlockBackend:
-    """Landlock, applied in the child. ``fast_path``: :func:`tether.sandbox.spawn` applies
-    it through ``preexec_fn`` (about 2 ms); ``argv`` always holds the equivalent launcher
-    command (``python -I -S landlock_exec.py``), for callers that can only spawn an argv."""
+    """Landlock, applied in the child. ``fast_path``: :func:`tether.sandbox.spawn` hands the
+    command to the fork server (:mod:`.landlock_server`, about 1 ms); ``argv`` always holds
+    the equivalent launcher command (``python -I -S landlock_exec.py``, a Python start-up per
+    call), for callers that can only spawn an argv."""
 
     name: BackendName = "landlock"
     denial_signatures: Final = ("Permission denied",)
@@ -248,7 +243,7 @@ class LandlockBackend:
             abi = abi_version()
         except LandlockError as err:
             return Probe(False, str(err.strerror or err))
-        failure = _probe_landlock(abi)
+        failure = _probe_landlock(self.python)
         if failure is not None:
             return Probe(False, f"Landlock ABI {abi}, but {failure}")
         self.abi = abi

@@ -73,7 +73,7 @@ class ConfinedCommand:
     """Set for the Landlock backend: the spec :func:`tether.sandbox.spawn` applies in the
     child (and the supervisor that sweeps what the command leaves behind)."""
     fast_path: bool = False
-    """Landlock only: spawn ``command`` with a ``preexec_fn`` instead of the launcher."""
+    """Landlock only: spawn ``command`` through the fork server instead of the launcher."""
     temp_dir: str | None = field(default=None, compare=False)
     """A private temp directory made for this command (removed by :meth:`close`)."""
 

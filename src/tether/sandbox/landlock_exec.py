@@ -42,9 +42,11 @@ import socket
 import stat
 import struct
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Final, NoReturn
 
 LAUNCHER_EXIT = 125
 """Exit status of the launcher when it could not confine (the command never ran)."""
@@ -225,19 +227,27 @@ def readable_roots(hidden: Sequence[str]) -> list[str]:
     every sibling of every directory on the way down to it: ``/`` minus ``/root``, then
     ``/root`` minus ``/root/.ssh``. Symbolic links are skipped (a link in ``$HOME`` pointing
     into ``~/.ssh`` must not re-grant it; its target is covered where it really lives).
-    Entries created later under those directories are unreadable for this call only.
+    Entries created later under those directories are unreadable until they are listed again
+    (see :func:`build_ruleset`).
     """
+    return _walk_readable(hidden)[0]
+
+
+def _walk_readable(hidden: Sequence[str]) -> tuple[list[str], list[str]]:
+    """:func:`readable_roots`, and the directories whose listings it depends on."""
     hide = {os.path.normpath(p) for p in hidden if p and os.path.isabs(p)}
     hide.discard("/")
     if not hide:
-        return ["/"]
+        return ["/"], []
     roots: list[str] = []
+    walked: list[str] = []
 
     def on_path(directory: str) -> bool:
         prefix = directory.rstrip("/") + "/"
         return any(h.startswith(prefix) for h in hide)
 
     def walk(directory: str) -> None:
+        walked.append(directory)
         try:
             names = sorted(os.listdir(directory))
         except OSError:
@@ -255,7 +265,79 @@ def readable_roots(hidden: Sequence[str]) -> list[str]:
             roots.append(path)
 
     walk("/")
-    return roots
+    return roots, walked
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadableRoots:
+    """The readable roots for one ``hidden`` set, opened, and what they were derived from."""
+
+    stamps: tuple[tuple[str, int, int, int], ...]
+    """(directory, device, inode, mtime in ns) of every directory listed to find them."""
+    built: int
+    """When the listing was taken (``time.time_ns``)."""
+    fds: tuple[int, ...]
+
+
+_READABLE_CACHE: Final = 2
+"""``hidden`` sets whose readable roots stay open for reuse (a harness has one, usually)."""
+_FRESH_NS: Final = 2_000_000_000
+"""A listing is trusted again only if every directory it read was last changed this long
+before it was taken: on a filesystem with coarse timestamps, a change in the same tick would
+otherwise go unseen."""
+_readable_cache: dict[tuple[str, ...], _ReadableRoots] = {}
+_readable_lock = threading.Lock()
+
+
+def _stamp(directory: str) -> tuple[str, int, int, int]:
+    info = os.stat(directory)
+    return directory, info.st_dev, info.st_ino, info.st_mtime_ns
+
+
+def _still_valid(entry: _ReadableRoots) -> bool:
+    try:
+        for recorded in entry.stamps:
+            if _stamp(recorded[0]) != recorded or recorded[3] > entry.built - _FRESH_NS:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _open_readable(hidden: tuple[str, ...]) -> _ReadableRoots:
+    built = time.time_ns()
+    roots, walked = _walk_readable(hidden)
+    stamps = []
+    for directory in walked:
+        with contextlib.suppress(OSError):
+            stamps.append(_stamp(directory))
+    fds: list[int] = []
+    for path in roots:
+        with contextlib.suppress(OSError):  # vanished between listing and opening
+            fds.append(os.open(path, os.O_PATH | os.O_CLOEXEC))
+    return _ReadableRoots(tuple(stamps), built, tuple(fds))
+
+
+def _add_readable(libc: _Libc, ruleset: int, hidden: Sequence[str]) -> None:
+    """Grant read and execute beneath every readable root. Listing the directories on the way
+    to the hidden paths and opening every root is most of a ruleset's cost, so the opened
+    roots are kept, and reused while none of those directories has changed (an entry added,
+    removed or renamed changes its directory's mtime)."""
+    key = tuple(sorted(set(hidden)))
+    with _readable_lock:
+        entry = _readable_cache.pop(key, None)
+        if entry is not None and not _still_valid(entry):
+            for fd in entry.fds:
+                os.close(fd)
+            entry = None
+        if entry is None:
+            entry = _open_readable(key)
+        _readable_cache[key] = entry  # most recently used last
+        while len(_readable_cache) > _READABLE_CACHE:
+            for fd in _readable_cache.pop(next(iter(_readable_cache))).fds:
+                os.close(fd)
+        for fd in entry.fds:
+            _add_rule_fd(libc, ruleset, fd, FS_READ, "a readable root")
 
 
 def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
@@ -272,53 +354,61 @@ def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
     if abi >= SCOPE_ABI:
         size = 24
         attr.scoped = SCOPE_SIGNAL | (0 if spec.network else SCOPE_ABSTRACT_UNIX_SOCKET)
-    fd = libc.syscall(
-        ctypes.c_long(_SYS_CREATE_RULESET),
+    fd = _checked(
+        libc,
+        "landlock_create_ruleset",
+        _SYS_CREATE_RULESET,
         ctypes.byref(attr),
         ctypes.c_size_t(size),
         ctypes.c_uint32(0),
     )
-    if fd < 0:
-        code = ctypes.get_errno()
-        raise LandlockError(code, f"landlock_create_ruleset: {os.strerror(code)}")
     try:
         # Listing is allowed everywhere (``ls /`` must work); reading and executing only
         # outside the hidden paths. A hidden directory's entry names stay visible.
-        _add_rule(libc, fd, "/", FS_READ_DIR, must_exist=True)
-        for path in readable_roots(spec.hidden):
-            _add_rule(libc, fd, path, FS_READ, must_exist=False)
+        _add_rule(libc, fd, "/", FS_READ_DIR)
+        _add_readable(libc, fd, spec.hidden)
         for path in spec.writable:
-            _add_rule(libc, fd, path, writable_access(abi), must_exist=True)
-        _add_rule(libc, fd, "/dev/null", FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE, True)
+            _add_rule(libc, fd, path, writable_access(abi))
+        _add_rule(libc, fd, "/dev/null", FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE)
     except BaseException:
         os.close(fd)
         raise
-    return int(fd)
+    return fd
 
 
-def _add_rule(libc: _Libc, ruleset: int, path: str, access: int, must_exist: bool) -> None:
+def _checked(libc: _Libc, what: str, number: int, *args: object) -> int:
+    """A Landlock syscall; :class:`LandlockError` naming ``what`` when it fails."""
+    result = libc.syscall(ctypes.c_long(number), *args)
+    if result < 0:
+        code = ctypes.get_errno()
+        raise LandlockError(code, f"{what}: {os.strerror(code)}")
+    return int(result)
+
+
+def _add_rule(libc: _Libc, ruleset: int, path: str, access: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError as err:
-        if not must_exist:
-            return  # vanished between listing and opening: nothing to grant
         raise LandlockError(err.errno, f"cannot open {path}: {err.strerror}") from err
     try:
-        if not stat.S_ISDIR(os.fstat(fd).st_mode):
-            access &= _FILE_ONLY
-        rule = _PathBeneathAttr(access, fd)
-        result = libc.syscall(
-            ctypes.c_long(_SYS_ADD_RULE),
-            ctypes.c_int(ruleset),
-            ctypes.c_int(_RULE_PATH_BENEATH),
-            ctypes.byref(rule),
-            ctypes.c_uint32(0),
-        )
-        if result < 0:
-            code = ctypes.get_errno()
-            raise LandlockError(code, f"landlock_add_rule {path}: {os.strerror(code)}")
+        _add_rule_fd(libc, ruleset, fd, access, path)
     finally:
         os.close(fd)
+
+
+def _add_rule_fd(libc: _Libc, ruleset: int, fd: int, access: int, what: str) -> None:
+    if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        access &= _FILE_ONLY
+    rule = _PathBeneathAttr(access, fd)
+    _checked(
+        libc,
+        f"landlock_add_rule {what}",
+        _SYS_ADD_RULE,
+        ctypes.c_int(ruleset),
+        ctypes.c_int(_RULE_PATH_BENEATH),
+        ctypes.byref(rule),
+        ctypes.c_uint32(0),
+    )
 
 
 # -- metadata filter (seccomp) ---------------------------------------------------------------
@@ -444,17 +534,24 @@ class _ChildPlan:
         default_factory=lambda: (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
     )
     cap_data: ctypes.Array[ctypes.c_uint32] = field(default_factory=lambda: (ctypes.c_uint32 * 6)())
-    program: ctypes.Array[ctypes.c_char] | None = None
-    fprog: _FProg | None = None
-
-    def __post_init__(self) -> None:
-        code = _filter_program(self.arch, bool(self.writable))
-        self.program = ctypes.create_string_buffer(code, len(code))
-        self.fprog = _FProg(len(code) // 8, ctypes.cast(self.program, ctypes.c_void_p))
 
     @property
     def emulate(self) -> bool:
         return bool(self.writable)
+
+
+_programs: dict[tuple[str, bool], tuple[ctypes.Array[ctypes.c_char], _FProg]] = {}
+
+
+def _compiled(arch: str, emulate: bool) -> tuple[ctypes.Array[ctypes.c_char], _FProg]:
+    """The filter program as the kernel takes it, built once per process (and inherited by
+    forks, which then do not rebuild it)."""
+    key = (arch, emulate)
+    if key not in _programs:
+        code = _filter_program(arch, emulate)
+        program = ctypes.create_string_buffer(code, len(code))
+        _programs[key] = (program, _FProg(len(code) // 8, ctypes.cast(program, ctypes.c_void_p)))
+    return _programs[key]
 
 
 def plan_for(ruleset: int, spec: LandlockSpec) -> _ChildPlan:
@@ -467,16 +564,22 @@ def plan_for(ruleset: int, spec: LandlockSpec) -> _ChildPlan:
     return _ChildPlan(ruleset, _last_cap(), roots, arch)
 
 
+_last_cap_cache: list[int] = []
+
+
 def _last_cap() -> int:
-    try:
-        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return 63
+    if not _last_cap_cache:
+        try:
+            with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as f:
+                _last_cap_cache.append(int(f.read().strip()))
+        except (OSError, ValueError):
+            _last_cap_cache.append(63)
+    return _last_cap_cache[0]
 
 
-def _restrict(plan: _ChildPlan) -> None:
-    """Drop every capability, forbid privilege gain, and enter a (new, nested) domain."""
+def drop_privileges(plan: _ChildPlan) -> None:
+    """Drop every capability (bounding, ambient, effective/permitted/inheritable) and set
+    ``no_new_privs``. Both are inherited by everything the process forks and execs."""
     libc = plan.libc
     for cap in range(plan.last_cap + 1):
         libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: nothing to drop
@@ -485,25 +588,38 @@ def _restrict(plan: _ChildPlan) -> None:
         _fail_errno("capset")
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         _fail_errno("prctl(PR_SET_NO_NEW_PRIVS)")
-    result = libc.syscall(
+
+
+def enter_domain(plan: _ChildPlan) -> None:
+    """Enter a (new, nested) Landlock domain built from ``plan.ruleset``; needs
+    ``no_new_privs`` (:func:`drop_privileges`) first."""
+    result = plan.libc.syscall(
         ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(plan.ruleset), ctypes.c_uint32(0)
     )
     if result != 0:
         _fail_errno("landlock_restrict_self")
 
 
-def _install_filter(plan: _ChildPlan) -> int:
-    """Install the metadata filter; the listener fd when calls are emulated, else -1."""
-    flags = _FILTER_FLAG_NEW_LISTENER if plan.emulate else 0
+def _restrict(plan: _ChildPlan) -> None:
+    drop_privileges(plan)
+    enter_domain(plan)
+
+
+def install_filter(plan: _ChildPlan, emulate: bool | None = None) -> int:
+    """Install the metadata filter, with calls emulated when ``emulate`` (default: when the
+    plan has writable roots); the listener fd when calls are emulated, else -1."""
+    emulate = plan.emulate if emulate is None else emulate
+    _, fprog = _compiled(plan.arch, emulate)
+    flags = _FILTER_FLAG_NEW_LISTENER if emulate else 0
     result = plan.libc.syscall(
         ctypes.c_long(_SYS_SECCOMP[plan.arch]),
         ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
         ctypes.c_uint(flags),
-        ctypes.byref(plan.fprog),  # type: ignore[arg-type]
+        ctypes.byref(fprog),
     )
     if result < 0:
         _fail_errno("seccomp")
-    return int(result) if plan.emulate else -1
+    return int(result) if emulate else -1
 
 
 def _fail_errno(what: str) -> NoReturn:
@@ -512,36 +628,99 @@ def _fail_errno(what: str) -> NoReturn:
 
 
 def confine_and_fork(plan: _ChildPlan) -> None:
-    """Run in the process that will become the command. Returns in the command process, ready
-    to exec; the calling process itself becomes the supervisor and never returns."""
-    libc = plan.libc
-    parent = os.getppid()
-    libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    if os.getppid() != parent:  # the harness died before the death signal was armed
-        os._exit(LAUNCHER_EXIT)
+    """Run in the process that will become the command (the launcher). Returns in the command
+    process, ready to exec; the calling process itself becomes the supervisor and never
+    returns."""
+    die_with_parent(plan, signal.SIGTERM, os.getppid())
     _restrict(plan)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    # Not dumpable: a process of the same uid cannot ptrace the supervisor or open its /proc
-    # files, whatever the Landlock ABI.
-    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    channel = socket.socketpair() if plan.emulate else None
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SUPERVISOR_SIGNALS)
+    channel, old_mask = become_supervisor(plan)
     supervisor = os.getpid()
     pid = os.fork()
     if pid == 0:
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != supervisor:
-            os._exit(LAUNCHER_EXIT)
+        die_with_parent(plan, signal.SIGKILL, supervisor)
+        channel[0].close()
         _restrict(plan)
-        listener = _install_filter(plan)
-        if channel is not None:
-            channel[0].close()
-            socket.send_fds(channel[1], [b"L"], [listener])
-            channel[1].close()
-            os.close(listener)
+        hand_over(plan, channel[1])
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         return
-    _supervise(pid, channel[0] if channel else None, channel[1] if channel else None, plan)
+    channel[1].close()
+    status: int | None = None
+    try:
+        (handover,) = isolate_fds([channel[0].detach()])
+        status = supervise(pid, handover)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            sweep()
+        os._exit(LAUNCHER_EXIT)
+    _exit_like(status)
+
+
+def become_supervisor(plan: _ChildPlan) -> tuple[tuple[socket.socket, socket.socket], set[int]]:
+    """Make this process the supervisor of a command it is about to fork: a child subreaper
+    (whatever the command starts stays below it), not dumpable (a process of the same uid can
+    neither ptrace it nor open its /proc files, whatever the Landlock ABI), with the signals
+    it waits for blocked until :func:`supervise` handles them. Returns the hand-over channel
+    (supervisor's end first) and the signal mask to restore in the command."""
+    become_subreaper(plan)
+    plan.libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    channel = handover_channel()
+    return channel, signal.pthread_sigmask(signal.SIG_BLOCK, _SUPERVISOR_SIGNALS)
+
+
+def die_with_parent(plan: _ChildPlan, signo: int, parent: int) -> None:
+    """Get ``signo`` when ``parent`` (the forking thread) dies; exit at once when it already
+    has (it died before the death signal was armed)."""
+    plan.libc.prctl(_PR_SET_PDEATHSIG, int(signo), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(LAUNCHER_EXIT)
+
+
+def become_subreaper(plan: _ChildPlan) -> None:
+    """Orphans below this process are reparented to it, not to init."""
+    plan.libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def hand_over(plan: _ChildPlan, channel: socket.socket) -> None:
+    """In the command, once inside its domain: install the metadata filter and send the
+    supervisor its listener (when calls are emulated) and the writable roots."""
+    if plan.emulate:
+        send_listener(plan, channel)
+    else:
+        install_filter(plan)
+    send_roots(plan.writable, channel)
+    channel.close()
+
+
+def send_listener(plan: _ChildPlan, channel: socket.socket) -> None:
+    """Install the metadata filter with calls emulated, and send the supervisor its listener.
+    Until :func:`send_roots`, the supervisor refuses every emulated call."""
+    listener = install_filter(plan, emulate=True)
+    try:
+        socket.send_fds(channel, [b"L"], [listener])
+    finally:
+        os.close(listener)
+
+
+def send_roots(roots: Sequence[str], channel: socket.socket) -> None:
+    """Tell the supervisor which roots emulated calls may change."""
+    channel.send(b"R" + "\0".join(roots).encode())
+
+
+def handover_channel() -> tuple[socket.socket, socket.socket]:
+    """The supervisor's and the command's ends of the hand-over channel (one message each)."""
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+def isolate_fds(keep: Sequence[int]) -> list[int]:
+    """Stdin and stdout to ``/dev/null``, ``keep`` moved to 3, 4, ... (close-on-exec), every
+    other descriptor but stderr closed: above all a harness pipe whose EOF it waits for."""
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256) for fd in keep]
+    moved = [os.dup2(fd, 3 + i, inheritable=False) for i, fd in enumerate(high)]
+    os.closerange(3 + len(moved), max_fd())
+    return moved
 
 
 _stop_requested: list[int] = []
@@ -552,64 +731,81 @@ def _note_signal(signo: int, _frame: object) -> None:
         _stop_requested.append(signo)
 
 
-def _supervise(
-    command: int,
-    channel: socket.socket | None,
-    other_end: socket.socket | None,
-    plan: _ChildPlan,
-) -> NoReturn:
+def supervise(command: int, handover: int) -> int | None:
+    """Wait for the command (a child of this process), serving its metadata filter, until it
+    exits or this process is told to stop (SIGTERM, SIGINT, SIGHUP); then kill everything
+    left below. Returns the command's wait status, or ``None`` when stopped first.
+
+    ``handover``: the descriptor :func:`send_listener` and :func:`send_roots` write to from
+    the command.
+    """
     status: int | None = None
-    try:
-        listener = -1
-        if channel is not None and other_end is not None:
-            other_end.close()
-            _, fds, _, _ = socket.recv_fds(channel, 1, 1)
-            channel.close()
-            listener = fds[0] if fds else -1
-        # Keep stderr (for a last-resort message) and the listener; drop everything else,
-        # above all the parent's exec-error pipe, whose EOF tells the harness the exec happened.
-        null = os.open("/dev/null", os.O_RDWR)
-        os.dup2(null, 0)
-        os.dup2(null, 1)
-        if listener >= 0:
-            os.dup2(listener, 3)
-            listener = 3
-            os.closerange(4, _max_fd())
-        else:
-            os.closerange(3, _max_fd())
-        wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_r, False)
-        os.set_blocking(wake_w, False)
-        signal.set_wakeup_fd(wake_w)
-        for signo in _SUPERVISOR_SIGNALS:
-            signal.signal(signo, _note_signal)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SUPERVISOR_SIGNALS)
-        poller = select.poll()
-        poller.register(wake_r, select.POLLIN)
-        if listener >= 0:
-            poller.register(listener, select.POLLIN)
-        while status is None and not _stop_requested:
-            try:
-                pid, wait_status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == command:
-                status = wait_status
-                break
-            if pid != 0:
-                continue
-            for fd, events in poller.poll():
-                if fd == wake_r:
-                    with contextlib.suppress(OSError):
-                        os.read(wake_r, 512)
-                elif events & select.POLLIN:
-                    _serve(fd, plan)
-                else:
-                    poller.unregister(fd)  # the listener hung up: no process uses the filter
-        _sweep()
-    except BaseException:
-        os._exit(LAUNCHER_EXIT)
-    _exit_like(status)
+    channel = _Handover(handover)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    for signo in _SUPERVISOR_SIGNALS:
+        signal.signal(signo, _note_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SUPERVISOR_SIGNALS)
+    poller = select.poll()
+    poller.register(wake_r, select.POLLIN)
+    poller.register(handover, select.POLLIN)
+    while status is None and not _stop_requested:
+        try:
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == command:
+            status = wait_status
+            break
+        if pid != 0:
+            continue
+        for fd, events in poller.poll():
+            if fd == wake_r:
+                with contextlib.suppress(OSError):
+                    os.read(wake_r, 512)
+            elif fd == handover:
+                if not channel.read(poller):
+                    poller.unregister(fd)
+            elif events & select.POLLIN:
+                # Roots sent before the exec must be known before any call is served.
+                while channel.open and channel.read(poller, block=False):
+                    pass
+                _serve(fd, channel.plan)
+            else:
+                poller.unregister(fd)  # the listener hung up: no process uses the filter
+    sweep()
+    return status
+
+
+class _Handover:
+    """The supervisor's end of the hand-over channel, and what came over it."""
+
+    def __init__(self, fd: int) -> None:
+        self.sock = socket.socket(fileno=fd)
+        self.open = True
+        arch = machine() or ""
+        self.plan = _ChildPlan(-1, 0, (), arch)  # no roots yet: every emulated call refused
+
+    def read(self, poller: select.poll, block: bool = True) -> bool:
+        """Take one message (a listener to poll, or the roots); False at end of file, or
+        when ``block`` is false and nothing is waiting."""
+        try:
+            body, fds, _, _ = socket.recv_fds(
+                self.sock, 1 << 16, 1, 0 if block else socket.MSG_DONTWAIT
+            )
+        except BlockingIOError:
+            return False
+        except OSError:
+            body, fds = b"", []
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        if body.startswith(b"R"):
+            roots = tuple(r for r in body[1:].decode().split("\0") if r)
+            self.plan = _ChildPlan(-1, 0, roots, self.plan.arch)
+        if not body:
+            self.open = False
+            self.sock.close()
+        return bool(body)
 
 
 def _serve(listener: int, plan: _ChildPlan) -> None:
@@ -731,14 +927,15 @@ def _utimensat(plan: _ChildPlan, path: str, times: bytes | None) -> int:
     return ctypes.get_errno() if result != 0 else 0
 
 
-def _max_fd() -> int:
+def max_fd() -> int:
     try:
         return max(int(os.sysconf("SC_OPEN_MAX")), 1024)
     except (OSError, ValueError):
         return 65536
 
 
-def _children() -> list[int]:
+def children() -> list[int]:
+    """This process's children (its main thread's)."""
     me = os.getpid()
     try:
         with open(f"/proc/{me}/task/{me}/children", encoding="ascii") as f:
@@ -758,14 +955,14 @@ def _children() -> list[int]:
     return found
 
 
-def _sweep() -> None:
+def sweep() -> None:
     """Kill everything below the supervisor until it has no children left.
 
     Killing a process reparents its children to us (we are a subreaper), so repeat until
     ``waitpid`` reports no children at all.
     """
     while True:
-        for pid in _children():
+        for pid in children():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         try:
@@ -789,23 +986,6 @@ def _exit_like(status: int | None) -> NoReturn:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
     os.kill(os.getpid(), sig)
     os._exit(128 + sig)
-
-
-def make_preexec(ruleset: int, spec: LandlockSpec) -> Callable[[], None]:
-    """The ``preexec_fn`` for the fast path. Everything is prepared here, in the parent.
-
-    ``preexec_fn`` is documented as unsafe with threads because the child may need a lock
-    another thread held at fork time. This one runs only syscalls through prepared ctypes
-    objects plus ``os.fork`` (whose at-fork hooks CPython re-initialised for the child, since
-    ``subprocess`` calls ``PyOS_BeforeFork``/``AfterFork_Child`` around a ``preexec_fn``): it
-    takes no logging, import or I/O lock.
-    """
-    plan = plan_for(ruleset, spec)
-
-    def preexec() -> None:
-        confine_and_fork(plan)
-
-    return preexec
 
 
 # -- launcher -------------------------------------------------------------------------------

@@ -6,8 +6,12 @@ from ``/dev/null`` by default. Spawn failures of the runner itself become
 :class:`SandboxUnavailableError`: a broken sandbox is an infrastructure failure, never a
 reason to run the command some other way.
 
+Landlock commands (the fast path) come from the fork server (:mod:`.landlock_client`) as a
+:class:`ForkedProcess`; everything else is an ``asyncio.subprocess.Process``. Both are
+:data:`CommandProcess`, and :func:`kill`, :func:`kill_group` and :func:`stop` take either.
+
 Spawn from the event loop's thread (as ``asyncio.create_subprocess_exec`` does): bubblewrap's
-``--die-with-parent`` and the Landlock supervisor's death signal follow the thread that forked
+``--die-with-parent`` and the Landlock launcher's death signal follow the thread that forked
 them, so a short-lived worker thread would take the command down with it.
 """
 
@@ -23,13 +27,16 @@ from typing import IO, Any, Final
 
 from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.errors import SandboxUnavailableError
-from tether.sandbox.landlock_exec import LandlockError, build_ruleset, make_preexec
+from tether.sandbox.landlock_client import ForkedProcess, fork_server
 
 STOP_GRACE: Final = 2.0
 """Seconds a Landlock supervisor gets to sweep its processes after SIGTERM before the whole
 process group is killed outright."""
 
 Stream = int | IO[Any] | None
+CommandProcess = asyncio.subprocess.Process | ForkedProcess
+"""A spawned command: ``pid`` (its process group), ``stdout``/``stderr`` readers,
+``returncode``, ``wait()``, ``send_signal()``."""
 
 
 async def spawn(
@@ -39,7 +46,7 @@ async def spawn(
     stdin: Stream = subprocess.DEVNULL,
     stdout: Stream = subprocess.PIPE,
     stderr: Stream = subprocess.PIPE,
-) -> asyncio.subprocess.Process:
+) -> CommandProcess:
     """Start ``command``. Raises :class:`SandboxUnavailableError` when the sandbox could not
     start it (the command did not run), ``OSError`` when the command itself cannot be
     executed under ``danger-full-access``."""
@@ -53,22 +60,9 @@ async def spawn(
         "close_fds": True,
     }
     if command.landlock is not None and command.fast_path:
-        try:
-            ruleset = build_ruleset(command.landlock)
-        except LandlockError as err:
-            raise _unavailable(command, f"cannot build the Landlock ruleset: {err}") from err
-        try:
-            return await asyncio.create_subprocess_exec(
-                *command.command, preexec_fn=make_preexec(ruleset, command.landlock), **options
-            )
-        except subprocess.SubprocessError as err:
-            # Raised by subprocess when preexec_fn failed: the child was never confined and
-            # never ran the command.
-            raise _unavailable(
-                command, f"Landlock could not be applied in the child: {err}"
-            ) from err
-        finally:
-            os.close(ruleset)
+        return await fork_server().spawn(
+            command, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr
+        )
     try:
         return await asyncio.create_subprocess_exec(*command.argv, **options)
     except OSError as err:
@@ -91,7 +85,7 @@ def _unavailable(command: ConfinedCommand, reason: str) -> SandboxUnavailableErr
     )
 
 
-def kill(process: asyncio.subprocess.Process, command: ConfinedCommand) -> None:
+def kill(process: CommandProcess, command: ConfinedCommand) -> None:
     """Stop the command and everything it started, now, without waiting.
 
     A Landlock supervisor gets SIGTERM (it kills every process below it, including ones that
@@ -101,19 +95,22 @@ def kill(process: asyncio.subprocess.Process, command: ConfinedCommand) -> None:
     if command.supervised:
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
+                process.send_signal(signal.SIGTERM)
         return
     kill_group(process)
 
 
-def kill_group(process: asyncio.subprocess.Process) -> None:
+def kill_group(process: CommandProcess) -> None:
     """SIGKILL to the command's process group (its session leader's pid)."""
+    if isinstance(process, ForkedProcess):
+        process.kill_group()
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
 
 
 async def stop(
-    process: asyncio.subprocess.Process, command: ConfinedCommand, grace: float = STOP_GRACE
+    process: CommandProcess, command: ConfinedCommand, grace: float = STOP_GRACE
 ) -> None:
     """:func:`kill`, then wait for the exit; a supervisor that does not finish its sweep in
     ``grace`` seconds is killed with its group."""
@@ -125,4 +122,4 @@ async def stop(
         await process.wait()
 
 
-__all__ = ["STOP_GRACE", "kill", "kill_group", "spawn", "stop"]
+__all__ = ["STOP_GRACE", "CommandProcess", "kill", "kill_group", "spawn", "stop"]

@@ -32,6 +32,7 @@ from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.policy.escalation import EffectNoun
 from tether.sandbox import (
     SANDBOX_SERVICE,
+    CommandProcess,
     ConfinedCommand,
     SandboxUnavailableError,
     kill,
@@ -163,9 +164,7 @@ class Outcome:
 class RunningCommand:
     """One spawned :class:`ConfinedCommand`, its output readers and its exit."""
 
-    def __init__(
-        self, command: ConfinedCommand, process: asyncio.subprocess.Process, limit: int
-    ) -> None:
+    def __init__(self, command: ConfinedCommand, process: CommandProcess, limit: int) -> None:
         self.command = command
         self.process = process
         self.stdout = HeadTail(limit * 2 // 3)

@@ -1,0 +1,443 @@
+"""The harness's side of the Landlock fork server (:mod:`tether.sandbox.landlock_server`).
+
+One server per harness process, started on the first Landlock spawn (:func:`fork_server`) and
+shared by every provider: it holds no per-session state, since each request carries its own
+ruleset. The harness keeps one *pair* (a supervisor and its command-to-be, forked by the
+server) ready, so a spawn is: build the ruleset, send one message with the stdio and the
+ruleset, and ask the server for the next pair.
+
+Fail closed: a server that cannot start, dies, hangs or answers nonsense raises
+:class:`~tether.sandbox.errors.SandboxUnavailableError` (the command did not run), and the next
+spawn starts a fresh server. The server exits when the harness closes the control socket or
+dies (every descriptor closes then), so it needs no parent-death signal tied to a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any, Final
+
+from tether.sandbox import landlock_server
+from tether.sandbox.command import ConfinedCommand
+from tether.sandbox.errors import SandboxError, SandboxUnavailableError
+from tether.sandbox.landlock_exec import LandlockError, build_ruleset
+
+SERVER_PATH: Final = os.path.abspath(landlock_server.__file__)
+PAIR_TIMEOUT: Final = 10.0
+"""Seconds the server may take to hand over a pair before it counts as hung (killed and
+replaced; the spawn fails closed)."""
+SPARE_PAIRS: Final = 1
+"""Pairs kept ready between spawns."""
+TOP_UP_DELAY: Final = 0.02
+"""Seconds after a spawn before the server forks its replacement pair (sooner if the command
+exits first): forking at once would compete for the CPU with the command's own start."""
+UNREPORTED: Final = -int(signal.SIGKILL)
+"""``returncode`` when the supervisor died without reporting (it was killed outright)."""
+
+Stream = int | IO[Any] | None
+
+
+class _Unreachable(Exception):
+    """The server could not hand over a pair (the message says why)."""
+
+
+@dataclass(slots=True)
+class _Pair:
+    pid: int
+    pidfd: int
+    sock: socket.socket
+
+    def discard(self) -> None:
+        """Let the pair go unused: the command-to-be sees end of file and exits."""
+        self.sock.close()
+        os.close(self.pidfd)
+
+
+class ForkedProcess:
+    """A command spawned through the fork server: the parts of ``asyncio.subprocess.Process``
+    that :mod:`tether.sandbox.process` and its callers use.
+
+    ``pid`` is the supervisor's (the session leader, so also the process group id). The
+    harness is not its parent: the exit status comes over the pair socket, and signals go
+    through a pidfd, so a recycled pid is never signalled.
+    """
+
+    def __init__(
+        self,
+        pair: _Pair,
+        stdout: asyncio.StreamReader | None,
+        stderr: asyncio.StreamReader | None,
+        on_exit: Callable[[], None],
+    ) -> None:
+        self.pid = pair.pid
+        self.stdin: asyncio.StreamWriter | None = None
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+        self._pair = pair
+        self._on_exit = on_exit
+        self._status = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> int:
+        loop = asyncio.get_running_loop()
+        try:
+            message = await loop.sock_recv(self._pair.sock, 64)
+        except OSError:
+            message = b""
+        code = UNREPORTED
+        if message.startswith(b"X "):
+            with contextlib.suppress(ValueError):
+                code = int(message[2:])
+        self.returncode = code
+        self._pair.discard()  # the supervisor exits once we close our end
+        self._on_exit()
+        return code
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._status)
+
+    async def communicate(self) -> tuple[bytes | None, bytes | None]:
+        """Read stdout and stderr to their ends, then wait for the exit."""
+
+        async def drain(stream: asyncio.StreamReader | None) -> bytes | None:
+            return None if stream is None else await stream.read()
+
+        out, err = await asyncio.gather(drain(self.stdout), drain(self.stderr))
+        await self.wait()
+        return out, err
+
+    def send_signal(self, signo: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(self._pair.pidfd, signo)
+
+    def kill_group(self) -> None:
+        """SIGKILL to the supervisor and its process group, while the exit is unreported (the
+        supervisor, and so the group id, lives until then)."""
+        if self.returncode is None:
+            self.send_signal(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+
+
+class ForkServer:
+    """The harness's handle on one server process. Use :func:`fork_server`."""
+
+    def __init__(self, *, python: str | None = None) -> None:
+        self.python = python or sys.executable
+        self.pid: int | None = None
+        self._control: socket.socket | None = None
+        self._spares: collections.deque[_Pair] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[_Pair]] = collections.deque()
+        self._asked = 0
+        self._watching: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    # -- server process ---------------------------------------------------------------------
+    def _start(self) -> socket.socket:
+        if self._control is not None:
+            return self._control
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            os.set_inheritable(theirs.fileno(), True)
+            self.pid = os.posix_spawn(
+                self.python,
+                [self.python, "-E", "-s", "-S", SERVER_PATH, str(theirs.fileno())],
+                {"PATH": os.environ.get("PATH", os.defpath)},
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                ],
+                setsid=True,  # a terminal's Ctrl-C must not reach it
+            )
+        except OSError as err:
+            ours.close()
+            raise _Unreachable(f"cannot start the Landlock fork server: {err}") from err
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._control = ours
+        self._asked = 0
+        return ours
+
+    def close(self) -> None:
+        """Stop the server: running commands are stopped and swept (their supervisors get
+        SIGTERM), spare pairs exit."""
+        self._fail(None)
+
+    def _fail(self, reason: str | None) -> None:
+        """Forget the server (closing the control socket makes it exit) and fail every waiting
+        spawn with ``reason``."""
+        control, pid = self._control, self.pid
+        self._control = None
+        self.pid = None
+        self._asked = 0
+        while self._spares:
+            self._spares.popleft().discard()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(_Unreachable(reason or "the fork server was closed"))
+        if self._watching is not None and control is not None:
+            with contextlib.suppress(RuntimeError, ValueError):
+                self._watching.remove_reader(control.fileno())
+        self._watching = None
+        if control is not None:
+            control.close()
+        if pid is not None:
+            if reason is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+    # -- pairs ------------------------------------------------------------------------------
+    def _ask(self, count: int) -> None:
+        control = self._start()
+        try:
+            control.send(b"F" * count)
+        except OSError as err:
+            self._fail(f"the Landlock fork server is gone: {err}")
+            raise _Unreachable(f"the Landlock fork server is gone: {err}") from err
+        self._asked += count
+
+    def _receive(self) -> None:
+        """Take every pair that has arrived: to the oldest waiter, else to the spares."""
+        while self._control is not None:
+            try:
+                message, fds, _, _ = socket.recv_fds(self._control, 64, 2)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as err:
+                self._fail(f"the Landlock fork server failed: {err}")
+                return
+            if not message.startswith(b"P ") or len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                self._fail("the Landlock fork server exited or answered nonsense")
+                return
+            self._asked -= 1
+            pair = _Pair(int(message[2:]), fds[0], socket.socket(fileno=fds[1]))
+            pair.sock.setblocking(False)  # the loop's sock_recv must never block the loop
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(pair)
+                    break
+            else:
+                self._spares.append(pair)
+        self._unwatch()
+
+    def _unwatch(self) -> None:
+        if self._watching is not None and not self._waiters and self._control is not None:
+            with contextlib.suppress(RuntimeError, ValueError):
+                self._watching.remove_reader(self._control.fileno())
+            self._watching = None
+
+    async def _take_pair(self) -> _Pair:
+        loop = asyncio.get_running_loop()
+        self._start()
+        self._receive()
+        if self._spares:
+            pair = self._spares.popleft()
+        else:
+            waiter: asyncio.Future[_Pair] = loop.create_future()
+            self._waiters.append(waiter)
+            missing = len(self._waiters) - self._asked
+            if missing > 0:
+                self._ask(missing)
+            control = self._start()
+            if self._watching is not loop:
+                if self._watching is not None:
+                    with contextlib.suppress(RuntimeError, ValueError):
+                        self._watching.remove_reader(control.fileno())
+                loop.add_reader(control.fileno(), self._receive)
+                self._watching = loop
+            try:
+                pair = await asyncio.wait_for(waiter, PAIR_TIMEOUT)
+            except TimeoutError:
+                self._fail("the Landlock fork server did not answer")
+                raise _Unreachable("the Landlock fork server did not answer") from None
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+                self._unwatch()
+        loop.call_later(TOP_UP_DELAY, self.top_up)
+        return pair
+
+    async def ready(self) -> bool:
+        """Start the server if needed and wait until a pair is ready, so the next spawn waits
+        for nothing. False when the server cannot start (spawns then fail closed)."""
+        try:
+            self._start()
+            self._receive()
+            if not self._spares:
+                self._spares.appendleft(await self._take_pair())
+        except _Unreachable:
+            return False
+        return True
+
+    def top_up(self) -> None:
+        """Ask for pairs until :data:`SPARE_PAIRS` are ready or on their way."""
+        if self._control is None:
+            return
+        missing = SPARE_PAIRS - (len(self._spares) + self._asked - len(self._waiters))
+        if missing > 0:
+            with contextlib.suppress(_Unreachable):
+                self._ask(missing)
+
+    # -- spawn ------------------------------------------------------------------------------
+    async def spawn(
+        self,
+        command: ConfinedCommand,
+        *,
+        cwd: str | None = None,
+        stdin: Stream = subprocess.DEVNULL,
+        stdout: Stream = subprocess.PIPE,
+        stderr: Stream = subprocess.PIPE,
+    ) -> ForkedProcess:
+        """Start the Landlock-confined ``command``. Streams as for ``subprocess`` except
+        ``stdin=PIPE`` (not supported). Raises ``SandboxUnavailableError`` when the command
+        could not be handed to a confined process (it did not run)."""
+        spec = command.landlock
+        if spec is None:
+            raise SandboxError(
+                "the fork server only spawns Landlock commands", code="SANDBOX_CONFIG"
+            )
+        if stdin == subprocess.PIPE:
+            raise SandboxError("the fork server does not support stdin=PIPE", code="SANDBOX_CONFIG")
+        body = json.dumps(
+            {
+                "argv": list(command.command),
+                "env": dict(command.env),
+                "cwd": cwd,
+                "writable": list(spec.writable),
+            }
+        ).encode()
+        if len(body) > landlock_server.MAX_REQUEST:
+            raise SandboxError(
+                "the command and its environment are too large", code="SANDBOX_CONFIG"
+            )
+        try:
+            ruleset = build_ruleset(spec)
+        except LandlockError as err:
+            raise _unavailable(command, f"cannot build the Landlock ruleset: {err}") from err
+        try:
+            with _Streams(stdin, stdout, stderr) as streams:
+                pair = await self._hand_over(body, [*streams.child_fds, ruleset])
+                out, err_stream = await streams.readers()
+                return ForkedProcess(pair, out, err_stream, self.top_up)
+        except _Unreachable as err:
+            raise _unavailable(command, str(err)) from err
+        finally:
+            os.close(ruleset)
+
+    async def _hand_over(self, body: bytes, fds: list[int]) -> _Pair:
+        for attempt in range(2):
+            pair = await self._take_pair()
+            try:
+                socket.send_fds(pair.sock, [body], fds)
+            except OSError as err:
+                # The pair died (its server went away): one more try with a fresh one.
+                pair.discard()
+                if attempt:
+                    raise _Unreachable(f"cannot reach a Landlock pair: {err}") from err
+                self._receive()
+                continue
+            return pair
+        raise AssertionError("unreachable")
+
+
+class _Streams:
+    """The command's three descriptors, and our read ends of its stdout/stderr PIPEs."""
+
+    def __init__(self, stdin: Stream, stdout: Stream, stderr: Stream) -> None:
+        self._opened: list[int] = []
+        self._pipes: list[int | None] = [None, None]
+        self.child_fds = [
+            self._fd(stdin, 0, None),
+            self._fd(stdout, 1, 0),
+            self._fd(stderr, 2, 1),
+        ]
+
+    def _fd(self, stream: Stream, default: int, pipe_slot: int | None) -> int:
+        if stream is None:
+            return default
+        if stream == subprocess.DEVNULL:
+            fd = os.open(os.devnull, os.O_WRONLY if pipe_slot is not None else os.O_RDONLY)
+            self._opened.append(fd)
+            return fd
+        if stream == subprocess.PIPE and pipe_slot is not None:
+            read_end, write_end = os.pipe2(os.O_CLOEXEC)
+            self._opened.append(write_end)
+            self._pipes[pipe_slot] = read_end
+            return write_end
+        return stream if isinstance(stream, int) else stream.fileno()
+
+    async def readers(self) -> tuple[asyncio.StreamReader | None, asyncio.StreamReader | None]:
+        """Stream readers for the stdout and stderr PIPEs (``None`` for other streams)."""
+        loop = asyncio.get_running_loop()
+        out: list[asyncio.StreamReader | None] = []
+        for slot, fd in enumerate(self._pipes):
+            if fd is None:
+                out.append(None)
+                continue
+            self._pipes[slot] = None
+            reader = asyncio.StreamReader(loop=loop)
+            pipe = os.fdopen(fd, "rb", 0)
+            try:
+                await loop.connect_read_pipe(_protocol(reader), pipe)
+            except BaseException:
+                pipe.close()
+                raise
+            out.append(reader)
+        return out[0], out[1]
+
+    def __enter__(self) -> _Streams:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for fd in self._opened:
+            os.close(fd)
+        for pipe in self._pipes:
+            if pipe is not None:
+                os.close(pipe)
+
+
+def _protocol(reader: asyncio.StreamReader) -> Callable[[], asyncio.StreamReaderProtocol]:
+    return lambda: asyncio.StreamReaderProtocol(reader)
+
+
+def _unavailable(command: ConfinedCommand, reason: str) -> SandboxUnavailableError:
+    return SandboxUnavailableError(
+        f"{reason}; the command was not run",
+        mode=command.mode.value,
+        reasons={command.backend: reason},
+    )
+
+
+_servers: dict[int, ForkServer] = {}
+
+
+def fork_server() -> ForkServer:
+    """This process's fork server (a forked child of the harness gets its own)."""
+    pid = os.getpid()
+    server = _servers.get(pid)
+    if server is None:
+        _servers.clear()  # inherited from the parent: not ours to use (or to close)
+        server = _servers[pid] = ForkServer()
+    return server
+
+
+__all__ = ["PAIR_TIMEOUT", "SERVER_PATH", "ForkServer", "ForkedProcess", "fork_server"]

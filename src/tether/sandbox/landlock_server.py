@@ -1,0 +1,256 @@
+"""The Landlock fork server: confined commands forked from a small process, ahead of time.
+
+Forking the harness for every confined command is what made Landlock slow (no ``vfork`` with
+a ``preexec_fn``, page tables and copy-on-write faults that grow with the harness's memory,
+then a second fork for the supervisor). Instead, :mod:`tether.sandbox.landlock_client` starts
+this program once per harness process, as ``python -E -s -S landlock_server.py FD``: a small
+interpreter with nothing but the standard library and :mod:`landlock_exec` (found next to this
+file; ``-S`` keeps site-packages, and so ``tether``, out of its image). It holds no secret: its
+environment is ``PATH`` only.
+
+Control socket ``FD`` (``SOCK_SEQPACKET``; the harness holds the other end):
+
+* ``F`` (one byte per pair wanted): fork one *pair* and send back ``P <pid>`` with two
+  descriptors: a pidfd of the pair's supervisor and the harness's end of the pair's socket.
+* end of file (the harness closed it, or died): exit. Every supervisor then gets SIGTERM (its
+  parent-death signal) and kills what its command started.
+
+A pair is forked before any command is known, so a spawn costs the harness one message:
+
+* the **supervisor** starts a session, drops every capability and sets ``no_new_privs``,
+  becomes a child subreaper and not dumpable (:func:`landlock_exec.become_supervisor`), and
+  forks the command-to-be. It stays outside any Landlock domain: from ABI 6 a domain may not
+  signal processes outside it, and it may never ptrace them, so the command cannot touch its
+  supervisor (the launcher's supervisor enters a domain of its own first; that is needed
+  there only because it was forked from the harness with the harness's privileges).
+* the **command-to-be** waits on the pair socket for one request: a JSON body (argv, env, cwd,
+  the writable roots) and four descriptors (stdin, stdout, stderr, the Landlock ruleset the
+  harness built). It puts its stdio in place, enters cwd, enters the domain, installs the
+  metadata filter, hands the supervisor the writable roots and the filter's listener, and
+  execs. End of file instead of a request (the harness let the pair go): it exits.
+* when the command exits, or the supervisor is told to stop (SIGTERM from the harness or from
+  this server's death), the supervisor kills everything left below it, sends
+  ``X <returncode>`` on the pair socket (``subprocess`` convention: ``-N`` for signal N), and
+  waits for the harness to close its end before exiting, so its process group id is not
+  recycled while the harness may still signal it.
+
+This server is a child subreaper too: processes left by a supervisor that was killed outright
+(SIGKILL from the harness's last resort) are reparented here, and are killed here.
+
+A command-to-be that cannot confine itself writes one ``tether-landlock: ...`` line on its
+stderr and exits 125 (the backend's runner-failure rule), without running anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from typing import Any, Final, NoReturn
+
+if __package__:
+    from tether.sandbox import landlock_exec as ll
+else:  # run as the server program: this directory is sys.path[0]
+    import landlock_exec as ll  # type: ignore[import-not-found,no-redef,unused-ignore]
+
+MAX_REQUEST: Final = 1 << 20
+"""Largest request body (argv, env, cwd, roots), in bytes."""
+_REQUEST_FDS: Final = 4
+_SAMPLE: Final = json.dumps(
+    {"argv": ["true"], "env": {"PATH": os.defpath}, "cwd": "/", "writable": ["/"]}
+).encode()
+
+
+def serve(control_fd: int) -> NoReturn:
+    """Fork pairs on request until the control socket reaches end of file."""
+    # Nothing the harness may have left inheritable stays open here (or in any pair).
+    (control_fd,) = ll.isolate_fds([control_fd])
+    control = socket.socket(fileno=control_fd)
+    base = ll.plan_for(-1, ll.LandlockSpec())
+    ll.become_subreaper(base)  # see "killed outright" above
+    # Everything alive now lives as long as the server: keep the collector from touching (and
+    # so copying, page by page) these objects in every pair.
+    gc.collect()
+    gc.freeze()
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda _signo, _frame: None)
+    pairs: set[int] = set()
+    poller = select.poll()
+    poller.register(control.fileno(), select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
+    while True:
+        for fd, events in poller.poll():
+            if fd == wake_r:
+                with contextlib.suppress(OSError):
+                    os.read(wake_r, 512)
+                continue
+            wanted = b""
+            if events & select.POLLIN:
+                with contextlib.suppress(OSError):  # reset by a harness that died: the same
+                    wanted = control.recv(64)
+            if not wanted:
+                os._exit(0)
+            for _ in range(wanted.count(b"F")):
+                pairs.add(_fork_pair(control, base, (wake_r, wake_w)))
+        _reap(pairs)
+
+
+def _reap(pairs: set[int]) -> None:
+    """Reap exited supervisors; kill any other child (left by a supervisor killed outright)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        pairs.discard(pid)
+    for pid in ll.children():
+        if pid not in pairs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _fork_pair(control: socket.socket, base: Any, private: tuple[int, int]) -> int:
+    harness_end, pair_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            control.close()
+            harness_end.close()
+            for fd in private:
+                os.close(fd)
+            _supervisor(pair_end, base, server)
+        except BaseException:
+            os._exit(ll.LAUNCHER_EXIT)
+    pair_end.close()
+    pidfd = os.pidfd_open(pid)
+    try:
+        socket.send_fds(control, [b"P %d" % pid], [pidfd, harness_end.fileno()])
+    except OSError:
+        os.kill(pid, signal.SIGKILL)  # the harness is gone: nobody will use this pair
+    finally:
+        os.close(pidfd)
+        harness_end.close()
+    return pid
+
+
+def _supervisor(pair: socket.socket, base: Any, server: int) -> NoReturn:
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    ll.die_with_parent(base, signal.SIGTERM, server)
+    os.setsid()
+    ll.drop_privileges(base)
+    channel, old_mask = ll.become_supervisor(base)
+    supervisor = os.getpid()
+    command = os.fork()
+    if command == 0:
+        ll.die_with_parent(base, signal.SIGKILL, supervisor)
+        channel[0].close()
+        _command(pair, channel[1], old_mask, base)
+    channel[1].close()
+    status: int | None = None
+    try:
+        pair_fd, handover = ll.isolate_fds([pair.detach(), channel[0].detach()])
+        _rehearse_supervisor()
+        status = ll.supervise(command, handover)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            ll.sweep()
+        os._exit(ll.LAUNCHER_EXIT)
+    with socket.socket(fileno=pair_fd) as report, contextlib.suppress(OSError):
+        report.send(b"X %d" % _returncode(status))
+        while report.recv(16):  # until the harness closes its end
+            pass
+    os._exit(0)
+
+
+def _returncode(status: int | None) -> int:
+    """What ``returncode`` would be for the command run directly; 143 when stopped first (what
+    the launcher's supervisor exits with then)."""
+    if status is None:
+        return 128 + signal.SIGTERM
+    return os.waitstatus_to_exitcode(status)
+
+
+def _command(
+    pair: socket.socket, handover: socket.socket, old_mask: set[int], base: Any
+) -> NoReturn:
+    """The command-to-be: install the filter, wait for the request, confine, exec."""
+    try:
+        # The metadata filter does not depend on the request: install it (and give the
+        # supervisor its listener) now, off the spawn's critical path. Until the roots
+        # arrive the supervisor refuses every emulated call; read-only sends none.
+        ll.send_listener(base, handover)
+        _parse(_SAMPLE)  # rehearsal: see _rehearse_supervisor
+    except BaseException:
+        os._exit(ll.LAUNCHER_EXIT)
+    try:
+        body, fds, flags, _ = socket.recv_fds(pair, MAX_REQUEST, _REQUEST_FDS)
+    except OSError:
+        os._exit(0)
+    if not body:
+        os._exit(0)  # the harness let this pair go unused
+    try:
+        if len(fds) != _REQUEST_FDS or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise ll.LandlockError(errno.EPROTO, "malformed request from the harness")
+        # Received descriptors are numbered from 3 up (0-2 are open), so none is overwritten.
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        argv, env, cwd, plan = _parse(body, fds[3])
+        if cwd is not None:
+            os.chdir(cwd)
+        ll.enter_domain(plan)
+        ll.send_roots(plan.writable, handover)
+        handover.close()
+        pair.close()
+        os.closerange(3, ll.max_fd())  # the ruleset and the stdio originals
+        for signo in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(signo, signal.SIG_DFL)  # as subprocess's restore_signals does
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    except BaseException as err:
+        with contextlib.suppress(BaseException):
+            os.write(2, f"{ll.LAUNCHER_PREFIX}{err}\n".encode())
+        os._exit(ll.LAUNCHER_EXIT)
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.write(2, f"{argv[0]}: {err.strerror}\n".encode())
+        os._exit(126 if err.errno == errno.EACCES else 127)
+
+
+def _parse(body: bytes, ruleset: int = -1) -> tuple[list[str], dict[str, str], str | None, Any]:
+    """A request's argv, env, cwd and confinement plan."""
+    request = json.loads(body)
+    argv = [str(a) for a in request["argv"]]
+    env = {str(k): str(v) for k, v in request["env"].items()}
+    if not argv:
+        raise ValueError("empty argv")
+    cwd = request["cwd"]
+    plan = ll.plan_for(ruleset, ll.LandlockSpec(tuple(str(r) for r in request["writable"])))
+    return argv, env, None if cwd is None else str(cwd), plan
+
+
+def _rehearse_supervisor() -> None:
+    """Run the supervisor's per-command Python once before any command exists. A forked
+    process copies every memory page it first writes to (reference counts, allocator pools):
+    doing it now, while the pair waits, keeps those copies off the spawn's critical path."""
+    ll.children()
+    _returncode(0)
+
+
+if __name__ == "__main__":
+    try:
+        serve(int(sys.argv[1]))
+    except Exception as exc:
+        sys.stderr.write(f"tether-landlock-server: {exc}\n")
+        sys.exit(ll.LAUNCHER_EXIT)
