@@ -9,7 +9,11 @@ After a fork-server sample the script waits until the server has forked the next
 that work (done between commands, off a spawn's critical path) is not charged to whichever
 sample runs next.
 
-Run: ``.venv/bin/python bench/sandbox.py [--runs N] [--mode read-only|workspace-write]``
+``--ballast MB`` grows this process's heap first (touched pages): a real harness is bigger
+than this script, and any design that forks the harness per command gets slower with it.
+
+Run: ``.venv/bin/python bench/sandbox.py [--runs N] [--mode read-only|workspace-write]
+[--ballast MB]``
 """
 
 from __future__ import annotations
@@ -88,5 +92,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--mode", choices=["read-only", "workspace-write"], default="workspace-write"
     )
+    parser.add_argument("--ballast", type=int, default=0, help="MB of heap to hold first")
     args = parser.parse_args()
+    ballast = [bytearray(1 << 20) for _ in range(args.ballast)]
     asyncio.run(main(args.runs, args.mode))

@@ -9,20 +9,16 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sandbox_support import (
-    HOST_BASE,
     PYTHON,
     RESTRICTED,
     VARIANTS,
     Host,
     compile_preload,
-    make_host,
     make_provider,
     run_confined,
 )
@@ -34,15 +30,6 @@ pytestmark = [
     pytest.mark.parametrize("mode", RESTRICTED),
     pytest.mark.parametrize("variant", VARIANTS),
 ]
-
-
-@pytest.fixture
-def host() -> Iterator[Host]:
-    root = tempfile.mkdtemp(prefix="tether-escape-", dir=HOST_BASE)
-    try:
-        yield make_host(Path(root))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 async def test_tcp_connection_to_a_local_listener_fails(

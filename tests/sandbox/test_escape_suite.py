@@ -13,24 +13,19 @@ a target there would merely be invisible.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from sandbox_support import (
-    HOST_BASE,
     PYTHON,
     RESTRICTED,
     SECRET_ENV,
     SSH_KEY,
     VARIANTS,
     Host,
-    make_host,
     make_provider,
     run_confined,
 )
@@ -242,21 +237,6 @@ def fill(text: str, values: dict[str, str]) -> str:
     for key, value in values.items():
         text = text.replace(key, value)
     return text
-
-
-@pytest.fixture
-def host() -> Iterator[Host]:
-    root = tempfile.mkdtemp(prefix="tether-escape-", dir=HOST_BASE)
-    try:
-        yield make_host(Path(root))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in SECRET_ENV.items():
-        monkeypatch.setenv(key, value)
 
 
 def _cases() -> Iterator[object]:

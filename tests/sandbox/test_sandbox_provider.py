@@ -8,19 +8,15 @@ import os
 import shutil
 import socket
 import stat
-import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sandbox_support import (
-    HOST_BASE,
     PYTHON,
     SECRET_ENV,
     VARIANTS,
     Host,
-    make_host,
     make_provider,
     run_confined,
 )
@@ -44,22 +40,6 @@ from tether.sandbox import (
 from tether.sandbox.landlock_exec import LAUNCHER_EXIT, readable_roots
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def host() -> Iterator[Host]:
-    root = tempfile.mkdtemp(prefix="tether-provider-", dir=HOST_BASE)
-    try:
-        yield make_host(Path(root))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TETHER_SANDBOX_DISABLE", raising=False)
-    for key, value in SECRET_ENV.items():
-        monkeypatch.setenv(key, value)
 
 
 def fake_runner(directory: Path, body: str) -> Path:

@@ -51,8 +51,8 @@ class ConfinedCommand:
 
     ``argv`` and ``env`` are self-contained: a caller that spawns ``argv`` with ``env`` (in its
     own session, ``close_fds``) gets the confined command. :func:`tether.sandbox.spawn` does
-    that and may use a faster equivalent (``landlock``: the same confinement applied through
-    ``preexec_fn`` instead of the launcher process).
+    that and may use a faster equivalent (``landlock``: the same confinement applied by a pair
+    from the fork server, :mod:`tether.sandbox.landlock_server`, instead of the launcher).
     """
 
     argv: tuple[str, ...]

@@ -132,7 +132,10 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """The harness's handle on one server process. Use :func:`fork_server`."""
+    """The harness's handle on one server process. Use :func:`fork_server`.
+
+    Use it from one event loop at a time (as a harness does); successive loops are fine.
+    """
 
     def __init__(self, *, python: str | None = None) -> None:
         self.python = python or sys.executable

@@ -1,28 +1,29 @@
 """Landlock confinement of one command: syscalls, the ruleset, and a supervisor.
 
-This module imports nothing but the standard library, because it runs two ways:
+This module imports nothing but the standard library, because it runs three ways:
 
-* imported by the Landlock backend, which builds the ruleset in the harness and applies it in
-  the forked child through ``preexec_fn`` (the fast path);
+* imported by the harness, which builds rulesets (:func:`build_ruleset`);
+* imported by the fork server (:mod:`tether.sandbox.landlock_server`), whose pairs use the
+  supervisor, the hand-over and the filter below;
 * as a launcher script, ``python -I -S .../landlock_exec.py [options] -- ARGV...`` (a Python
   start-up per call), which is what :attr:`ConfinedCommand.argv` holds, so a caller that only
   knows how to spawn an argv still gets a confined command.
 
-Either way the command is confined in two layers. The process that forks it (the
-*supervisor*) restricts itself first, becomes a child subreaper, forks, and waits; the command
-restricts itself once more (a nested Landlock domain) and execs. The nesting matters: from ABI
-6 a domain may not signal or ptrace processes outside itself, so the command cannot kill its
-supervisor. When the command exits, or the supervisor is told to stop (SIGTERM, SIGINT,
-SIGHUP; the harness dying sends SIGTERM through ``PR_SET_PDEATHSIG``), the supervisor kills
-every process left below it, including ones that called ``setsid`` (they were reparented to
-it), then exits with the command's status. That gives Landlock what bubblewrap's PID
-namespace gives for free: nothing a command starts outlives the call.
+A command runs below a *supervisor*: a child subreaper that forks it and waits. The command
+enters a Landlock domain and execs; from ABI 6 a domain may not signal processes outside
+itself, and a confined process may never ptrace one, so the command cannot touch its
+supervisor. (The launcher's supervisor, forked from the caller, enters a domain of its own
+first and the command a nested one; the fork server's stays outside any domain.) When the
+command exits, or the supervisor is told to stop (SIGTERM, SIGINT, SIGHUP; its parent dying
+sends SIGTERM through ``PR_SET_PDEATHSIG``), the supervisor kills every process left below
+it, including ones that called ``setsid`` (they were reparented to it). That gives Landlock
+what bubblewrap's PID namespace gives for free: nothing a command starts outlives the call.
 
-Both layers also drop every capability (bounding set, ambient, effective/permitted/
+Supervisor and command drop every capability (bounding set, ambient, effective/permitted/
 inheritable) and set ``PR_SET_NO_NEW_PRIVS``, so root inside is a plain uid 0 (as with
 ``bwrap --cap-drop ALL``): it cannot mount, create device nodes, chroot or load modules. The
 command also gets a seccomp filter for what Landlock cannot see (metadata changes; see
-"metadata filter" below), whose workspace-write half the supervisor serves.
+"metadata filter" below), whose emulated calls the supervisor serves.
 
 Launcher failures print one ``tether-landlock: ...`` line on stderr and exit 125 (the
 backend's runner-failure rule); a command that cannot be executed exits 127 like a shell.
@@ -289,6 +290,15 @@ _readable_cache: dict[tuple[str, ...], _ReadableRoots] = {}
 _readable_lock = threading.Lock()
 
 
+def _fresh_lock_after_fork() -> None:
+    # A thread of the parent may have held the lock at fork time; it does not exist here.
+    global _readable_lock
+    _readable_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_after_fork)
+
+
 def _stamp(directory: str) -> tuple[str, int, int, int]:
     info = os.stat(directory)
     return directory, info.st_dev, info.st_ino, info.st_mtime_ns
@@ -414,11 +424,12 @@ def _add_rule_fd(libc: _Libc, ruleset: int, fd: int, access: int, what: str) -> 
 # -- metadata filter (seccomp) ---------------------------------------------------------------
 # Landlock cannot refuse metadata changes: chmod, chown, utimes and extended attributes of any
 # file the uid owns (for root: every system file; ``chmod u+s`` included). A seccomp filter
-# closes that gap. Under read-only every such call fails with EPERM. Under workspace-write
-# chmod and utimensat are handed to the supervisor (seccomp user notification), which opens
-# the target itself, checks that the opened file lies under a writable root, and performs the
-# change, so a path swapped after the check cannot redirect it; chown and xattr changes are
-# refused everywhere (without capabilities they were of little use anyway).
+# closes that gap. chmod and utimensat are handed to the supervisor (seccomp user
+# notification), which opens the target itself, checks that the opened file lies under a
+# writable root, and performs the change, so a path swapped after the check cannot redirect it
+# (the launcher under read-only, with no writable root, refuses them in the filter itself);
+# chown and xattr changes are refused everywhere (without capabilities they were of little use
+# anyway). Refusals are EACCES, so they read "Permission denied".
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 _X32_BIT = 0x40000000

@@ -31,6 +31,7 @@ class SandboxConfig(BaseModel):
     runner_command: str | None = None
     """An operator-asserted bwrap-compatible runner, used without probing."""
     landlock_fast_path: bool = True
+    """Start Landlock commands through the fork server (false: the launcher, ~35 ms each)."""
     hidden_paths: list[str] = Field(default_factory=list)
     """More paths to hide from commands (credential directories are always hidden)."""
     protected_paths: list[str] = Field(default_factory=list)

@@ -79,8 +79,8 @@ class SandboxProvider:
     ``backends``: the chain to try, in order (default bwrap then Landlock). ``disable``:
     names to turn off (default: ``TETHER_SANDBOX_DISABLE`` from ``environ``). ``bwrap_path``:
     the bwrap binary. ``runner_command``: an operator-asserted bwrap-compatible runner, used
-    without probing (also how tests fake a broken runner). ``landlock_fast_path``: apply
-    Landlock through ``preexec_fn`` rather than the launcher process. ``hidden_paths``,
+    without probing (also how tests fake a broken runner). ``landlock_fast_path``: start
+    Landlock commands through the fork server rather than the launcher process. ``hidden_paths``,
     ``protected_paths``, ``env_allow``: additions to the credential paths hidden from
     commands, the paths kept read-only inside a writable workspace, and the environment
     allowlist. ``home``: the home directory whose credentials are hidden (default: the

@@ -1,0 +1,283 @@
+"""The Landlock fork server: real servers, real pairs, real confined commands.
+
+Most tests use a dedicated :class:`ForkServer` (not the process-wide one) so they can kill it,
+close it or start it wrong without disturbing other tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sandbox_support import Host, make_provider
+
+from proc_support import gone, processes_with
+from tether.sandbox import SandboxError, SandboxUnavailableError, landlock_exec, spawn
+from tether.sandbox import landlock_client as client
+from tether.sandbox.command import ConfinedCommand
+from tether.sandbox.landlock_client import ForkServer, fork_server
+from tether.sandbox.landlock_exec import LAUNCHER_EXIT, LAUNCHER_PREFIX
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ForkServer]:
+    own = ForkServer()
+    try:
+        yield own
+    finally:
+        own.close()
+
+
+def confine(host: Host, script: str, mode: str = "workspace-write") -> ConfinedCommand:
+    return make_provider("landlock", host).confine(["bash", "-c", script], host.policy(mode))
+
+
+def parent_of(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1])
+
+
+def fake_python(directory: Path, body: str) -> str:
+    """An executable that stands in for the interpreter the server is started with."""
+    script = directory / "fake-python"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+# -- the normal path ------------------------------------------------------------------------------
+async def test_a_command_runs_below_its_supervisor_below_the_server(host: Host) -> None:
+    command = confine(host, "echo $PPID; echo err >&2; exit 3")
+    process = await spawn(command, cwd=str(host.ws))
+    out, err = await process.communicate()
+    command.close()
+    assert isinstance(process, client.ForkedProcess)
+    assert (process.returncode, out.decode().strip(), err) == (3, str(process.pid), b"err\n")
+    # The supervisor is the server's child, not the harness's: nothing was forked from here.
+    assert os.getpid() != fork_server().pid
+
+
+async def test_supervisor_is_the_servers_child(host: Host) -> None:
+    command = confine(host, "sleep 30")
+    process = await spawn(command, cwd=str(host.ws))
+    try:
+        assert parent_of(process.pid) == fork_server().pid
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert await process.wait() == 128 + signal.SIGTERM
+        command.close()
+
+
+async def test_many_concurrent_spawns_each_get_their_own_pair(host: Host) -> None:
+    provider = make_provider("landlock", host)
+    commands = [
+        provider.confine(["bash", "-c", f"echo {i}"], host.policy("read-only")) for i in range(16)
+    ]
+    processes = await asyncio.gather(*(spawn(c, cwd=str(host.ws)) for c in commands))
+    outputs = await asyncio.gather(*(p.communicate() for p in processes))
+    for command in commands:
+        command.close()
+    assert [out.decode() for out, _ in outputs] == [f"{i}\n" for i in range(16)]
+    assert [p.returncode for p in processes] == [0] * 16
+    assert len({p.pid for p in processes}) == 16
+
+
+async def test_stdin_pipe_is_refused(host: Host, server: ForkServer) -> None:
+    command = confine(host, "cat")
+    with pytest.raises(SandboxError, match="stdin=PIPE") as err:
+        await server.spawn(command, stdin=subprocess.PIPE)
+    command.close()
+    assert err.value.code == "SANDBOX_CONFIG"
+
+
+async def test_each_process_gets_its_own_server() -> None:
+    ours = fork_server()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if fork_server() is not ours and fork_server().pid is None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- failures fail closed -------------------------------------------------------------------------
+async def test_a_server_that_cannot_start_fails_closed(host: Host) -> None:
+    marker = host.ws / "ran"
+    own = ForkServer(python=str(host.top / "no-such-python"))
+    command = confine(host, f"touch {marker}")
+    with pytest.raises(SandboxUnavailableError, match="cannot start the Landlock fork server"):
+        await own.spawn(command, cwd=str(host.ws))
+    command.close()
+    assert not marker.exists()
+
+
+async def test_a_server_answering_nonsense_fails_closed(host: Host) -> None:
+    python = fake_python(
+        host.top,
+        'exec python3 -c "import socket, sys, time; '
+        "s = socket.socket(fileno=int(sys.argv[-1])); s.send(b'garbage'); time.sleep(30)\" "
+        '"$@"',
+    )
+    own = ForkServer(python=python)
+    marker = host.ws / "ran"
+    command = confine(host, f"touch {marker}")
+    try:
+        with pytest.raises(SandboxUnavailableError, match="answered nonsense") as err:
+            await own.spawn(command, cwd=str(host.ws))
+    finally:
+        own.close()
+        command.close()
+    assert err.value.mode == "workspace-write"
+    assert not marker.exists()
+
+
+async def test_a_hung_server_fails_closed(
+    host: Host, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(client, "PAIR_TIMEOUT", 0.5)
+    own = ForkServer(python=fake_python(tmp_path, "exec sleep 30"))
+    command = confine(host, "true")
+    try:
+        with pytest.raises(SandboxUnavailableError, match="did not answer"):
+            await own.spawn(command, cwd=str(host.ws))
+        assert own.pid is None  # killed and forgotten: the next spawn starts a fresh one
+    finally:
+        own.close()
+        command.close()
+
+
+async def test_a_dead_server_stops_its_commands_and_is_replaced(
+    host: Host, server: ForkServer
+) -> None:
+    token = uuid.uuid4().hex
+    command = confine(host, f"setsid sh -c 'sleep 30; : {token}' & sleep 30; : {token}")
+    process = await server.spawn(command, cwd=str(host.ws))
+    while len(processes_with(token)) < 2:
+        await asyncio.sleep(0.02)
+    first = server.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    # Its supervisors got SIGTERM (their parent-death signal): everything was swept.
+    assert await process.wait() == 128 + signal.SIGTERM
+    assert await gone(token) == []
+    command.close()
+    again = confine(host, "echo again")
+    process = await server.spawn(again, cwd=str(host.ws))
+    out, _ = await process.communicate()
+    again.close()
+    assert (out, process.returncode) == (b"again\n", 0)
+    assert server.pid not in (None, first)
+
+
+async def test_a_supervisor_killed_outright_leaves_nothing(host: Host, server: ForkServer) -> None:
+    token = uuid.uuid4().hex
+    command = confine(host, f"setsid sh -c 'sleep 30; : {token}' & sleep 30; : {token}")
+    process = await server.spawn(command, cwd=str(host.ws))
+    while len(processes_with(token)) < 2:
+        await asyncio.sleep(0.02)
+    os.kill(process.pid, signal.SIGKILL)  # no sweep: the orphans go to the server
+    assert await process.wait() == client.UNREPORTED
+    assert await gone(token) == []
+    command.close()
+
+
+async def test_close_stops_running_commands(host: Host, server: ForkServer) -> None:
+    token = uuid.uuid4().hex
+    command = confine(host, f"sleep 30; : {token}")
+    process = await server.spawn(command, cwd=str(host.ws))
+    while not processes_with(token):
+        await asyncio.sleep(0.02)
+    server.close()
+    assert await process.wait() == 128 + signal.SIGTERM
+    assert await gone(token) == []
+    command.close()
+
+
+async def test_a_cancelled_spawn_leaks_nothing(host: Host, server: ForkServer) -> None:
+    warm = confine(host, "true")
+    await (await server.spawn(warm, cwd=str(host.ws))).wait()
+    warm.close()
+    server.close()  # no spare pair: the next spawn waits for the server
+    before = len(os.listdir("/proc/self/fd"))
+    marker = host.ws / "ran"
+    command = confine(host, f"touch {marker}")
+    task = asyncio.ensure_future(server.spawn(command, cwd=str(host.ws)))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    command.close()
+    assert await server.ready()  # still usable
+    server.close()
+    await asyncio.sleep(0.05)
+    assert len(os.listdir("/proc/self/fd")) <= before
+    assert not marker.exists()
+
+
+async def test_a_malformed_request_runs_nothing(host: Host, server: ForkServer) -> None:
+    read_end, write_end = os.pipe()
+    with open(os.devnull, "rb") as null:
+        for body, fds in (
+            (b"not json", [null.fileno(), write_end, write_end, null.fileno()]),
+            (b'{"argv": ["true"]}', [null.fileno()]),
+        ):
+            pair = await server._take_pair()
+            socket.send_fds(pair.sock, [body], fds)
+            loop = asyncio.get_running_loop()
+            report = await loop.sock_recv(pair.sock, 64)
+            pair.discard()
+            assert report == f"X {LAUNCHER_EXIT}".encode()
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as errors:
+        first = errors.readline().decode()
+    assert first.startswith(LAUNCHER_PREFIX), first
+
+
+# -- the readable roots cache ---------------------------------------------------------------------
+async def test_files_added_beside_hidden_paths_are_readable_next_time(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Trust listings at once, so only the directory stamps decide whether to list again.
+    monkeypatch.setattr(landlock_exec, "_FRESH_NS", 0)
+    provider = make_provider("landlock", host)
+    policy = host.policy("read-only")
+
+    async def run(script: str) -> tuple[int | None, str]:
+        command = provider.confine(["bash", "-c", script], policy)
+        process = await spawn(command, cwd=str(host.ws))
+        out, err = await process.communicate()
+        command.close()
+        return process.returncode, (out + err).decode()
+
+    assert (await run(f"cat {host.home}/.ssh/id_rsa"))[0] != 0
+    (host.home / "notes.txt").write_text("plain notes\n")
+    assert await run(f"cat {host.home}/notes.txt") == (0, "plain notes\n")
+    code, output = await run(f"cat {host.home}/.ssh/id_rsa {host.home}/.netrc")
+    assert code != 0 and "must-not-leak" not in output
+
+
+def test_the_opened_roots_are_reused_until_a_listed_directory_changes(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(landlock_exec, "_FRESH_NS", 0)
+    hidden = (str(host.home / ".ssh"),)
+    spec = landlock_exec.LandlockSpec((), hidden)
+    key = tuple(sorted(hidden))
+    os.close(landlock_exec.build_ruleset(spec))
+    first = landlock_exec._readable_cache[key]
+    os.close(landlock_exec.build_ruleset(spec))
+    assert landlock_exec._readable_cache[key] is first
+    (host.home / "new-dir").mkdir()
+    os.close(landlock_exec.build_ruleset(spec))
+    second = landlock_exec._readable_cache[key]
+    assert second is not first
+    assert str(host.home / "new-dir") in landlock_exec.readable_roots(hidden)
+    assert len(second.fds) == len(first.fds) + 1
