@@ -1,7 +1,7 @@
 """The escape suite: every attempt to get out of a restricted mode fails, and the host shows it.
 
-Each attempt runs under bubblewrap, under Landlock (preexec fast path) and under Landlock's
-launcher argv, in both restricted modes. After each one the test compares a snapshot of the
+Each attempt runs under bubblewrap, under Landlock (through the fork server) and under
+Landlock's launcher argv, in both restricted modes. After each one the test compares a snapshot of the
 host (content, mode, owner, mtime, link count, xattrs of every file outside the workspace, and
 of the workspace too under read-only), checks the absolute targets it aimed at are absent, and
 checks no secret reached its output. The exit status alone proves nothing.
@@ -63,6 +63,7 @@ SECRETS = tuple(SECRET_ENV.values())
 # Landlock cannot keep paths inside a writable workspace read-only (docs/sandbox.md); the file
 # tools refuse .git writes themselves.
 LANDLOCK_WS = (("landlock", "workspace-write"),)
+BWRAP = (("bwrap", "read-only"), ("bwrap", "workspace-write"))
 
 ATTEMPTS = (
     Attempt("write_outside", "echo pwned > @OUT@/new.txt", absent=("@OUT@/new.txt",)),
@@ -213,6 +214,17 @@ ATTEMPTS = (
     ),
     Attempt("netrc", "cat @HOME@/.netrc", leaks=("password must-not-leak",)),
     Attempt("signal_harness", "kill -0 @PID@"),
+    # Landlock only: under bubblewrap the parent is the PID namespace's init, inside the sandbox.
+    # The supervisor, and above it the fork server (or, for the launcher, the harness).
+    Attempt("signal_supervisor", "kill -0 $PPID", excluded=BWRAP),
+    Attempt("signal_grandparent", "kill -0 $(cut -d' ' -f4 /proc/$PPID/stat)", excluded=BWRAP),
+    # (Listing the descriptor numbers is allowed, as for any process of the uid; following
+    # them is not.)
+    Attempt("supervisor_fds", "ls -l /proc/$PPID/fd", excluded=BWRAP),
+    Attempt("supervisor_socket", "exec 9</proc/$PPID/fd/3", excluded=BWRAP),
+    Attempt(
+        "grandparent_fds", "ls -l /proc/$(cut -d' ' -f4 /proc/$PPID/stat)/fd", excluded=BWRAP
+    ),
     Attempt(
         "ptrace_harness",
         f'{PYTHON} -c "import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True);'

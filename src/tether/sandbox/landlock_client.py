@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -152,15 +153,19 @@ class ForkServer:
         if self._control is not None:
             return self._control
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # The server's end stays close-on-exec here (no other child of the harness may inherit
+        # it); the spawn places a copy at descriptor 3, which dup2 makes inheritable. The copy
+        # is numbered above 3 first, since dup2 onto itself would keep close-on-exec.
+        high = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, 10)
         try:
-            os.set_inheritable(theirs.fileno(), True)
             self.pid = os.posix_spawn(
                 self.python,
-                [self.python, "-E", "-s", "-S", SERVER_PATH, str(theirs.fileno())],
+                [self.python, "-E", "-s", "-S", SERVER_PATH, "3"],
                 {"PATH": os.environ.get("PATH", os.defpath)},
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, high, 3),
                 ],
                 setsid=True,  # a terminal's Ctrl-C must not reach it
             )
@@ -168,6 +173,7 @@ class ForkServer:
             ours.close()
             raise _Unreachable(f"cannot start the Landlock fork server: {err}") from err
         finally:
+            os.close(high)
             theirs.close()
         ours.setblocking(False)
         self._control = ours
@@ -221,17 +227,18 @@ class ForkServer:
             try:
                 message, fds, _, _ = socket.recv_fds(self._control, 64, 2)
             except (BlockingIOError, InterruptedError):
-                return
+                break
             except OSError as err:
                 self._fail(f"the Landlock fork server failed: {err}")
                 return
-            if not message.startswith(b"P ") or len(fds) != 2:
+            pid = _pair_pid(message)
+            if pid is None or len(fds) != 2:
                 for fd in fds:
                     os.close(fd)
                 self._fail("the Landlock fork server exited or answered nonsense")
                 return
             self._asked -= 1
-            pair = _Pair(int(message[2:]), fds[0], socket.socket(fileno=fds[1]))
+            pair = _Pair(pid, fds[0], socket.socket(fileno=fds[1]))
             pair.sock.setblocking(False)  # the loop's sock_recv must never block the loop
             while self._waiters:
                 waiter = self._waiters.popleft()
@@ -339,7 +346,15 @@ class ForkServer:
         try:
             with _Streams(stdin, stdout, stderr) as streams:
                 pair = await self._hand_over(body, [*streams.child_fds, ruleset])
-                out, err_stream = await streams.readers()
+                try:
+                    out, err_stream = await streams.readers()
+                except BaseException:
+                    # The command runs already: nobody would watch it, so stop it (the
+                    # supervisor sweeps) rather than leave it behind.
+                    with contextlib.suppress(OSError):
+                        signal.pidfd_send_signal(pair.pidfd, signal.SIGTERM)
+                    pair.discard()
+                    raise
                 return ForkedProcess(pair, out, err_stream, self.top_up)
         except _Unreachable as err:
             raise _unavailable(command, str(err)) from err
@@ -360,6 +375,12 @@ class ForkServer:
                 continue
             return pair
         raise AssertionError("unreachable")
+
+
+def _pair_pid(message: bytes) -> int | None:
+    """The supervisor's pid from a ``P <pid>`` message; ``None`` for anything else."""
+    head, _, pid = message.partition(b" ")
+    return int(pid) if head == b"P" and pid.isdigit() else None
 
 
 class _Streams:
