@@ -17,6 +17,7 @@ import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from sandbox_support import (
@@ -33,11 +34,24 @@ from sandbox_support import (
 pytestmark = pytest.mark.timeout(60)
 
 TOKEN = uuid.uuid4().hex[:12]
+URING_SETXATTR = Path(__file__).with_name("uring_setxattr.py")
+
 BLOCK_DEVICES = sorted(
     f"/dev/{name}"
     for name in os.listdir("/dev")
-    if stat.S_ISBLK(os.lstat(f"/dev/{name}").st_mode) and name.startswith(("loop", "zram", "vd"))
+    if stat.S_ISBLK(os.lstat(f"/dev/{name}").st_mode)
+    and name.startswith(("loop", "zram", "vd", "sd", "xvd", "nvme"))
 )
+DISK = next(
+    (
+        d
+        for d in BLOCK_DEVICES
+        if not d.startswith(("/dev/loop", "/dev/zram"))
+        and not os.path.exists(f"/sys/class/block/{os.path.basename(d)}/partition")
+    ),
+    "",
+)
+"""A whole disk (a loop device reads empty when nothing is attached to it)."""
 # Loop devices first: the attempt writes nothing even if the open succeeded, but aim low anyway.
 BLOCK_DEVICE = next(
     (d for d in BLOCK_DEVICES if "loop" in d), BLOCK_DEVICES[0] if BLOCK_DEVICES else ""
@@ -147,6 +161,13 @@ ATTEMPTS = (
         "open_block_device",
         "dd if=/dev/zero of=@BLK@ bs=512 count=0 conv=notrunc,nocreat status=none",
     ),
+    # A raw disk holds every file, hidden ones included.
+    Attempt("read_raw_disk", "head -c 4096 @DISK@ | wc -c | grep -qx 4096"),
+    Attempt("loop_control", "exec 3</dev/loop-control"),
+    Attempt(
+        "xattr_via_io_uring",
+        f"{PYTHON} {URING_SETXATTR} @OUT@/secret.txt user.pwned yes",
+    ),
     Attempt(
         "write_etc",
         "echo pwned > /etc/tether-escape-@TOKEN@",
@@ -222,9 +243,7 @@ ATTEMPTS = (
     # them is not.)
     Attempt("supervisor_fds", "ls -l /proc/$PPID/fd", excluded=BWRAP),
     Attempt("supervisor_socket", "exec 9</proc/$PPID/fd/3", excluded=BWRAP),
-    Attempt(
-        "grandparent_fds", "ls -l /proc/$(cut -d' ' -f4 /proc/$PPID/stat)/fd", excluded=BWRAP
-    ),
+    Attempt("grandparent_fds", "ls -l /proc/$(cut -d' ' -f4 /proc/$PPID/stat)/fd", excluded=BWRAP),
     Attempt(
         "ptrace_harness",
         f'{PYTHON} -c "import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True);'
@@ -242,6 +261,7 @@ def placeholders(host: Host) -> dict[str, str]:
         "@TOKEN@": TOKEN,
         "@PID@": str(os.getpid()),
         "@BLK@": BLOCK_DEVICE,
+        "@DISK@": DISK,
     }
 
 
@@ -295,6 +315,8 @@ def _changed(
 async def test_escape_attempt_fails(host: Host, variant: str, mode: str, attempt: Attempt) -> None:
     if "@BLK@" in attempt.script and not BLOCK_DEVICE:
         pytest.skip("no block device on this machine")
+    if "@DISK@" in attempt.script and not DISK:
+        pytest.skip("no disk device on this machine")
     values = placeholders(host)
     absent = [fill(p, values) for p in attempt.absent]
     before = host.snapshot(include_ws=True)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,11 +21,12 @@ import pytest
 from sandbox_support import Host, make_provider
 
 from proc_support import gone, processes_with
-from tether.sandbox import SandboxError, SandboxUnavailableError, landlock_exec, spawn
+from tether.sandbox import SandboxError, SandboxUnavailableError, landlock_exec, spawn, stop
 from tether.sandbox import landlock_client as client
 from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.landlock_client import ForkServer, fork_server
 from tether.sandbox.landlock_exec import LAUNCHER_EXIT, LAUNCHER_PREFIX
+from tether.sandbox.landlock_server import REQUEST
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -91,6 +94,36 @@ async def test_many_concurrent_spawns_each_get_their_own_pair(host: Host) -> Non
     assert len({p.pid for p in processes}) == 16
 
 
+async def test_requests_larger_than_a_socket_message(host: Host) -> None:
+    big = "x" * 100_000  # the kernel's limit for one argument is 128 KiB
+    command = make_provider("landlock", host).confine(
+        ["bash", "-c", 'echo "${#1} ${#2} ${#3} ${#BIG}"', "bash", big, big, big],
+        host.policy("read-only"),
+        extra_env={"BIG": big},
+    )
+    process = await spawn(command, cwd=str(host.ws))
+    out, _ = await process.communicate()
+    command.close()
+    assert (out, process.returncode) == (b"100000 100000 100000 100000\n", 0)
+
+
+async def test_stderr_to_stdout_and_the_default_cwd(host: Host, server: ForkServer) -> None:
+    command = confine(host, "echo out; echo err >&2; pwd")
+    process = await server.spawn(command, stderr=subprocess.STDOUT)
+    out, err = await process.communicate()
+    command.close()
+    assert err is None
+    assert sorted(out.decode().split()) == sorted(["out", "err", os.getcwd()])
+
+
+async def test_a_null_byte_is_refused_before_anything_runs(host: Host, server: ForkServer) -> None:
+    command = confine(host, "true\0false")
+    with pytest.raises(SandboxError, match="null byte") as err:
+        await server.spawn(command, cwd=str(host.ws))
+    command.close()
+    assert err.value.code == "SANDBOX_CONFIG"
+
+
 async def test_stdin_pipe_is_refused(host: Host, server: ForkServer) -> None:
     command = confine(host, "cat")
     with pytest.raises(SandboxError, match="stdin=PIPE") as err:
@@ -154,7 +187,7 @@ async def test_a_hung_server_fails_closed(
         command.close()
 
 
-async def test_a_dead_server_stops_its_commands_and_is_replaced(
+async def test_a_dead_server_leaves_running_commands_alone_and_is_replaced(
     host: Host, server: ForkServer
 ) -> None:
     token = uuid.uuid4().hex
@@ -165,16 +198,18 @@ async def test_a_dead_server_stops_its_commands_and_is_replaced(
     first = server.pid
     assert first is not None
     os.kill(first, signal.SIGKILL)
-    # Its supervisors got SIGTERM (their parent-death signal): everything was swept.
-    assert await process.wait() == 128 + signal.SIGTERM
+    again = confine(host, "echo again")
+    second = await server.spawn(again, cwd=str(host.ws))
+    out, _ = await second.communicate()
+    again.close()
+    assert (out, second.returncode) == (b"again\n", 0)
+    assert server.pid not in (None, first)
+    # The command belongs to its pair socket, not to the server: still running, still ours.
+    assert len(processes_with(token)) == 2 and process.returncode is None
+    await stop(process, command)
+    assert process.returncode == 128 + signal.SIGTERM
     assert await gone(token) == []
     command.close()
-    again = confine(host, "echo again")
-    process = await server.spawn(again, cwd=str(host.ws))
-    out, _ = await process.communicate()
-    again.close()
-    assert (out, process.returncode) == (b"again\n", 0)
-    assert server.pid not in (None, first)
 
 
 async def test_a_supervisor_killed_outright_leaves_nothing(host: Host, server: ForkServer) -> None:
@@ -189,16 +224,74 @@ async def test_a_supervisor_killed_outright_leaves_nothing(host: Host, server: F
     command.close()
 
 
-async def test_close_stops_running_commands(host: Host, server: ForkServer) -> None:
+async def test_closing_the_server_leaves_running_commands_alone(
+    host: Host, server: ForkServer
+) -> None:
     token = uuid.uuid4().hex
-    command = confine(host, f"sleep 30; : {token}")
+    command = confine(host, f"sleep 1; echo {token}")
     process = await server.spawn(command, cwd=str(host.ws))
-    while not processes_with(token):
-        await asyncio.sleep(0.02)
     server.close()
-    assert await process.wait() == 128 + signal.SIGTERM
-    assert await gone(token) == []
+    out, _ = await process.communicate()
     command.close()
+    assert (out.decode(), process.returncode) == (f"{token}\n", 0)
+
+
+HARNESS = """
+import asyncio, sys
+from tether.policy import SandboxExecutionPolicy, SandboxMode
+from tether.sandbox import SandboxProvider, spawn
+
+async def main(ws, token):
+    provider = SandboxProvider(backends=("landlock",), disable=())
+    policy = SandboxExecutionPolicy(SandboxMode("workspace-write"), ws)
+    script = f"setsid sh -c 'sleep 30; : {token}' & sleep 30; : {token}"
+    await spawn(provider.confine(["bash", "-c", script], policy), cwd=ws)
+    print("started", flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def test_a_dead_harness_leaves_nothing_running(host: Host) -> None:
+    token = uuid.uuid4().hex
+    harness = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HARNESS, str(host.ws), token, stdout=subprocess.PIPE
+    )
+    assert harness.stdout is not None
+    assert await harness.stdout.readline() == b"started\n"
+    while len(processes_with(token)) < 2:
+        await asyncio.sleep(0.02)
+    harness.kill()
+    await harness.wait()
+    assert await gone(token) == []
+
+
+async def test_a_server_out_of_descriptors_fails_one_spawn_and_goes_on(
+    host: Host, server: ForkServer
+) -> None:
+    assert await server.ready()
+    assert server.pid is not None
+    limits = resource.prlimit(server.pid, resource.RLIMIT_NOFILE)
+    # Descriptors it has stay usable; it cannot open any new one (0-2 are taken).
+    resource.prlimit(server.pid, resource.RLIMIT_NOFILE, (3, limits[1]))
+    marker = host.ws / "ran"
+    commands = [confine(host, f"touch {marker}") for _ in range(2)]
+    try:
+        first = await server.spawn(commands[0], cwd=str(host.ws))  # the spare pair
+        assert await first.wait() == 0
+        marker.unlink()
+        with pytest.raises(SandboxUnavailableError, match="cannot fork a pair"):
+            await server.spawn(commands[1], cwd=str(host.ws))
+        assert not marker.exists()
+        resource.prlimit(server.pid, resource.RLIMIT_NOFILE, limits)
+        pid = server.pid
+        again = await server.spawn(commands[1], cwd=str(host.ws))
+        assert await again.wait() == 0 and marker.exists()
+        assert server.pid == pid  # the same server, still serving
+    finally:
+        for command in commands:
+            command.close()
 
 
 async def test_a_cancelled_spawn_leaks_nothing(host: Host, server: ForkServer) -> None:
@@ -224,21 +317,24 @@ async def test_a_cancelled_spawn_leaks_nothing(host: Host, server: ForkServer) -
 
 async def test_a_malformed_request_runs_nothing(host: Host, server: ForkServer) -> None:
     read_end, write_end = os.pipe()
+    body = os.memfd_create("body")
+    os.write(body, b"not json")
+    loop = asyncio.get_running_loop()
     with open(os.devnull, "rb") as null:
-        for body, fds in (
-            (b"not json", [null.fileno(), write_end, write_end, null.fileno()]),
-            (b'{"argv": ["true"]}', [null.fileno()]),
+        for message, fds in (
+            (REQUEST, [null.fileno(), write_end, write_end, null.fileno(), body]),
+            (b"garbage", [null.fileno()]),
         ):
             pair = await server._take_pair()
-            socket.send_fds(pair.sock, [body], fds)
-            loop = asyncio.get_running_loop()
+            socket.send_fds(pair.sock, [message], fds)
             report = await loop.sock_recv(pair.sock, 64)
             pair.discard()
             assert report == f"X {LAUNCHER_EXIT}".encode()
+    os.close(body)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as errors:
         first = errors.readline().decode()
-    assert first.startswith(LAUNCHER_PREFIX), first
+    assert first.startswith(f"{LAUNCHER_PREFIX}Expecting value"), first
 
 
 # -- the readable roots cache ---------------------------------------------------------------------
@@ -264,7 +360,7 @@ async def test_files_added_beside_hidden_paths_are_readable_next_time(
     assert code != 0 and "must-not-leak" not in output
 
 
-def test_the_opened_roots_are_reused_until_a_listed_directory_changes(
+def test_the_listed_roots_are_reused_until_a_listed_directory_changes(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(landlock_exec, "_FRESH_NS", 0)
@@ -279,5 +375,5 @@ def test_the_opened_roots_are_reused_until_a_listed_directory_changes(
     os.close(landlock_exec.build_ruleset(spec))
     second = landlock_exec._readable_cache[key]
     assert second is not first
+    assert second.roots == tuple(sorted((*first.roots, str(host.home / "new-dir"))))
     assert str(host.home / "new-dir") in landlock_exec.readable_roots(hidden)
-    assert len(second.fds) == len(first.fds) + 1

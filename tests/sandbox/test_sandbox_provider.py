@@ -15,6 +15,7 @@ import pytest
 from sandbox_support import (
     PYTHON,
     SECRET_ENV,
+    SSH_KEY,
     VARIANTS,
     Host,
     make_provider,
@@ -311,6 +312,32 @@ async def test_stop_kills_everything_including_escaped_sessions(host: Host, vari
     assert processes_with(token) == []
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_credentials_inside_a_writable_workspace_stay_hidden(
+    host: Host, variant: str
+) -> None:
+    """A workspace that contains the home directory (tether started from ``~``): bubblewrap
+    mounts over the credential paths; Landlock grants the workspace minus them."""
+    home = host.home
+    (home / "project").mkdir()
+    key_mode = (home / ".ssh" / "id_rsa").stat().st_mode
+    policy = SandboxExecutionPolicy(SandboxMode("workspace-write"), str(home), "s-test")
+    ran = await run_confined(
+        make_provider(variant, host),
+        policy,
+        f"cat {home}/.ssh/id_rsa; cat {home}/.netrc; echo planted > {home}/.ssh/planted;"
+        f" chmod 666 {home}/.ssh/id_rsa; rm -f {home}/.netrc;"
+        f" echo ok > {home}/project/file && cat {home}/project/file",
+    )
+    assert ran.stdout.splitlines()[-1:] == ["ok"]
+    assert SSH_KEY not in ran.stdout and "must-not-leak" not in ran.stdout
+    assert (home / "project" / "file").read_text() == "ok\n"
+    assert not (home / ".ssh" / "planted").exists()
+    assert (home / ".ssh" / "id_rsa").stat().st_mode == key_mode
+    assert (home / ".ssh" / "id_rsa").read_text() == SSH_KEY + "\n"
+    assert (home / ".netrc").exists()
+
+
 # -- runner failures ----------------------------------------------------------------------------
 async def test_missing_runner_is_unavailable(host: Host, tmp_path: Path) -> None:
     provider = SandboxProvider(runner_command=str(tmp_path / "no-such-runner"))
@@ -422,7 +449,9 @@ def test_readable_roots_cover_everything_but_the_hidden(host: Host) -> None:
     assert "/usr" in roots and "/proc" in roots
     for root in roots:
         assert not (hidden + "/").startswith(root.rstrip("/") + "/")
-    assert readable_roots([]) == ["/"]
+        assert not (root + "/").startswith("/dev/")  # devices: only DEVICES, one by one
+    everything = readable_roots([])
+    assert "/usr" in everything and "/" not in everything and "/dev" not in everything
 
 
 # -- plugin -------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -25,6 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Final
@@ -32,7 +34,13 @@ from typing import IO, Any, Final
 from tether.sandbox import landlock_server
 from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.errors import SandboxError, SandboxUnavailableError
-from tether.sandbox.landlock_exec import LandlockError, build_ruleset
+from tether.sandbox.landlock_exec import (
+    LandlockError,
+    LandlockSpec,
+    build_ruleset,
+    recv_with_fds,
+    writable_roots,
+)
 
 SERVER_PATH: Final = os.path.abspath(landlock_server.__file__)
 PAIR_TIMEOUT: Final = 10.0
@@ -43,6 +51,7 @@ SPARE_PAIRS: Final = 1
 TOP_UP_DELAY: Final = 0.02
 """Seconds after a spawn before the server forks its replacement pair (sooner if the command
 exits first): forking at once would compete for the CPU with the command's own start."""
+_PAIR_GONE: Final = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ECONNREFUSED})
 UNREPORTED: Final = -int(signal.SIGKILL)
 """``returncode`` when the supervisor died without reporting (it was killed outright)."""
 
@@ -181,8 +190,9 @@ class ForkServer:
         return ours
 
     def close(self) -> None:
-        """Stop the server: running commands are stopped and swept (their supervisors get
-        SIGTERM), spare pairs exit."""
+        """Stop the server and let the spare pairs go. Running commands are not affected:
+        each lives until it exits, is stopped, or its :class:`ForkedProcess` is gone with
+        the harness."""
         self._fail(None)
 
     def _fail(self, reason: str | None) -> None:
@@ -208,8 +218,7 @@ class ForkServer:
             if reason is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+            _reap(pid)
 
     # -- pairs ------------------------------------------------------------------------------
     def _ask(self, count: int) -> None:
@@ -225,12 +234,17 @@ class ForkServer:
         """Take every pair that has arrived: to the oldest waiter, else to the spares."""
         while self._control is not None:
             try:
-                message, fds, _, _ = socket.recv_fds(self._control, 64, 2)
+                message, fds = recv_with_fds(self._control, 256, 2)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as err:
                 self._fail(f"the Landlock fork server failed: {err}")
                 return
+            if message.startswith(b"E ") and not fds:
+                # It could not fork this pair (and goes on serving): fail one spawn only.
+                self._asked -= 1
+                self._give(_Unreachable(message[2:].decode(errors="replace")))
+                continue
             pid = _pair_pid(message)
             if pid is None or len(fds) != 2:
                 for fd in fds:
@@ -240,14 +254,21 @@ class ForkServer:
             self._asked -= 1
             pair = _Pair(pid, fds[0], socket.socket(fileno=fds[1]))
             pair.sock.setblocking(False)  # the loop's sock_recv must never block the loop
-            while self._waiters:
-                waiter = self._waiters.popleft()
-                if not waiter.done():
-                    waiter.set_result(pair)
-                    break
-            else:
+            if not self._give(pair):
                 self._spares.append(pair)
         self._unwatch()
+
+    def _give(self, outcome: _Pair | _Unreachable) -> bool:
+        """Hand a pair (or the failure to make one) to the oldest waiting spawn, if any."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                if isinstance(outcome, _Pair):
+                    waiter.set_result(outcome)
+                else:
+                    waiter.set_exception(outcome)
+                return True
+        return False
 
     def _unwatch(self) -> None:
         if self._watching is not None and not self._waiters and self._control is not None:
@@ -327,25 +348,26 @@ class ForkServer:
             )
         if stdin == subprocess.PIPE:
             raise SandboxError("the fork server does not support stdin=PIPE", code="SANDBOX_CONFIG")
+        argv, env = list(command.command), dict(command.env)
+        if any("\0" in text for text in (*argv, *env, *env.values())):
+            raise SandboxError("embedded null byte in argv or env", code="SANDBOX_CONFIG")
+        roots = writable_roots(spec)
         body = json.dumps(
-            {
-                "argv": list(command.command),
-                "env": dict(command.env),
-                "cwd": cwd,
-                "writable": list(spec.writable),
-            }
+            {"argv": argv, "env": env, "cwd": cwd or os.getcwd(), "writable": list(roots)}
         ).encode()
         if len(body) > landlock_server.MAX_REQUEST:
             raise SandboxError(
                 "the command and its environment are too large", code="SANDBOX_CONFIG"
             )
         try:
-            ruleset = build_ruleset(spec)
+            ruleset = build_ruleset(LandlockSpec(roots, spec.hidden, spec.network))
         except LandlockError as err:
             raise _unavailable(command, f"cannot build the Landlock ruleset: {err}") from err
+        memfd = os.memfd_create("tether-request", os.MFD_CLOEXEC)
         try:
+            os.write(memfd, body)  # a memfd takes a whole write
             with _Streams(stdin, stdout, stderr) as streams:
-                pair = await self._hand_over(body, [*streams.child_fds, ruleset])
+                pair = await self._hand_over([*streams.child_fds, ruleset, memfd])
                 try:
                     out, err_stream = await streams.readers()
                 except BaseException:
@@ -359,22 +381,39 @@ class ForkServer:
         except _Unreachable as err:
             raise _unavailable(command, str(err)) from err
         finally:
+            os.close(memfd)
             os.close(ruleset)
 
-    async def _hand_over(self, body: bytes, fds: list[int]) -> _Pair:
+    async def _hand_over(self, fds: list[int]) -> _Pair:
         for attempt in range(2):
             pair = await self._take_pair()
             try:
-                socket.send_fds(pair.sock, [body], fds)
+                socket.send_fds(pair.sock, [landlock_server.REQUEST], fds)
             except OSError as err:
-                # The pair died (its server went away): one more try with a fresh one.
                 pair.discard()
-                if attempt:
+                if attempt or err.errno not in _PAIR_GONE:
                     raise _Unreachable(f"cannot reach a Landlock pair: {err}") from err
-                self._receive()
+                self._receive()  # the pair died (say, killed): one more try with a fresh one
                 continue
             return pair
         raise AssertionError("unreachable")
+
+
+def _reap(pid: int) -> None:
+    """Reap the server (it exits at once when its control socket closes; one that does not
+    within a second, stopped or stuck, is killed)."""
+    for _ in range(100):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        time.sleep(0.01)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _pair_pid(message: bytes) -> int | None:
@@ -389,11 +428,11 @@ class _Streams:
     def __init__(self, stdin: Stream, stdout: Stream, stderr: Stream) -> None:
         self._opened: list[int] = []
         self._pipes: list[int | None] = [None, None]
-        self.child_fds = [
-            self._fd(stdin, 0, None),
-            self._fd(stdout, 1, 0),
-            self._fd(stderr, 2, 1),
-        ]
+        self.child_fds = [self._fd(stdin, 0, None), self._fd(stdout, 1, 0)]
+        if stderr == subprocess.STDOUT:
+            self.child_fds.append(self.child_fds[1])
+        else:
+            self.child_fds.append(self._fd(stderr, 2, 1))
 
     def _fd(self, stream: Stream, default: int, pipe_slot: int | None) -> int:
         if stream is None:

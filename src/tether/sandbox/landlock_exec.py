@@ -31,6 +31,7 @@ backend's runner-failure rule); a command that cannot be executed exits 127 like
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import errno
@@ -95,9 +96,9 @@ SCOPE_SIGNAL = 1 << 1  # ABI 6
 FS_READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 _FILE_ONLY = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 """Rights a rule on a non-directory may carry (others make ``landlock_add_rule`` fail)."""
-# Device nodes are never creatable (MAKE_CHAR/MAKE_BLOCK are handled and granted nowhere).
-# LANDLOCK_ACCESS_FS_IOCTL_DEV (ABI 5) is deliberately not handled: every capability is dropped,
-# the command has no controlling terminal, and handling it breaks ordinary terminal ioctls.
+# Device nodes are never creatable (MAKE_CHAR/MAKE_BLOCK are handled and granted nowhere), and
+# only DEVICES can be opened at all. LANDLOCK_ACCESS_FS_IOCTL_DEV (ABI 5) is not handled: with
+# /dev reduced to DEVICES it would add nothing, and it would exist only from ABI 5.
 _WRITE_V1 = (
     FS_WRITE_FILE
     | FS_REMOVE_DIR
@@ -221,8 +222,19 @@ def writable_access(abi: int) -> int:
     return handled_fs(abi) & ~(FS_MAKE_CHAR | FS_MAKE_BLOCK)
 
 
+DEVICES: Final = (
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+    "/dev/tty", "/dev/pts", "/dev/ptmx",
+)  # fmt: skip
+"""The only entries under ``/dev`` a command may open (what ``bwrap --dev`` provides). As uid 0
+without capabilities it could otherwise read a raw disk (and so any hidden file) or drive a
+device by ioctl (``/dev/loop-control``, ``/dev/userfaultfd``), which Landlock does not refuse
+below ABI 5."""
+
+
 def readable_roots(hidden: Sequence[str]) -> list[str]:
-    """The smallest set of paths whose subtrees cover everything except ``hidden``.
+    """The smallest set of paths whose subtrees cover everything except ``hidden`` and
+    ``/dev`` (:data:`DEVICES` are granted one by one).
 
     Landlock only grants, it cannot carve out, so hiding ``~/.ssh`` means granting read on
     every sibling of every directory on the way down to it: ``/`` minus ``/root``, then
@@ -234,12 +246,17 @@ def readable_roots(hidden: Sequence[str]) -> list[str]:
     return _walk_readable(hidden)[0]
 
 
+def _normalised(paths: Sequence[str]) -> set[str]:
+    return {os.path.normpath(p) for p in paths if p and os.path.isabs(p)}
+
+
 def _walk_readable(hidden: Sequence[str]) -> tuple[list[str], list[str]]:
     """:func:`readable_roots`, and the directories whose listings it depends on."""
-    hide = {os.path.normpath(p) for p in hidden if p and os.path.isabs(p)}
-    hide.discard("/")
-    if not hide:
-        return ["/"], []
+    return _cover("/", _normalised(hidden) | {"/dev"})
+
+
+def _cover(top: str, hide: set[str]) -> tuple[list[str], list[str]]:
+    """Paths whose subtrees cover ``top`` except ``hide``, and the directories listed."""
     roots: list[str] = []
     walked: list[str] = []
 
@@ -265,23 +282,41 @@ def _walk_readable(hidden: Sequence[str]) -> tuple[list[str], list[str]]:
                 continue
             roots.append(path)
 
-    walk("/")
+    if top in hide:
+        return [], []
+    if not on_path(top):
+        return [top], []
+    walk(top)
     return roots, walked
+
+
+def writable_roots(spec: LandlockSpec) -> tuple[str, ...]:
+    """The directories a command may modify beneath: ``spec.writable`` resolved, with every
+    hidden path inside one carved out the same way as for reads (a workspace that contains
+    ``~/.ssh`` is granted its siblings, not itself, so no entry can be added directly in the
+    directories on the way down to it)."""
+    hide = {os.path.realpath(h) for h in _normalised(spec.hidden)}
+    roots: list[str] = []
+    for path in spec.writable:
+        root = os.path.realpath(path)
+        inside = {h for h in hide if h.startswith(root.rstrip("/") + "/")}
+        roots += _cover(root, inside)[0] if inside else [root]
+    return tuple(dict.fromkeys(roots))
 
 
 @dataclass(frozen=True, slots=True)
 class _ReadableRoots:
-    """The readable roots for one ``hidden`` set, opened, and what they were derived from."""
+    """The readable roots for one ``hidden`` set, and what they were derived from."""
 
     stamps: tuple[tuple[str, int, int, int], ...]
     """(directory, device, inode, mtime in ns) of every directory listed to find them."""
     built: int
     """When the listing was taken (``time.time_ns``)."""
-    fds: tuple[int, ...]
+    roots: tuple[str, ...]
 
 
-_READABLE_CACHE: Final = 2
-"""``hidden`` sets whose readable roots stay open for reuse (a harness has one, usually)."""
+_READABLE_CACHE: Final = 4
+"""``hidden`` sets whose readable roots are kept for reuse (a harness has one, usually)."""
 _FRESH_NS: Final = 2_000_000_000
 """A listing is trusted again only if every directory it read was last changed this long
 before it was taken: on a filesystem with coarse timestamps, a change in the same tick would
@@ -314,40 +349,32 @@ def _still_valid(entry: _ReadableRoots) -> bool:
     return True
 
 
-def _open_readable(hidden: tuple[str, ...]) -> _ReadableRoots:
+def _list_readable(hidden: tuple[str, ...]) -> _ReadableRoots:
     built = time.time_ns()
     roots, walked = _walk_readable(hidden)
     stamps = []
     for directory in walked:
         with contextlib.suppress(OSError):
             stamps.append(_stamp(directory))
-    fds: list[int] = []
-    for path in roots:
-        with contextlib.suppress(OSError):  # vanished between listing and opening
-            fds.append(os.open(path, os.O_PATH | os.O_CLOEXEC))
-    return _ReadableRoots(tuple(stamps), built, tuple(fds))
+    return _ReadableRoots(tuple(stamps), built, tuple(roots))
 
 
 def _add_readable(libc: _Libc, ruleset: int, hidden: Sequence[str]) -> None:
-    """Grant read and execute beneath every readable root. Listing the directories on the way
-    to the hidden paths and opening every root is most of a ruleset's cost, so the opened
-    roots are kept, and reused while none of those directories has changed (an entry added,
-    removed or renamed changes its directory's mtime)."""
+    """Grant read and execute beneath every readable root and on :data:`DEVICES`. Listing the
+    directories on the way to the hidden paths is a good part of a ruleset's cost, so the
+    roots found are kept, and reused while none of those directories has changed (an entry
+    added, removed or renamed changes its directory's mtime). Paths are kept, not open
+    descriptors: those would keep the filesystems they are on busy."""
     key = tuple(sorted(set(hidden)))
     with _readable_lock:
         entry = _readable_cache.pop(key, None)
-        if entry is not None and not _still_valid(entry):
-            for fd in entry.fds:
-                os.close(fd)
-            entry = None
-        if entry is None:
-            entry = _open_readable(key)
+        if entry is None or not _still_valid(entry):
+            entry = _list_readable(key)
         _readable_cache[key] = entry  # most recently used last
         while len(_readable_cache) > _READABLE_CACHE:
-            for fd in _readable_cache.pop(next(iter(_readable_cache))).fds:
-                os.close(fd)
-        for fd in entry.fds:
-            _add_rule_fd(libc, ruleset, fd, FS_READ, "a readable root")
+            del _readable_cache[next(iter(_readable_cache))]
+    for path in (*entry.roots, *DEVICES):
+        _add_rule(libc, ruleset, path, FS_READ, required=False)
 
 
 def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
@@ -377,7 +404,7 @@ def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
         # outside the hidden paths. A hidden directory's entry names stay visible.
         _add_rule(libc, fd, "/", FS_READ_DIR)
         _add_readable(libc, fd, spec.hidden)
-        for path in spec.writable:
+        for path in writable_roots(spec):
             _add_rule(libc, fd, path, writable_access(abi))
         _add_rule(libc, fd, "/dev/null", FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE)
     except BaseException:
@@ -395,30 +422,29 @@ def _checked(libc: _Libc, what: str, number: int, *args: object) -> int:
     return int(result)
 
 
-def _add_rule(libc: _Libc, ruleset: int, path: str, access: int) -> None:
+def _add_rule(libc: _Libc, ruleset: int, path: str, access: int, *, required: bool = True) -> None:
+    """Grant ``access`` beneath ``path``; a missing path is an error only if ``required``."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError as err:
+        if not required and err.errno == errno.ENOENT:
+            return  # vanished since it was listed: nothing to grant
         raise LandlockError(err.errno, f"cannot open {path}: {err.strerror}") from err
     try:
-        _add_rule_fd(libc, ruleset, fd, access, path)
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            access &= _FILE_ONLY
+        rule = _PathBeneathAttr(access, fd)
+        _checked(
+            libc,
+            f"landlock_add_rule {path}",
+            _SYS_ADD_RULE,
+            ctypes.c_int(ruleset),
+            ctypes.c_int(_RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        )
     finally:
         os.close(fd)
-
-
-def _add_rule_fd(libc: _Libc, ruleset: int, fd: int, access: int, what: str) -> None:
-    if not stat.S_ISDIR(os.fstat(fd).st_mode):
-        access &= _FILE_ONLY
-    rule = _PathBeneathAttr(access, fd)
-    _checked(
-        libc,
-        f"landlock_add_rule {what}",
-        _SYS_ADD_RULE,
-        ctypes.c_int(ruleset),
-        ctypes.c_int(_RULE_PATH_BENEATH),
-        ctypes.byref(rule),
-        ctypes.c_uint32(0),
-    )
 
 
 # -- metadata filter (seccomp) ---------------------------------------------------------------
@@ -442,6 +468,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
         "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 16,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
     },
     "aarch64": {
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "utimensat": 88,
@@ -449,6 +476,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7,
         "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 29,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
     },
 }  # fmt: skip
 _EMULATED = ("chmod", "fchmod", "fchmodat", "fchmodat2", "utimensat")
@@ -456,6 +484,8 @@ _REFUSED = (
     "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "futimesat",
     "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
     "setxattrat", "removexattrat", "file_setattr",
+    # io_uring performs xattr changes (and more) without the syscalls above ever being made.
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
 )  # fmt: skip
 # chattr through ioctl: FS_IOC_SETFLAGS (64- and 32-bit forms) and FS_IOC_FSSETXATTR.
 _REFUSED_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)
@@ -571,8 +601,7 @@ def plan_for(ruleset: int, spec: LandlockSpec) -> _ChildPlan:
         raise LandlockError(
             errno.ENOTSUP, f"no metadata filter for architecture {os.uname().machine}"
         )
-    roots = tuple(os.path.realpath(p) for p in spec.writable)
-    return _ChildPlan(ruleset, _last_cap(), roots, arch)
+    return _ChildPlan(ruleset, _last_cap(), writable_roots(spec), arch)
 
 
 _last_cap_cache: list[int] = []
@@ -717,6 +746,21 @@ def send_roots(roots: Sequence[str], channel: socket.socket) -> None:
     channel.send(b"R" + "\0".join(roots).encode())
 
 
+def recv_with_fds(
+    sock: socket.socket, size: int, max_fds: int, flags: int = 0
+) -> tuple[bytes, list[int]]:
+    """One message and the descriptors sent with it, marked close-on-exec. (Python 3.11's
+    ``socket.recv_fds`` ignores ``flags`` and leaves the descriptors inheritable.)"""
+    fds = array.array("i")
+    message, ancillary, _, _ = sock.recvmsg(
+        size, socket.CMSG_SPACE(max_fds * fds.itemsize), flags | socket.MSG_CMSG_CLOEXEC
+    )
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return message, list(fds)
+
+
 def handover_channel() -> tuple[socket.socket, socket.socket]:
     """The supervisor's and the command's ends of the hand-over channel (one message each)."""
     return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -742,13 +786,15 @@ def _note_signal(signo: int, _frame: object) -> None:
         _stop_requested.append(signo)
 
 
-def supervise(command: int, handover: int) -> int | None:
+def supervise(command: int, handover: int, owner: int = -1) -> int | None:
     """Wait for the command (a child of this process), serving its metadata filter, until it
-    exits or this process is told to stop (SIGTERM, SIGINT, SIGHUP); then kill everything
-    left below. Returns the command's wait status, or ``None`` when stopped first.
+    exits or this process is told to stop (SIGTERM, SIGINT, SIGHUP, or ``owner`` hanging up);
+    then kill everything left below. Returns the command's wait status, or ``None`` when
+    stopped first.
 
     ``handover``: the descriptor :func:`send_listener` and :func:`send_roots` write to from
-    the command.
+    the command. ``owner``: a socket whose peer owns the command (only its hang-up is
+    watched, never its data, which may be the command's to read).
     """
     status: int | None = None
     channel = _Handover(handover)
@@ -760,6 +806,8 @@ def supervise(command: int, handover: int) -> int | None:
     poller = select.poll()
     poller.register(wake_r, select.POLLIN)
     poller.register(handover, select.POLLIN)
+    if owner >= 0:
+        poller.register(owner, 0)  # POLLHUP and POLLERR are always reported
     while status is None and not _stop_requested:
         try:
             pid, wait_status = os.waitpid(-1, os.WNOHANG)
@@ -774,6 +822,8 @@ def supervise(command: int, handover: int) -> int | None:
             if fd == wake_r:
                 with contextlib.suppress(OSError):
                     os.read(wake_r, 512)
+            elif fd == owner:
+                _stop_requested.append(signal.SIGHUP)  # the harness is gone: stop
             elif fd == handover:
                 if not channel.read(poller):
                     poller.unregister(fd)
@@ -801,9 +851,7 @@ class _Handover:
         """Take one message (a listener to poll, or the roots); False at end of file, or
         when ``block`` is false and nothing is waiting."""
         try:
-            body, fds, _, _ = socket.recv_fds(
-                self.sock, 1 << 16, 1, 0 if block else socket.MSG_DONTWAIT
-            )
+            body, fds = recv_with_fds(self.sock, 1 << 16, 1, 0 if block else socket.MSG_DONTWAIT)
         except BlockingIOError:
             return False
         except OSError:

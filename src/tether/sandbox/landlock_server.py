@@ -11,9 +11,10 @@ environment is ``PATH`` only.
 Control socket ``FD`` (``SOCK_SEQPACKET``; the harness holds the other end):
 
 * ``F`` (one byte per pair wanted): fork one *pair* and send back ``P <pid>`` with two
-  descriptors: a pidfd of the pair's supervisor and the harness's end of the pair's socket.
-* end of file (the harness closed it, or died): exit. Every supervisor then gets SIGTERM (its
-  parent-death signal) and kills what its command started.
+  descriptors: a pidfd of the pair's supervisor and the harness's end of the pair's socket;
+  or ``E <reason>`` when it could not (out of processes, say), and go on serving.
+* end of file (the harness closed it, or died): exit. Running commands are not affected: each
+  belongs to the harness's end of its pair socket (below), not to the server.
 
 A pair is forked before any command is known, so a spawn costs the harness one message:
 
@@ -23,16 +24,17 @@ A pair is forked before any command is known, so a spawn costs the harness one m
   signal processes outside it, and it may never ptrace them, so the command cannot touch its
   supervisor (the launcher's supervisor enters a domain of its own first; that is needed
   there only because it was forked from the harness with the harness's privileges).
-* the **command-to-be** waits on the pair socket for one request: a JSON body (argv, env, cwd,
-  the writable roots) and four descriptors (stdin, stdout, stderr, the Landlock ruleset the
-  harness built). It puts its stdio in place, enters cwd, enters the domain, installs the
-  metadata filter, hands the supervisor the writable roots and the filter's listener, and
-  execs. End of file instead of a request (the harness let the pair go): it exits.
-* when the command exits, or the supervisor is told to stop (SIGTERM from the harness or from
-  this server's death), the supervisor kills everything left below it, sends
-  ``X <returncode>`` on the pair socket (``subprocess`` convention: ``-N`` for signal N), and
-  waits for the harness to close its end before exiting, so its process group id is not
-  recycled while the harness may still signal it.
+* the **command-to-be** installs the metadata filter, hands the supervisor its listener, and
+  waits on the pair socket for one request: five descriptors (stdin, stdout, stderr, the
+  Landlock ruleset the harness built, and a memfd holding the JSON body: argv, env, cwd, the
+  writable roots). It puts its stdio in place, enters cwd, enters the domain, tells the
+  supervisor the writable roots, and execs. End of file instead of a request (the harness let
+  the pair go): it exits.
+* when the command exits, or the supervisor is told to stop (SIGTERM from the harness, or the
+  harness's end of the pair socket hanging up: the harness closed it or died), the supervisor
+  kills everything left below it, sends ``X <returncode>`` on the pair socket (``subprocess``
+  convention: ``-N`` for signal N), and waits for the harness to close its end before
+  exiting, so its process group id is not recycled while the harness may still signal it.
 
 This server is a child subreaper too: processes left by a supervisor that was killed outright
 (SIGKILL from the harness's last resort) are reparented here, and are killed here.
@@ -59,9 +61,12 @@ if __package__:
 else:  # run as the server program: this directory is sys.path[0]
     import landlock_exec as ll  # type: ignore[import-not-found,no-redef,unused-ignore]
 
-MAX_REQUEST: Final = 1 << 20
+MAX_REQUEST: Final = 8 << 20
 """Largest request body (argv, env, cwd, roots), in bytes."""
-_REQUEST_FDS: Final = 4
+_REQUEST_FDS: Final = 5
+REQUEST: Final = b"R"
+"""The request message; its body travels in the memfd (a message is limited by the socket's
+send buffer, an environment is not)."""
 _SAMPLE: Final = json.dumps(
     {"argv": ["true"], "env": {"PATH": os.defpath}, "cwd": "/", "writable": ["/"]}
 ).encode()
@@ -98,7 +103,11 @@ def serve(control_fd: int) -> NoReturn:
             if not wanted:
                 os._exit(0)
             for _ in range(wanted.count(b"F")):
-                pairs.add(_fork_pair(control, base, (wake_r, wake_w)))
+                try:
+                    pairs.add(_fork_pair(control, base, (wake_r, wake_w)))
+                except OSError as err:  # out of processes or descriptors: this pair only
+                    with contextlib.suppress(OSError):
+                        control.send(f"E cannot fork a pair: {err}".encode())
         _reap(pairs)
 
 
@@ -112,27 +121,39 @@ def _reap(pairs: set[int]) -> None:
         if pid == 0:
             break
         pairs.discard(pid)
-    for pid in ll.children():
-        if pid not in pairs:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    try:
+        orphans = [pid for pid in ll.children() if pid not in pairs]
+    except OSError:
+        return  # out of descriptors, say: the next SIGCHLD tries again
+    for pid in orphans:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _fork_pair(control: socket.socket, base: Any, private: tuple[int, int]) -> int:
     harness_end, pair_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    server = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        harness_end.close()
+        pair_end.close()
+        raise
     if pid == 0:
         try:
             control.close()
             harness_end.close()
             for fd in private:
                 os.close(fd)
-            _supervisor(pair_end, base, server)
+            _supervisor(pair_end, base)
         except BaseException:
             os._exit(ll.LAUNCHER_EXIT)
     pair_end.close()
-    pidfd = os.pidfd_open(pid)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+        harness_end.close()
+        raise
     try:
         socket.send_fds(control, [b"P %d" % pid], [pidfd, harness_end.fileno()])
     except OSError:
@@ -143,10 +164,9 @@ def _fork_pair(control: socket.socket, base: Any, private: tuple[int, int]) -> i
     return pid
 
 
-def _supervisor(pair: socket.socket, base: Any, server: int) -> NoReturn:
+def _supervisor(pair: socket.socket, base: Any) -> NoReturn:
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    ll.die_with_parent(base, signal.SIGTERM, server)
     os.setsid()
     ll.drop_privileges(base)
     channel, old_mask = ll.become_supervisor(base)
@@ -161,7 +181,7 @@ def _supervisor(pair: socket.socket, base: Any, server: int) -> NoReturn:
     try:
         pair_fd, handover = ll.isolate_fds([pair.detach(), channel[0].detach()])
         _rehearse_supervisor()
-        status = ll.supervise(command, handover)
+        status = ll.supervise(command, handover, owner=pair_fd)
     except BaseException:
         with contextlib.suppress(BaseException):
             ll.sweep()
@@ -194,18 +214,18 @@ def _command(
     except BaseException:
         os._exit(ll.LAUNCHER_EXIT)
     try:
-        body, fds, flags, _ = socket.recv_fds(pair, MAX_REQUEST, _REQUEST_FDS)
+        message, fds = ll.recv_with_fds(pair, 16, _REQUEST_FDS)
     except OSError:
         os._exit(0)
-    if not body:
+    if not message:
         os._exit(0)  # the harness let this pair go unused
     try:
-        if len(fds) != _REQUEST_FDS or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        if message != REQUEST or len(fds) != _REQUEST_FDS:
             raise ll.LandlockError(errno.EPROTO, "malformed request from the harness")
         # Received descriptors are numbered from 3 up (0-2 are open), so none is overwritten.
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
-        argv, env, cwd, plan = _parse(body, fds[3])
+        argv, env, cwd, plan = _parse(_read_body(fds[4]), fds[3])
         if cwd is not None:
             os.chdir(cwd)
         ll.enter_domain(plan)
@@ -226,6 +246,16 @@ def _command(
         with contextlib.suppress(OSError):
             os.write(2, f"{argv[0]}: {err.strerror}\n".encode())
         os._exit(126 if err.errno == errno.EACCES else 127)
+
+
+def _read_body(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    if size > MAX_REQUEST:
+        raise ValueError(f"request body of {size} bytes (limit {MAX_REQUEST})")
+    body = b""
+    while len(body) < size and (chunk := os.pread(fd, size - len(body), len(body))):
+        body += chunk
+    return body
 
 
 def _parse(body: bytes, ruleset: int = -1) -> tuple[list[str], dict[str, str], str | None, Any]:
