@@ -25,7 +25,7 @@ from tether.sandbox import ConfinedCommand, SandboxProvider, spawn
 RESTRICTED = ("read-only", "workspace-write")
 
 # Backend variants: the two backends, and Landlock through its launcher argv instead of the
-# preexec fast path (what a caller that can only spawn an argv gets).
+# fork server (what a caller that can only spawn an argv gets).
 VARIANTS = (
     pytest.param("bwrap", marks=pytest.mark.bwrap, id="bwrap"),
     pytest.param("landlock", id="landlock"),

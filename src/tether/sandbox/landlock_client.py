@@ -3,13 +3,18 @@
 One server per harness process, started on the first Landlock spawn (:func:`fork_server`) and
 shared by every provider: it holds no per-session state, since each request carries its own
 ruleset. The harness keeps one *pair* (a supervisor and its command-to-be, forked by the
-server) ready, so a spawn is: build the ruleset, send one message with the stdio and the
-ruleset, and ask the server for the next pair.
+server) ready, so a spawn is: build the ruleset, send one message to the pair (the stdio, the
+ruleset and a memfd with the request), and ask the server for the next pair.
+
+A running command belongs to the harness's end of its pair socket (held by its
+:class:`ForkedProcess`): its supervisor stops it when that end hangs up, so it never outlives
+the harness, and the server is only a factory whose death or replacement leaves running
+commands alone. The server exits when the harness closes the control socket or dies (every
+descriptor closes then); nothing depends on which harness thread started anything.
 
 Fail closed: a server that cannot start, dies, hangs or answers nonsense raises
 :class:`~tether.sandbox.errors.SandboxUnavailableError` (the command did not run), and the next
-spawn starts a fresh server. The server exits when the harness closes the control socket or
-dies (every descriptor closes then), so it needs no parent-death signal tied to a thread.
+spawn starts a fresh server.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -155,7 +159,6 @@ class ForkServer:
         self._waiters: collections.deque[asyncio.Future[_Pair]] = collections.deque()
         self._asked = 0
         self._watching: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
 
     # -- server process ---------------------------------------------------------------------
     def _start(self) -> socket.socket:
