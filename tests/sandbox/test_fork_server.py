@@ -21,7 +21,14 @@ import pytest
 from sandbox_support import Host, make_provider
 
 from proc_support import gone, processes_with
-from tether.sandbox import SandboxError, SandboxUnavailableError, landlock_exec, spawn, stop
+from tether.sandbox import (
+    SandboxError,
+    SandboxUnavailableError,
+    landlock_exec,
+    spawn,
+    stop,
+    unconfined,
+)
 from tether.sandbox import landlock_client as client
 from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.landlock_client import ForkServer, fork_server
@@ -114,6 +121,20 @@ async def test_stderr_to_stdout_and_the_default_cwd(host: Host, server: ForkServ
     command.close()
     assert err is None
     assert sorted(out.decode().split()) == sorted(["out", "err", os.getcwd()])
+
+
+async def test_a_command_starts_with_the_signals_an_unconfined_one_has(host: Host) -> None:
+    """Nothing ignored or blocked (the server is a Python process that ignores SIGPIPE, and
+    was started by ``posix_spawn``, which leaves glibc's own signals ignored)."""
+    argv = ["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"]
+    outputs = []
+    for command in (make_provider("landlock", host).confine(argv, host.policy("read-only")),
+                    unconfined(argv)):  # fmt: skip
+        process = await spawn(command, cwd=str(host.ws))
+        out, _ = await process.communicate()
+        command.close()
+        outputs.append(out.decode())
+    assert outputs[0] == outputs[1] == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
 
 
 async def test_a_null_byte_is_refused_before_anything_runs(host: Host, server: ForkServer) -> None:

@@ -458,6 +458,7 @@ def _add_rule(libc: _Libc, ruleset: int, path: str, access: int, *, required: bo
 # anyway). Refusals are EACCES, so they read "Permission denied".
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
+_SYS_RT_SIGACTION = {"x86_64": 13, "aarch64": 134}
 _X32_BIT = 0x40000000
 # name -> number per architecture (aarch64 has no legacy path-only calls).
 _SYSCALLS: dict[str, dict[str, int]] = {
@@ -713,6 +714,22 @@ def die_with_parent(plan: _ChildPlan, signo: int, parent: int) -> None:
     plan.libc.prctl(_PR_SET_PDEATHSIG, int(signo), 0, 0, 0)
     if os.getppid() != parent:
         os._exit(LAUNCHER_EXIT)
+
+
+def default_internal_signals(plan: _ChildPlan) -> None:
+    """Give the two signals glibc keeps for itself (32 and 33) their default disposition.
+    ``posix_spawn`` leaves them ignored in the child, an ignored signal stays ignored across
+    ``exec``, and glibc's ``sigaction`` refuses to touch them, hence the raw syscall (a
+    ``struct sigaction`` of zeros: ``SIG_DFL``, no flags, an empty mask)."""
+    action = ctypes.create_string_buffer(32)
+    for signo in (32, 33):
+        plan.libc.syscall(
+            ctypes.c_long(_SYS_RT_SIGACTION[plan.arch]),
+            ctypes.c_int(signo),
+            action,
+            ctypes.c_void_p(None),
+            ctypes.c_size_t(8),
+        )
 
 
 def become_subreaper(plan: _ChildPlan) -> None:

@@ -79,6 +79,7 @@ def serve(control_fd: int) -> NoReturn:
     control = socket.socket(fileno=control_fd)
     base = ll.plan_for(-1, ll.LandlockSpec())
     ll.become_subreaper(base)  # see "killed outright" above
+    ll.default_internal_signals(base)  # as subprocess would leave them for the commands
     # Everything alive now lives as long as the server: keep the collector from touching (and
     # so copying, page by page) these objects in every pair.
     gc.collect()
