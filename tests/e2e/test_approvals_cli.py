@@ -111,8 +111,18 @@ def test_answer_from_another_process(tmp_path: Path, decision: str, written: boo
     assert pair[-1]["data"]["id"] == row["id"] and "answered_by" in pair[-1]["data"]
 
 
-def test_unknown_or_stale_ids_are_refused(tmp_path: Path) -> None:
+async def test_unknown_or_stale_ids_are_refused(tmp_path: Path) -> None:
+    from tether.session import SessionMeta, SessionStore
+    from tether.session.persistence import open_persistence
+
     store = f"sqlite:///{tmp_path / 's.db'}"
+    missing = tether("approvals", "answer", "no-such-id", "allow", "--store", store)
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("tether: STORE_NOT_FOUND: no session store at ")
+    assert not (tmp_path / "s.db").exists()
+    sessions = SessionStore(open_persistence(store))
+    sessions.create(meta=SessionMeta(cwd=str(tmp_path))).append("turn/start", {"turn": 1})
+    await sessions.close()
     result = tether("approvals", "answer", "no-such-id", "allow", "--store", store)
     assert result.returncode == 1
     assert result.stderr.startswith(

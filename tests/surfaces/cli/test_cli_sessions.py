@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 
 from tether.session import Event, SessionHeader, SessionStore
 from tether.session.persistence import TOOL_OUTCOME_UNKNOWN, JsonlPersistence, StoredSession
+from tether.surfaces.cli.approvals import app as approvals_app
 from tether.surfaces.cli.sessions import app
 
 runner = CliRunner()
@@ -29,6 +30,33 @@ CLOSERS = ["approval/decided", "tool/result", "step/end", "turn/end"]
 
 def invoke(ref: StoreRef, *args: str, input: bytes | None = None) -> Result:
     return runner.invoke(app, [*args, "--store", ref.url], input=input)
+
+
+def test_commands_that_only_read_never_create_a_store(store: StoreRef) -> None:
+    # A mistyped --store path must not leave an empty store behind. Listing and checking
+    # everything see nothing stored; naming a session says there is no store.
+    assert not store.path.exists()
+    assert (invoke(store, "list").exit_code, invoke(store, "list").stdout) == (0, "no sessions\n")
+    assert invoke(store, "list", "--json").stdout == "[]\n"
+    assert invoke(store, "fsck").stdout == "checked 0 sessions: nothing to check\n"
+    missing = (
+        f"tether: STORE_NOT_FOUND: no session store at {store.path} (nothing was stored there)\n"
+    )
+    for args in (
+        ("show", "s-x"),
+        ("export", "s-x"),
+        ("tree", "s-x"),
+        ("fsck", "s-x"),
+        ("fsck", "--repair", "s-x"),
+        ("narrow", "s-x", "read-only"),
+    ):
+        result = invoke(store, *args)
+        assert (result.exit_code, result.stdout, result.stderr) == (1, "", missing), args
+    approvals = CliRunner().invoke(approvals_app, ["list", "--store", store.url])
+    assert (approvals.exit_code, approvals.stdout) == (0, "no pending approvals\n")
+    answered = CliRunner().invoke(approvals_app, ["answer", "ap-1", "allow", "--store", store.url])
+    assert (answered.exit_code, answered.stderr) == (1, missing)
+    assert not store.path.exists()
 
 
 def as_dicts(stored: StoredSession) -> tuple[dict[str, object], list[dict[str, object]]]:
@@ -72,6 +100,25 @@ def test_list_json_is_the_stored_headers(store: StoreRef) -> None:
             "delegation_depth": 1,
         },
     ]
+
+
+def test_list_names_an_unreadable_session_and_lists_the_others(store: StoreRef) -> None:
+    populate(store, add_standard)
+    store.set_format_version(DONE, 9)
+    result = invoke(store, "list")
+    assert result.exit_code == 1
+    assert result.stdout == (
+        "ID         CREATED                   DEPTH  PARENT  ORIGIN    CWD\n"
+        "s-crashed  2023-11-14T22:13:27.000Z  1      s-done  subagent  /work/project\n"
+    )
+    assert result.stderr == (
+        "tether: session 's-done' is unreadable: UNSUPPORTED_FORMAT_VERSION: session 's-done' "
+        "has format version 9; this tether reads only version 0 (no migration exists) "
+        "(see tether sessions fsck)\n"
+    )
+    as_json = invoke(store, "list", "--json")
+    assert as_json.exit_code == 1
+    assert [header["id"] for header in json.loads(as_json.stdout)] == [CRASHED]
 
 
 def test_list_of_an_empty_store(store: StoreRef) -> None:

@@ -16,6 +16,7 @@ import typer
 from tether.session.answer_box import AnswerBox, PendingRow, answer_pending, pending_approvals
 from tether.surfaces.cli.common import (
     JsonOption,
+    StoreNotFoundError,
     StoreOption,
     opened_store,
     print_json,
@@ -61,8 +62,11 @@ def list_pending(store: StoreOption = None, as_json: JsonOption = False) -> None
 
 
 async def _list(store: str | None) -> list[PendingRow]:
-    async with opened_store(store) as persistence:
-        return await pending_approvals(persistence, AnswerBox.for_store(store_url(store)))
+    try:
+        async with opened_store(store, existing=True) as persistence:
+            return await pending_approvals(persistence, AnswerBox.for_store(store_url(store)))
+    except StoreNotFoundError:
+        return []
 
 
 @app.command("answer")
@@ -80,7 +84,7 @@ def answer(
 
 async def _answer(store: str | None, approval_id: str, outcome: str) -> PendingRow:
     by = f"tether approvals answer ({getpass.getuser()}, pid {os.getpid()})"
-    async with opened_store(store) as persistence:
+    async with opened_store(store, existing=True) as persistence:
         return await answer_pending(
             persistence, AnswerBox.for_store(store_url(store)), approval_id, outcome, by
         )

@@ -19,7 +19,12 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from tether.errors import TetherError
-from tether.session.persistence import Persistence, default_store_url, open_persistence
+from tether.session.persistence import (
+    Persistence,
+    default_store_url,
+    open_persistence,
+    store_location,
+)
 
 T = TypeVar("T")
 
@@ -50,10 +55,26 @@ def store_url(store: str | None) -> str:
     return store if store else default_store_url(os.environ)
 
 
+class StoreNotFoundError(TetherError):
+    """A command that only reads or changes existing sessions was pointed at no store."""
+
+    code = "STORE_NOT_FOUND"
+
+
 @asynccontextmanager
-async def opened_store(store: str | None) -> AsyncIterator[Persistence]:
-    """Open the backend for the duration of one command and always close it."""
-    persistence = open_persistence(store_url(store))
+async def opened_store(store: str | None, *, existing: bool = False) -> AsyncIterator[Persistence]:
+    """Open the backend for the duration of one command and always close it.
+
+    ``existing``: the command only reads or changes sessions already stored, so a store that
+    does not exist is :class:`StoreNotFoundError` rather than a new, empty one left behind (a
+    mistyped ``--store`` path must not create a file).
+    """
+    url = store_url(store)
+    if existing:
+        _, path = store_location(url)
+        if not path.exists():
+            raise StoreNotFoundError(f"no session store at {path} (nothing was stored there)")
+    persistence = open_persistence(url)
     try:
         yield persistence
     finally:

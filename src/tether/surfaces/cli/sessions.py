@@ -19,6 +19,7 @@ from tether.session.events import Event
 from tether.session.header import SessionHeader
 from tether.session.persistence.base import (
     ListsIds,
+    Persistence,
     RepairReport,
     SessionNotFoundError,
     StoredSession,
@@ -29,7 +30,9 @@ from tether.surfaces.cli.archive import export_lines, parse_archive
 from tether.surfaces.cli.common import (
     EXIT_PROBLEMS,
     JsonOption,
+    StoreNotFoundError,
     StoreOption,
+    error_line,
     fail,
     iso_time,
     opened_store,
@@ -61,31 +64,67 @@ class FileAccessError(TetherError):
 # -- list -------------------------------------------------------------------------------------
 @app.command("list")
 def list_sessions(store: StoreOption = None, as_json: JsonOption = False) -> None:
-    """One row per stored session, oldest first (reads headers only)."""
-    headers = run(_list(store))
+    """One row per stored session, oldest first (reads headers only).
+
+    A session whose header cannot be read is named on stderr (``tether sessions fsck`` says
+    more) and the others are still listed; the exit status is then 1.
+    """
+    headers, unreadable = run(_list(store))
     if as_json:
         print_json([header.to_dict() for header in headers])
-        return
-    if not headers:
+    elif not headers:
         typer.echo("no sessions")
-        return
-    rows = [
-        [
-            h.id,
-            iso_time(h.created_at),
-            str(h.delegation_depth),
-            h.parent_session or "-",
-            h.origin or "-",
-            h.cwd or "-",
+    else:
+        rows = [
+            [
+                h.id,
+                iso_time(h.created_at),
+                str(h.delegation_depth),
+                h.parent_session or "-",
+                h.origin or "-",
+                h.cwd or "-",
+            ]
+            for h in headers
         ]
-        for h in headers
-    ]
-    write_text(table(["ID", "CREATED", "DEPTH", "PARENT", "ORIGIN", "CWD"], rows))
+        write_text(table(["ID", "CREATED", "DEPTH", "PARENT", "ORIGIN", "CWD"], rows))
+    for session_id, err in unreadable:
+        error_line(
+            f"session {session_id!r} is unreadable: {err.code}: {err} (see tether sessions fsck)"
+        )
+    if unreadable:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
-async def _list(store: str | None) -> list[SessionHeader]:
-    async with opened_store(store) as persistence:
-        return await persistence.list()
+Unreadable = list[tuple[str, TetherError]]
+
+
+async def _list(store: str | None) -> tuple[list[SessionHeader], Unreadable]:
+    try:
+        async with opened_store(store, existing=True) as persistence:
+            try:
+                return await persistence.list(), []
+            except TetherError:
+                if not isinstance(persistence, ListsIds):
+                    raise
+                ids = await persistence.list_ids()
+            return await _one_by_one(persistence, ids)
+    except StoreNotFoundError:
+        return [], []  # nothing stored yet: an empty list, and no store created
+
+
+async def _one_by_one(
+    persistence: Persistence, ids: list[str]
+) -> tuple[list[SessionHeader], Unreadable]:
+    """The slow path once ``list`` refused an unreadable header: every session on its own, so
+    one bad header does not hide the others."""
+    headers: list[SessionHeader] = []
+    unreadable: Unreadable = []
+    for session_id in ids:
+        try:
+            headers.append((await persistence.inspect(session_id)).header)
+        except TetherError as err:
+            unreadable.append((session_id, err))
+    return headers, unreadable
 
 
 # -- show -------------------------------------------------------------------------------------
@@ -113,7 +152,7 @@ def show(
 
 
 async def _inspect(store: str | None, session_id: str) -> StoredSession:
-    async with opened_store(store) as persistence:
+    async with opened_store(store, existing=True) as persistence:
         return await persistence.inspect(session_id)
 
 
@@ -181,7 +220,7 @@ def tree(
 
 
 async def _tree(store: str | None, session_id: str) -> LineageNode:
-    async with opened_store(store) as persistence:
+    async with opened_store(store, existing=True) as persistence:
         return await lineage_tree(persistence, session_id)
 
 
@@ -197,7 +236,7 @@ def narrow(
 
 
 async def _narrow(store: str | None, session_id: str, mode: str) -> bool:
-    async with opened_store(store) as persistence:
+    async with opened_store(store, existing=True) as persistence:
         return await narrow_stored(persistence, session_id, mode)
 
 
@@ -305,7 +344,16 @@ def fsck_command(
 
 
 async def _fsck(store: str | None, session_id: str | None, repair: bool) -> FsckReport:
-    async with opened_store(store) as persistence:
+    try:
+        return await _fsck_existing(store, session_id, repair)
+    except StoreNotFoundError:
+        if session_id is not None:
+            raise
+        return FsckReport(repair=repair)  # nothing stored yet: nothing to check, nothing made
+
+
+async def _fsck_existing(store: str | None, session_id: str | None, repair: bool) -> FsckReport:
+    async with opened_store(store, existing=True) as persistence:
         if session_id is None:
             # Enumerate ids without parsing headers where the backend can, so one unreadable
             # header is reported like any other damage instead of stopping the survey.
