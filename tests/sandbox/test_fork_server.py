@@ -258,34 +258,53 @@ async def test_closing_the_server_leaves_running_commands_alone(
 
 
 HARNESS = """
-import asyncio, sys
+import asyncio, os, sys, time
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider, spawn
 
-async def main(ws, token):
+async def main(ws, token, fork):
     provider = SandboxProvider(backends=("landlock",), disable=())
     policy = SandboxExecutionPolicy(SandboxMode("workspace-write"), ws)
     script = f"setsid sh -c 'sleep 30; : {token}' & sleep 30; : {token}"
     await spawn(provider.confine(["bash", "-c", script], policy), cwd=ws)
-    print("started", flush=True)
+    child = os.fork() if fork else -1  # a worker forked later, which outlives the harness
+    if child == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the test waits for the pipe's end
+        time.sleep(30)
+        os._exit(0)
+    print(child, flush=True)
     await asyncio.sleep(60)
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+# The token comes by environment: in an argument it would mark this process as well.
+asyncio.run(main(sys.argv[1], os.environ["MARK"], sys.argv[2] == "fork"))
 """
 
 
-async def test_a_dead_harness_leaves_nothing_running(host: Host) -> None:
+@pytest.mark.parametrize("fork", ["alone", "fork"])
+async def test_a_dead_harness_leaves_nothing_running(host: Host, fork: str) -> None:
     token = uuid.uuid4().hex
     harness = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", HARNESS, str(host.ws), token, stdout=subprocess.PIPE
+        sys.executable,
+        "-c",
+        HARNESS,
+        str(host.ws),
+        fork,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "MARK": token},
     )
     assert harness.stdout is not None
-    assert await harness.stdout.readline() == b"started\n"
+    child = int(await harness.stdout.readline())
     while len(processes_with(token)) < 2:
         await asyncio.sleep(0.02)
     harness.kill()
     await harness.wait()
-    assert await gone(token) == []
+    try:
+        assert await gone(token) == []
+        if child > 0:  # the forked worker lives on without keeping the command alive
+            os.kill(child, 0)
+    finally:
+        if child > 0:
+            os.kill(child, signal.SIGKILL)
 
 
 async def test_a_server_out_of_descriptors_fails_one_spawn_and_goes_on(

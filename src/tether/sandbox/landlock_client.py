@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Final
@@ -66,16 +67,23 @@ class _Unreachable(Exception):
     """The server could not hand over a pair (the message says why)."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True, eq=False)
 class _Pair:
     pid: int
     pidfd: int
     sock: socket.socket
 
+    def __post_init__(self) -> None:
+        _held.add(self)
+
     def discard(self) -> None:
-        """Let the pair go unused: the command-to-be sees end of file and exits."""
+        """Let the pair go (the command-to-be of an unused pair sees end of file and exits; a
+        running command's supervisor stops it). Idempotent."""
         self.sock.close()
-        os.close(self.pidfd)
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+        _held.discard(self)
 
 
 class ForkedProcess:
@@ -132,7 +140,7 @@ class ForkedProcess:
         return out, err
 
     def send_signal(self, signo: int) -> None:
-        if self.returncode is None:
+        if self.returncode is None and self._pair.pidfd >= 0:
             with contextlib.suppress(ProcessLookupError, OSError):
                 signal.pidfd_send_signal(self._pair.pidfd, signo)
 
@@ -159,6 +167,7 @@ class ForkServer:
         self._waiters: collections.deque[asyncio.Future[_Pair]] = collections.deque()
         self._asked = 0
         self._watching: asyncio.AbstractEventLoop | None = None
+        _made.add(self)
 
     # -- server process ---------------------------------------------------------------------
     def _start(self) -> socket.socket:
@@ -191,6 +200,17 @@ class ForkServer:
         self._control = ours
         self._asked = 0
         return ours
+
+    def drop(self) -> None:
+        """Forget the server without touching it (it is not ours: a forked child's copy)."""
+        if self._control is not None:
+            self._control.close()
+        self._control = None
+        self.pid = None
+        self._asked = 0
+        self._spares.clear()
+        self._waiters.clear()
+        self._watching = None
 
     def close(self) -> None:
         """Stop the server and let the spare pairs go. Running commands are not affected:
@@ -494,6 +514,23 @@ def _unavailable(command: ConfinedCommand, reason: str) -> SandboxUnavailableErr
 
 
 _servers: dict[int, ForkServer] = {}
+_held: weakref.WeakSet[_Pair] = weakref.WeakSet()
+"""Every pair whose socket this process holds (spare or running)."""
+_made: weakref.WeakSet[ForkServer] = weakref.WeakSet()
+
+
+def _drop_inherited() -> None:
+    """In a forked child of the harness: close its copies of every control socket and pair
+    socket. They are the parent's; a copy kept here (a multiprocessing worker, say) would keep
+    the parent's commands running, and its server serving, after the parent died."""
+    for pair in list(_held):
+        pair.discard()
+    for server in list(_made):
+        server.drop()
+    _servers.clear()
+
+
+os.register_at_fork(after_in_child=_drop_inherited)
 
 
 def fork_server() -> ForkServer:
@@ -501,7 +538,6 @@ def fork_server() -> ForkServer:
     pid = os.getpid()
     server = _servers.get(pid)
     if server is None:
-        _servers.clear()  # inherited from the parent: not ours to use (or to close)
         server = _servers[pid] = ForkServer()
     return server
 
