@@ -28,6 +28,7 @@ from tether.model import ModelClient, resolve_model
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
+from tether.session.lease import Leases
 from tether.session.persistence import default_store_url, open_persistence, store_location
 from tether.tools.ask_user import AskUserTool
 from tether.tools.fs import file_tools
@@ -109,12 +110,15 @@ class Harness:
         client = (
             model if model is not None and not isinstance(model, str) else resolve_model(model, env)
         )
+        leases = None
         if store is None or isinstance(store, str):
-            persistence: Persistence = open_persistence(store or default_store_url(env))
+            url = store or default_store_url(env)
+            persistence: Persistence = open_persistence(url)
+            leases = Leases.for_store(url)  # a Persistence object passed in has no location
         else:
             persistence = store
         kernel = Kernel()
-        session_store = SessionStore(persistence)
+        session_store = SessionStore(persistence, leases=leases)
         kernel.ctx.provide("sessions", session_store)
         try:
             kernel.load(

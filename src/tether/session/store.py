@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tether.errors import TetherError
 from tether.session.events import Event
@@ -31,6 +31,9 @@ from tether.session.persistence.base import (
     StoredSession,
 )
 from tether.session.session import Clock, Session, has_open_turn, wall_clock_ms
+
+if TYPE_CHECKING:
+    from tether.session.lease import Lease, Leases
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,6 +65,7 @@ class _Writer:
     task: asyncio.Task[None] | None = None
     error: BaseException | None = None
     detach: Callable[[], None] = field(default=lambda: None)
+    lease: Lease | None = None
 
 
 class SessionStore:
@@ -71,8 +75,12 @@ class SessionStore:
         *,
         clock: Clock = wall_clock_ms,
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        leases: Leases | None = None,
     ) -> None:
+        """``leases``: take each live session's lease there (see :mod:`.lease`), so no other
+        process makes it live at the same time and outside tools can tell it is live."""
         self.persistence = persistence
+        self.leases = leases
         self._clock = clock
         self._new_id = new_id
         self._live: dict[str, Session] = {}
@@ -118,8 +126,10 @@ class SessionStore:
         """
         if session.id in self._live:
             raise SessionExistsError(f"session {session.id!r} is already live")
+        lease = self.leases.take(session.id) if self.leases is not None else None
         self._live[session.id] = session
         writer = _Writer(persisted=stored_length or 0, created=stored_length is not None)
+        writer.lease = lease
         self._writers[session.id] = writer
         writer.detach = session.observe(self._on_append)
 
@@ -260,6 +270,8 @@ class SessionStore:
             writer.detach()
             if writer.task is not None:
                 writer.task.cancel()
+            if writer.lease is not None:
+                writer.lease.release()
         self._live.pop(session.id, None)
 
     def _detach(self, session: Session) -> None:
@@ -268,6 +280,8 @@ class SessionStore:
         writer = self._writers.pop(session.id, None)
         if writer is not None:
             writer.detach()
+            if writer.lease is not None:
+                writer.lease.release()
         del self._live[session.id]
         was_announced = session.id in self._announced
         self._announced.discard(session.id)

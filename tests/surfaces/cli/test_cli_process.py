@@ -68,6 +68,7 @@ def test_export_piped_into_import_then_fsck(tmp_path: Path, source: str, target:
         "damaged": 0,
         "repaired": 1,
         "unreadable": 0,
+        "live": 0,
     }
     original = tether("sessions", "export", CRASHED, "--store", store.url).stdout
     copy = tether("sessions", "export", CRASHED, "--store", other_store.url).stdout

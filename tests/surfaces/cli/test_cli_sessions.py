@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from cli_stores import (
 from typer.testing import CliRunner, Result
 
 from tether.session import Event, SessionHeader, SessionStore
+from tether.session.lease import Leases
 from tether.session.persistence import TOOL_OUTCOME_UNKNOWN, JsonlPersistence, StoredSession
 from tether.surfaces.cli.approvals import app as approvals_app
 from tether.surfaces.cli.sessions import app
@@ -491,6 +493,37 @@ def test_fsck_of_an_empty_store(store: StoreRef) -> None:
     assert result.stdout == "checked 0 sessions: nothing to check\n"
 
 
+def test_a_session_live_in_another_process_is_neither_repaired_nor_narrowed(
+    store: StoreRef,
+) -> None:
+    # s-crashed's open turn is work in progress while a process holds its lease.
+    populate(store, add_standard)
+    lease = Leases.for_store(store.url).take(CRASHED)
+    try:
+        result = invoke(store, "fsck", "--repair")
+        assert result.exit_code == 0, result.output
+        assert result.stdout == (
+            "s-done: ok\n"
+            f"s-crashed: live in process {os.getpid()} (not checked)\n"
+            "checked 2 sessions: 1 ok, 1 live\n"
+        )
+        assert store.inspect(CRASHED).repair.changed  # nothing was appended to it
+        narrowed = invoke(store, "narrow", CRASHED, "read-only")
+        assert narrowed.exit_code == 1
+        assert narrowed.stderr == (
+            f"tether: SESSION_LIVE: session 's-crashed' is live in process {os.getpid()}; "
+            "narrow it there (through the harness) or once it is no longer running\n"
+        )
+        as_json = json.loads(invoke(store, "fsck", CRASHED, "--json").stdout)
+        assert as_json["sessions"] == [
+            {"id": CRASHED, "status": "live", "problems": [], "live_in": f"process {os.getpid()}"}
+        ]
+    finally:
+        lease.release()
+    # Once nothing holds it, the crash is the crash it is, and repair closes it.
+    assert "s-crashed: repaired: " in invoke(store, "fsck", "--repair").stdout
+
+
 def test_fsck_reports_an_unclosed_turn_and_an_unmatched_approval(store: StoreRef) -> None:
     populate(store, add_standard)
     result = invoke(store, "fsck")
@@ -511,7 +544,7 @@ def test_fsck_json_report(store: StoreRef) -> None:
     assert json.loads(result.stdout) == {
         "ok": False,
         "repair": False,
-        "counts": {"ok": 1, "damaged": 1, "repaired": 0, "unreadable": 0},
+        "counts": {"ok": 1, "damaged": 1, "repaired": 0, "unreadable": 0, "live": 0},
         "sessions": [
             {"id": DONE, "status": "ok", "problems": []},
             {
@@ -559,7 +592,7 @@ def test_fsck_repair_json_report(store: StoreRef) -> None:
     assert json.loads(result.stdout) == {
         "ok": True,
         "repair": True,
-        "counts": {"ok": 0, "damaged": 0, "repaired": 1, "unreadable": 0},
+        "counts": {"ok": 0, "damaged": 0, "repaired": 1, "unreadable": 0, "live": 0},
         "sessions": [
             {
                 "id": CRASHED,

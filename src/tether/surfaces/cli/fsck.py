@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from tether.session.lease import Leases
 from tether.session.persistence.base import Persistence, RepairReport
 
 
@@ -29,6 +30,9 @@ class Status(StrEnum):
     """Problems were found and ``--repair`` fixed them durably."""
     UNREADABLE = "unreadable"
     """The session could not be read at all (corrupt log, unknown event type, bad version)."""
+    LIVE = "live"
+    """Live in another process (it holds the session's lease): an open turn there is work in
+    progress, not damage, so it is neither checked nor repaired."""
 
 
 class ProblemKind(StrEnum):
@@ -90,10 +94,12 @@ class SessionCheck:
     """What is still wrong after ``--repair`` (empty when repaired or not attempted)."""
     repaired: RepairReport | None = None
     """What ``load`` did, when ``--repair`` ran for this session."""
+    live_in: str | None = None
+    """The lease holder, for :attr:`Status.LIVE` (``process 1234``)."""
 
     @property
     def ok(self) -> bool:
-        return self.status in (Status.OK, Status.REPAIRED)
+        return self.status in (Status.OK, Status.REPAIRED, Status.LIVE)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -107,12 +113,16 @@ class SessionCheck:
                 "synthesized": list(self.repaired.synthesized),
             }
             out["remaining"] = [p.to_dict() for p in self.remaining]
+        if self.live_in is not None:
+            out["live_in"] = self.live_in
         return out
 
     def describe(self) -> str:
         head = f"{self.session_id}: {self.status.value}"
         if self.status is Status.OK:
             return head
+        if self.status is Status.LIVE:
+            return f"{head} in {self.live_in} (not checked)"
         if self.status is Status.REPAIRED and self.repaired is not None:
             return f"{head}: {describe_repair(self.repaired)}"
         found = "; ".join(p.describe() for p in self.problems)
@@ -211,6 +221,20 @@ async def check_session(persistence: Persistence, session_id: str, *, repair: bo
     return SessionCheck(session_id, status, problems, remaining, loaded.repair)
 
 
-async def fsck(persistence: Persistence, session_ids: Sequence[str], *, repair: bool) -> FsckReport:
-    checks = [await check_session(persistence, sid, repair=repair) for sid in session_ids]
+async def fsck(
+    persistence: Persistence,
+    session_ids: Sequence[str],
+    *,
+    repair: bool,
+    leases: Leases | None = None,
+) -> FsckReport:
+    """Check (and with ``repair``, repair) each session; with ``leases``, sessions live in
+    another process are reported as such and left alone."""
+    checks = []
+    for sid in session_ids:
+        holder = leases.holder(sid) if leases is not None else None
+        if holder is not None:
+            checks.append(SessionCheck(sid, Status.LIVE, live_in=holder.describe()))
+        else:
+            checks.append(await check_session(persistence, sid, repair=repair))
     return FsckReport(tuple(checks), repair)

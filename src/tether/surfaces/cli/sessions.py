@@ -17,6 +17,7 @@ import typer
 from tether.errors import TetherError
 from tether.session.events import Event
 from tether.session.header import SessionHeader
+from tether.session.lease import Leases, SessionLiveError
 from tether.session.persistence.base import (
     ListsIds,
     Persistence,
@@ -38,6 +39,7 @@ from tether.surfaces.cli.common import (
     opened_store,
     print_json,
     run,
+    store_url,
     table,
     write_text,
 )
@@ -237,6 +239,13 @@ def narrow(
 
 async def _narrow(store: str | None, session_id: str, mode: str) -> bool:
     async with opened_store(store, existing=True) as persistence:
+        holder = Leases.for_store(store_url(store)).holder(session_id)
+        if holder is not None:
+            # Appending here would make that process's next append fail (SEQ_CONFLICT).
+            raise SessionLiveError(
+                f"session {session_id!r} is live in {holder.describe()}; narrow it there "
+                "(through the harness) or once it is no longer running"
+            )
         return await narrow_stored(persistence, session_id, mode)
 
 
@@ -364,7 +373,9 @@ async def _fsck_existing(store: str | None, session_id: str | None, repair: bool
             )
         else:
             ids = [session_id]
-        report = await fsck(persistence, ids, repair=repair)
+        report = await fsck(
+            persistence, ids, repair=repair, leases=Leases.for_store(store_url(store))
+        )
     if session_id is not None:
         # A mistyped id is a usage error, not a damaged session.
         only = report.sessions[0]
