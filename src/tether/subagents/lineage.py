@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from tether.session import Event, Persistence, SessionHeader
+from tether.session.lease import Leases
 from tether.subagents.descriptor import fold_descriptor
 from tether.subagents.visibility import (
     PendingQuestion,
@@ -105,8 +107,20 @@ async def node_for(persistence: Persistence, header: SessionHeader) -> LineageNo
     )
 
 
-async def lineage_tree(persistence: Persistence, session_id: str) -> LineageNode:
-    """The tree rooted at ``session_id`` (delegated children only, by ``parent_session``)."""
+STOPPED: Final = "stopped mid-turn"
+"""The status of a session whose log ends inside a turn while no process runs it (it crashed
+or was killed; loading it, or ``tether sessions fsck --repair``, closes the turn)."""
+
+
+async def lineage_tree(
+    persistence: Persistence, session_id: str, *, leases: Leases | None = None
+) -> LineageNode:
+    """The tree rooted at ``session_id`` (delegated children only, by ``parent_session``).
+
+    ``leases``: tell sessions that are running (a process holds the lease) from ones that
+    stopped mid-turn; the questions of a stopped session wait for nobody, so they block
+    nothing. Without it, an open turn is shown as running.
+    """
     headers = {h.id: h for h in await persistence.list()}
     if session_id not in headers:
         await persistence.inspect(session_id)  # raises SESSION_NOT_FOUND with its message
@@ -123,6 +137,11 @@ async def lineage_tree(persistence: Persistence, session_id: str) -> LineageNode
 
     tree = await build(headers[session_id])
     nodes = walk(tree)
+    if leases is not None:
+        for node in nodes:
+            if node.status == "running" and leases.holder(node.id) is None:
+                node.status = STOPPED
+                node.pending = []
     decided = set().union(*(node.decided for node in nodes))
     # A question whose asking child has a stored decision (including a crash repair's) is not
     # waiting, even if the root's pending record was never closed.

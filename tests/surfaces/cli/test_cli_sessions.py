@@ -493,6 +493,24 @@ def test_fsck_of_an_empty_store(store: StoreRef) -> None:
     assert result.stdout == "checked 0 sessions: nothing to check\n"
 
 
+def test_tree_tells_a_running_child_from_one_that_stopped_mid_turn(store: StoreRef) -> None:
+    populate(store, add_standard)  # s-crashed ends inside a turn
+
+    def child_status() -> object:
+        result = invoke(store, "tree", DONE, "--json")
+        assert result.exit_code == 0, result.output
+        (child,) = json.loads(result.stdout)["children"]
+        return child["status"]
+
+    assert child_status() == "stopped mid-turn"
+    lease = Leases.for_store(store.url).take(CRASHED)
+    try:
+        assert child_status() == "running"
+    finally:
+        lease.release()
+    assert "stopped mid-turn" in invoke(store, "tree", DONE).stdout.splitlines()[1]
+
+
 def test_a_session_live_in_another_process_is_neither_repaired_nor_narrowed(
     store: StoreRef,
 ) -> None:

@@ -223,7 +223,9 @@ def tree(
 
 async def _tree(store: str | None, session_id: str) -> LineageNode:
     async with opened_store(store, existing=True) as persistence:
-        return await lineage_tree(persistence, session_id)
+        return await lineage_tree(
+            persistence, session_id, leases=Leases.for_store(store_url(store))
+        )
 
 
 @app.command("narrow")
