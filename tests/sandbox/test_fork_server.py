@@ -267,11 +267,15 @@ async def main(ws, token, fork):
     policy = SandboxExecutionPolicy(SandboxMode("workspace-write"), ws)
     script = f"setsid sh -c 'sleep 30; : {token}' & sleep 30; : {token}"
     await spawn(provider.confine(["bash", "-c", script], policy), cwd=ws)
+    ready_r, ready_w = os.pipe()
     child = os.fork() if fork else -1  # a worker forked later, which outlives the harness
     if child == 0:
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the test waits for the pipe's end
+        os.write(ready_w, b"x")  # the fork hooks have run by now
         time.sleep(30)
         os._exit(0)
+    if child > 0:
+        os.read(ready_r, 1)
     print(child, flush=True)
     await asyncio.sleep(60)
 

@@ -8,12 +8,15 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tether.session import SessionStore
-from tether.session.lease import Holder, Leases, SessionLiveError
+from tether.session import Event, Persistence, SessionStore
+from tether.session.lease import Holder, Leases, LeaseUnavailableError, SessionLiveError
 from tether.session.persistence import open_persistence
 
 HOLDER = """
@@ -22,10 +25,14 @@ from pathlib import Path
 from tether.session.lease import Leases
 
 lease = Leases(Path(sys.argv[1])).take(sys.argv[2])
+ready_r, ready_w = os.pipe()
 child = os.fork() if sys.argv[3] == "fork" else -1  # a worker that outlives the holder
 if child == 0:
+    os.write(ready_w, b"x")  # the fork hooks have run by now
     time.sleep(30)
     os._exit(0)
+if child > 0:
+    os.read(ready_r, 1)
 print(child, flush=True)
 time.sleep(30)
 """
@@ -111,3 +118,106 @@ async def test_a_vetoed_session_gives_its_lease_back(tmp_path: Path) -> None:
     assert Leases.for_store(url).holder("s-1") is None
     await asyncio.sleep(0)
     await store.close()
+
+
+async def test_a_refused_resume_writes_nothing_to_the_running_session(tmp_path: Path) -> None:
+    # The holder is inside a turn: a load would "repair" it. A refused open must not load.
+    url = f"sqlite://{tmp_path / 's.db'}"
+    running = SessionStore(open_persistence(url), leases=Leases.for_store(url))
+    other = SessionStore(open_persistence(url), leases=Leases.for_store(url))
+    session = running.create("s-1")
+    session.append("turn/start", {"turn": 1})
+    await running.flush(session)
+    with pytest.raises(SessionLiveError):
+        await other.open("s-1")
+    session.append("turn/end", {"turn": 1, "reason": "completed"})
+    await running.flush(session)  # no SEQ_CONFLICT: nothing was appended behind its back
+    stored = await other.inspect("s-1")
+    assert [e.type for e in stored.events] == ["turn/start", "turn/end"]
+    await running.close()
+    await other.close()
+
+
+def test_checking_a_lease_never_makes_taking_it_fail(tmp_path: Path) -> None:
+    leases = Leases(tmp_path / "leases")
+    done = threading.Event()
+
+    def check() -> None:
+        while not done.is_set():
+            leases.holder("s-1")
+
+    checker = threading.Thread(target=check)
+    checker.start()
+    try:
+        for _ in range(300):
+            leases.take("s-1").release()
+    finally:
+        done.set()
+        checker.join()
+
+
+def test_one_store_one_lease_directory_however_it_is_spelled(tmp_path: Path) -> None:
+    (tmp_path / "real.db").touch()
+    (tmp_path / "link.db").symlink_to(tmp_path / "real.db")
+    real = Leases.for_store(f"sqlite://{tmp_path / 'real.db'}")
+    link = Leases.for_store(f"sqlite://{tmp_path / 'link.db'}")
+    assert real.directory == link.directory == tmp_path / "real.db.leases"
+
+
+def test_releasing_never_removes_another_holders_file(tmp_path: Path) -> None:
+    leases = Leases(tmp_path / "leases")
+    first = leases.take("s-1")
+    (tmp_path / "leases" / "s-1.lease").unlink()  # say, a cleanup that went too far
+    second = leases.take("s-1")
+    first.release()
+    assert leases.holder("s-1") == Holder(os.getpid(), socket.gethostname())
+    second.release()
+    assert leases.holder("s-1") is None
+
+
+def test_an_unusable_lease_directory_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "leases").write_text("not a directory")
+    with pytest.raises(LeaseUnavailableError) as err:
+        Leases(tmp_path / "leases").take("s-1")
+    assert err.value.code == "LEASE_UNAVAILABLE"
+    assert str(err.value).startswith(f"cannot take the lease {tmp_path / 'leases' / 's-1.lease'}")
+
+
+class GatedAppends:
+    """The real SQLite backend, with appends held at a gate (a slow disk)."""
+
+    def __init__(self, inner: Persistence) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+
+    async def append(self, session_id: str, events: Sequence[Event]) -> None:
+        await self.gate.wait()
+        await self.inner.append(session_id, events)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_cancelled_dispose_keeps_the_lease_until_the_write_ends(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 's.db'}"
+    slow = GatedAppends(open_persistence(url))
+    store = SessionStore(slow, leases=Leases.for_store(url))  # type: ignore[arg-type]
+    session = store.create("s-1")
+    session.append("turn/start", {"turn": 1})
+    disposing = asyncio.ensure_future(store.dispose(session))
+    await asyncio.sleep(0.01)
+    disposing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await disposing
+    # Detached, but its write is still on the way: another process must not start yet.
+    assert Leases.for_store(url).holder("s-1") is not None
+    slow.gate.set()
+    for _ in range(100):
+        if Leases.for_store(url).holder("s-1") is None:
+            break
+        await asyncio.sleep(0.01)
+    assert Leases.for_store(url).holder("s-1") is None
+    stored = await slow.inner.inspect("s-1")
+    written = stored.events[: len(stored.events) - len(stored.repair.synthesized)]
+    assert [e.type for e in written] == ["turn/start"]  # the write did finish
+    await slow.inner.close()

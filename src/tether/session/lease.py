@@ -24,9 +24,11 @@ import fcntl
 import json
 import os
 import socket
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 from urllib.parse import quote
 
 from tether.errors import TetherError
@@ -37,6 +39,18 @@ class SessionLiveError(TetherError):
     """The session is live in another process (or in another store of this one)."""
 
     code = "SESSION_LIVE"
+
+
+class LeaseUnavailableError(TetherError):
+    """The lease directory or file cannot be used (permissions, a file in the way, ...)."""
+
+    code = "LEASE_UNAVAILABLE"
+
+
+TAKE_PATIENCE: Final = 0.1
+"""Seconds :meth:`Leases.take` keeps trying a held lease before it says the session is live:
+a checker (:meth:`Leases.holder`) holds a shared lock for a few microseconds, and a taker
+that met one must not report a live session that is not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +78,9 @@ class Lease:
     def release(self) -> None:
         if self._fd < 0:
             return
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()  # before closing: see the module docstring
+        if _same_file(self._fd, self.path):  # never another holder's file (say, recreated)
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()  # before closing: see the module docstring
         self.drop()
 
     def drop(self) -> None:
@@ -85,49 +100,86 @@ class Leases:
     @classmethod
     def for_store(cls, url: str) -> Leases:
         scheme, path = store_location(url)
+        path = path.resolve()  # one store, one lease directory, however it is spelled
         return cls(path / ".leases" if scheme == "jsonl" else path.with_name(path.name + ".leases"))
+
+    def in_use(self) -> bool:
+        """Whether sessions of this store have ever been run with leases (without them, no
+        session can be told live)."""
+        return self.directory.is_dir()
 
     def _path(self, session_id: str) -> Path:
         return self.directory / f"{quote(session_id, safe='')}.lease"
 
     def take(self, session_id: str) -> Lease:
-        """Take ``session_id``'s lease; :class:`SessionLiveError` when another holds it."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Take ``session_id``'s lease; :class:`SessionLiveError` when another holds it,
+        :class:`LeaseUnavailableError` when the lease cannot be used at all."""
         path = self._path(session_id)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = self._lock(path, time.monotonic() + TAKE_PATIENCE)
+            if fd < 0:
+                raise SessionLiveError(
+                    f"session {session_id!r} is live in {self._holder_at(path).describe()}"
+                )
+            record = json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record, 0)
+        except OSError as err:
+            raise LeaseUnavailableError(f"cannot take the lease {path}: {err}") from err
+        return Lease(path, fd)
+
+    def _lock(self, path: Path, deadline: float) -> int:
+        """The exclusively locked lease file at ``path`` (create, lock, verify it is still the
+        file at the path), or -1 when another holds it past ``deadline``."""
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _read_holder(fd)
                 os.close(fd)
-                raise SessionLiveError(
-                    f"session {session_id!r} is live in {holder.describe()}"
-                ) from None
+                if time.monotonic() >= deadline:
+                    return -1
+                time.sleep(0.002)
+                continue
             except BaseException:
                 os.close(fd)
                 raise
             if _same_file(fd, path):
-                break
+                return fd
             os.close(fd)  # a releasing holder unlinked it between our open and our lock
-        record = json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, record, 0)
-        return Lease(path, fd)
+
+    def _holder_at(self, path: Path) -> Holder:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return Holder(0, "")
+        try:
+            return _read_holder(fd)
+        finally:
+            os.close(fd)
 
     def holder(self, session_id: str) -> Holder | None:
         """Who holds ``session_id``'s lease, or ``None`` when the session is not live."""
-        try:
-            fd = os.open(self._path(session_id), os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(fd)
-        finally:
-            os.close(fd)  # also releases the shared lock, if we got it
-        return None
+        path = self._path(session_id)
+        while True:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+            except OSError as err:
+                raise LeaseUnavailableError(f"cannot read the lease {path}: {err}") from err
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _read_holder(fd)
+            else:
+                # Unlocked: not live, unless this is a file a releasing holder unlinked
+                # while a new taker locked the one now at the path. Look again then.
+                if _same_file(fd, path) or not path.exists():
+                    return None
+            finally:
+                os.close(fd)  # also releases the shared lock, if we got it
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -157,4 +209,11 @@ def _drop_inherited() -> None:
 
 os.register_at_fork(after_in_child=_drop_inherited)
 
-__all__ = ["Holder", "Lease", "Leases", "SessionLiveError"]
+__all__ = [
+    "TAKE_PATIENCE",
+    "Holder",
+    "Lease",
+    "LeaseUnavailableError",
+    "Leases",
+    "SessionLiveError",
+]

@@ -118,15 +118,19 @@ class SessionStore:
             )
         return Session(header, seed, clock=self._clock)
 
-    def enter(self, session: Session, *, stored_length: int | None = None) -> Callable[[], None]:
+    def enter(
+        self, session: Session, *, stored_length: int | None = None, lease: Lease | None = None
+    ) -> Callable[[], None]:
         """Make ``session`` live; returns the detach disposer.
 
         ``stored_length`` marks a session reopened from storage: that many events are already
-        durable and its header exists.
+        durable and its header exists. ``lease``: the session's lease, already taken (by
+        :meth:`open`, before it read the log); otherwise it is taken here.
         """
         if session.id in self._live:
             raise SessionExistsError(f"session {session.id!r} is already live")
-        lease = self.leases.take(session.id) if self.leases is not None else None
+        if lease is None and self.leases is not None:
+            lease = self.leases.take(session.id)
         self._live[session.id] = session
         writer = _Writer(persisted=stored_length or 0, created=stored_length is not None)
         writer.lease = lease
@@ -281,7 +285,7 @@ class SessionStore:
         if writer is not None:
             writer.detach()
             if writer.lease is not None:
-                writer.lease.release()
+                _release_when_written(writer.lease, writer.task)
         del self._live[session.id]
         was_announced = session.id in self._announced
         self._announced.discard(session.id)
@@ -337,17 +341,25 @@ class SessionStore:
         """
         if session_id in self._live:
             raise SessionExistsError(f"session {session_id!r} is already live")
-        if (
-            inspected is not None
-            and inspected.header.id == session_id
-            and not inspected.repair.changed
-        ):
-            stored = inspected
-        else:
-            stored = await self._require_persistence().load(session_id)
-        session = self.prepare(header=stored.header, seed=stored.events)
-        self.enter(session, stored_length=len(stored.events))
-        self.announce(session)
+        # The lease first: loading repairs a crashed tail durably, and a session another
+        # process is running has a turn open that is not a crash's.
+        lease = self.leases.take(session_id) if self.leases is not None else None
+        try:
+            if (
+                inspected is not None
+                and inspected.header.id == session_id
+                and not inspected.repair.changed
+            ):
+                stored = inspected
+            else:
+                stored = await self._require_persistence().load(session_id)
+            session = self.prepare(header=stored.header, seed=stored.events)
+            self.enter(session, stored_length=len(stored.events), lease=lease)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        self.announce(session)  # a veto rolls back, which releases the lease
         return session
 
     async def inspect(self, session_id: str) -> StoredSession:
@@ -378,6 +390,15 @@ class SessionStore:
         if self.persistence is None:
             raise NoPersistenceError("this store has no persistence backend")
         return self.persistence
+
+
+def _release_when_written(lease: Lease, task: asyncio.Task[None] | None) -> None:
+    """Give the lease back once nothing of this process writes to the session any more: a
+    write still running (a cancelled ``dispose``) must not meet another process's."""
+    if task is None or task.done():
+        lease.release()
+    else:
+        task.add_done_callback(lambda _task: lease.release())
 
 
 def _register(items: list[T], fn: T) -> Callable[[], None]:

@@ -137,7 +137,7 @@ async def lineage_tree(
 
     tree = await build(headers[session_id])
     nodes = walk(tree)
-    if leases is not None:
+    if leases is not None and leases.in_use():  # else no session here could be told live
         for node in nodes:
             if node.status == "running" and leases.holder(node.id) is None:
                 node.status = STOPPED

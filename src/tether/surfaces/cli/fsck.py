@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from tether.session.lease import Leases
+from tether.session.lease import Leases, SessionLiveError
 from tether.session.persistence.base import Persistence, RepairReport
 
 
@@ -232,9 +232,32 @@ async def fsck(
     another process are reported as such and left alone."""
     checks = []
     for sid in session_ids:
-        holder = leases.holder(sid) if leases is not None else None
-        if holder is not None:
-            checks.append(SessionCheck(sid, Status.LIVE, live_in=holder.describe()))
-        else:
+        if leases is None:
             checks.append(await check_session(persistence, sid, repair=repair))
+        elif not repair:
+            holder = leases.holder(sid)
+            checks.append(
+                await check_session(persistence, sid, repair=False)
+                if holder is None
+                else SessionCheck(sid, Status.LIVE, live_in=holder.describe())
+            )
+        else:
+            checks.append(await _check_holding_the_lease(persistence, sid, leases))
     return FsckReport(tuple(checks), repair)
+
+
+async def _check_holding_the_lease(
+    persistence: Persistence, session_id: str, leases: Leases
+) -> SessionCheck:
+    """Repair only while holding the session's lease: no process may start running it
+    between the check and the repair's appends."""
+    try:
+        lease = leases.take(session_id)
+    except SessionLiveError:
+        holder = leases.holder(session_id)
+        live_in = holder.describe() if holder is not None else "another process"
+        return SessionCheck(session_id, Status.LIVE, live_in=live_in)
+    try:
+        return await check_session(persistence, session_id, repair=True)
+    finally:
+        lease.release()

@@ -241,14 +241,18 @@ def narrow(
 
 async def _narrow(store: str | None, session_id: str, mode: str) -> bool:
     async with opened_store(store, existing=True) as persistence:
-        holder = Leases.for_store(store_url(store)).holder(session_id)
-        if holder is not None:
-            # Appending here would make that process's next append fail (SEQ_CONFLICT).
+        # Hold the lease while writing: a process running the session would have its next
+        # append fail (SEQ_CONFLICT), and one starting to run it must wait for us.
+        try:
+            lease = Leases.for_store(store_url(store)).take(session_id)
+        except SessionLiveError as err:
             raise SessionLiveError(
-                f"session {session_id!r} is live in {holder.describe()}; narrow it there "
-                "(through the harness) or once it is no longer running"
-            )
-        return await narrow_stored(persistence, session_id, mode)
+                f"{err}; narrow it there (through the harness) or once it is no longer running"
+            ) from None
+        try:
+            return await narrow_stored(persistence, session_id, mode)
+        finally:
+            lease.release()
 
 
 @app.command("export")
