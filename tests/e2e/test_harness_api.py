@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tether import Harness
+from tether.session.lease import SessionLiveError
 
 
 def script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:
@@ -49,3 +53,20 @@ async def test_run_then_stream_on_the_same_root(tmp_path: Path) -> None:
     assert kinds[0] == "agent/inbox/spliced" and kinds[-1] == "turn/end"
     assert streamed[-1].event.data == {"turn": 2, "reason": "completed"}
     assert [item.event.seq for item in streamed] == sorted(item.event.seq for item in streamed)
+
+
+async def test_two_harnesses_never_run_the_same_session(tmp_path: Path) -> None:
+    model = script(tmp_path, [{"text": "one"}, {"text": "two"}])
+    store = f"sqlite:///{tmp_path / 'h.db'}"
+    async with Harness.open(workspace=tmp_path, model=model, store=store) as first:
+        result = await first.run("hello")
+        async with Harness.open(workspace=tmp_path, model=model, store=store) as second:
+            with pytest.raises(SessionLiveError) as refused:
+                await second.run("again", resume=result.session_id)
+            assert str(refused.value) == (
+                f"session {result.session_id!r} is live in process {os.getpid()}"
+            )
+    # Once the first harness is closed, the session is free to resume.
+    async with Harness.open(workspace=tmp_path, model=model, store=store) as third:
+        again = await third.run("again", resume=result.session_id)
+    assert again.session_id == result.session_id
