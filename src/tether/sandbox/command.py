@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tether.policy import SandboxMode
+from tether.sandbox.errors import SandboxUnavailableError
 from tether.sandbox.landlock_exec import LandlockSpec
 
 BackendName = Literal["bwrap", "landlock", "none"]
@@ -94,6 +95,14 @@ class ConfinedCommand:
                 first = next((line for line in stderr.splitlines() if line.strip()), "")
                 return f"{rule.description}: {first.strip()}"
         return None
+
+    def unavailable(self, reason: str) -> SandboxUnavailableError:
+        """The error for a sandbox that could not start this command (it did not run)."""
+        return SandboxUnavailableError(
+            f"{reason}; the command was not run",
+            mode=self.mode.value,
+            reasons={self.backend: reason},
+        )
 
     def denied(self, stderr: str) -> bool:
         """True when ``stderr`` carries one of this backend's denial signatures."""

@@ -38,7 +38,7 @@ from typing import IO, Any, Final
 
 from tether.sandbox import landlock_server
 from tether.sandbox.command import ConfinedCommand
-from tether.sandbox.errors import SandboxError, SandboxUnavailableError
+from tether.sandbox.errors import SandboxError
 from tether.sandbox.landlock_exec import (
     LandlockError,
     LandlockSpec,
@@ -385,7 +385,7 @@ class ForkServer:
         try:
             ruleset = build_ruleset(LandlockSpec(roots, spec.hidden, spec.network))
         except LandlockError as err:
-            raise _unavailable(command, f"cannot build the Landlock ruleset: {err}") from err
+            raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
         memfd = os.memfd_create("tether-request", os.MFD_CLOEXEC)
         try:
             os.write(memfd, body)  # a memfd takes a whole write
@@ -402,7 +402,7 @@ class ForkServer:
                     raise
                 return ForkedProcess(pair, out, err_stream, self.top_up)
         except _Unreachable as err:
-            raise _unavailable(command, str(err)) from err
+            raise command.unavailable(str(err)) from err
         finally:
             os.close(memfd)
             os.close(ruleset)
@@ -503,14 +503,6 @@ class _Streams:
 
 def _protocol(reader: asyncio.StreamReader) -> Callable[[], asyncio.StreamReaderProtocol]:
     return lambda: asyncio.StreamReaderProtocol(reader)
-
-
-def _unavailable(command: ConfinedCommand, reason: str) -> SandboxUnavailableError:
-    return SandboxUnavailableError(
-        f"{reason}; the command was not run",
-        mode=command.mode.value,
-        reasons={command.backend: reason},
-    )
 
 
 _servers: dict[int, ForkServer] = {}

@@ -26,7 +26,6 @@ import subprocess
 from typing import IO, Any, Final
 
 from tether.sandbox.command import ConfinedCommand
-from tether.sandbox.errors import SandboxUnavailableError
 from tether.sandbox.landlock_client import ForkedProcess, fork_server
 
 STOP_GRACE: Final = 2.0
@@ -71,18 +70,10 @@ async def spawn(
             and err.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC)
             and err.filename == command.runner
         ):
-            raise _unavailable(
-                command, f"cannot execute the sandbox runner {command.runner}: {err.strerror}"
+            raise command.unavailable(
+                f"cannot execute the sandbox runner {command.runner}: {err.strerror}"
             ) from err
         raise
-
-
-def _unavailable(command: ConfinedCommand, reason: str) -> SandboxUnavailableError:
-    return SandboxUnavailableError(
-        f"{reason}; the command was not run",
-        mode=command.mode.value,
-        reasons={command.backend: reason},
-    )
 
 
 def kill(process: CommandProcess, command: ConfinedCommand) -> None:
