@@ -23,7 +23,14 @@ from typing import Any, NamedTuple
 
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry, StopReason
 from tether.errors import TetherError
-from tether.kernel import Kernel, PluginEntry, load_plugins, read_config, resolve_plugin
+from tether.kernel import (
+    CONFIG_FILE,
+    Kernel,
+    PluginEntry,
+    load_plugins,
+    read_config,
+    resolve_plugin,
+)
 from tether.model import ModelClient, resolve_model
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
@@ -37,7 +44,6 @@ from tether.tools.pipeline import ToolRuntime
 ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
 
 DEFAULT_PRESET = "workspace-write"
-CONFIG_FILE = "tether.toml"
 
 
 class SessionEvent(NamedTuple):

@@ -1,6 +1,7 @@
 """The plugin kernel: services, listeners (emit/waterfall), plugins and disposal."""
 
 from tether.kernel.config import (
+    CONFIG_FILE,
     ENTRY_POINT_GROUP,
     ConfigFileError,
     PluginEntry,
@@ -25,6 +26,7 @@ from tether.kernel.plugin import (
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
 
 __all__ = [
+    "CONFIG_FILE",
     "ENTRY_POINT_GROUP",
     "ConfigFileError",
     "Context",

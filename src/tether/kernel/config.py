@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tether.kernel.plugin import Kernel, PluginError, PluginHandle
 
 ENTRY_POINT_GROUP = "tether.plugins"
+CONFIG_FILE = "tether.toml"
+"""The workspace configuration file's name (at the workspace root)."""
 
 
 class ConfigFileError(PluginError):

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from tether.dirs import data_dir
+
 DEFAULT_ENV_ALLOW: Final = (
     "PATH",
     "HOME",
@@ -123,11 +125,11 @@ def hidden_paths(
 
 def tether_data_dirs(source: Mapping[str, str], *, home: str | None = None) -> list[str]:
     """tether's own data directory (the default session store lives there): read-only for
-    every confined command, so a command cannot rewrite the audit trail."""
-    xdg = source.get("XDG_DATA_HOME", "")
-    bases = [xdg] if xdg and os.path.isabs(xdg) else []
-    bases += [os.path.join(h, ".local", "share") for h in homes(source, home)]
-    return list(dict.fromkeys(os.path.join(b, "tether") for b in bases))
+    every confined command, so a command cannot rewrite the audit trail. Both the command
+    environment's view and each home directory's default are covered."""
+    found = [str(data_dir(source))] if source.get("XDG_DATA_HOME") else []
+    found += [str(data_dir({"HOME": h})) for h in homes(source, home)]
+    return list(dict.fromkeys(found))
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import quote, unquote
 
+from tether.dirs import data_dir
 from tether.errors import TetherError
 from tether.session.persistence.base import Persistence
 from tether.session.persistence.jsonl import JsonlPersistence
@@ -52,20 +53,14 @@ def store_location(url: str) -> tuple[str, Path]:
 def default_store_url(env: Mapping[str, str] | None = None) -> str:
     """``TETHER_STORE`` if set, else SQLite in the user data directory.
 
-    The data directory is ``$XDG_DATA_HOME/tether`` (when that is an absolute path, per the
-    XDG spec) or ``~/.local/share/tether``; it is created so the default store can open.
+    The data directory is :func:`tether.dirs.data_dir`; it is created so the default store
+    can open.
     """
     env = os.environ if env is None else env
     configured = env.get(STORE_ENV, "").strip()
     if configured:
         return configured
-    xdg = env.get("XDG_DATA_HOME", "")
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        home = env.get("HOME") or str(Path.home())
-        base = Path(home) / ".local" / "share"
-    directory = base / "tether"
+    directory = data_dir(env)
     directory.mkdir(parents=True, exist_ok=True)
     return "sqlite://" + quote(str(directory / "tether.db"))
 

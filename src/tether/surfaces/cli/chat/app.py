@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-import os
 import signal
 import sys
 import time
@@ -54,6 +53,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tether.agent import Agent
+from tether.dirs import data_dir
 from tether.harness import Harness, SessionEvent
 from tether.kernel import Disposable, Next, PluginEntry
 from tether.policy.approval import register_answerer
@@ -132,16 +132,8 @@ class TerminalWriter(io.TextIOBase):
 
 
 def history_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_DATA_HOME/tether/chat_history`` (absolute XDG only), else
-    ``~/.local/share/tether/chat_history``; the directory is created."""
-    env = os.environ if env is None else env
-    xdg = env.get("XDG_DATA_HOME", "")
-    base = (
-        Path(xdg)
-        if xdg and os.path.isabs(xdg)
-        else Path(env.get("HOME") or str(Path.home())) / ".local" / "share"
-    )
-    directory = base / "tether"
+    """``chat_history`` in :func:`tether.dirs.data_dir`; the directory is created."""
+    directory = data_dir(env)
     directory.mkdir(parents=True, exist_ok=True)
     return directory / HISTORY_FILE
 
