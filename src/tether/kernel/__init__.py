@@ -9,6 +9,7 @@ from tether.kernel.config import (
     UnknownPluginError,
     available_plugins,
     load_plugins,
+    parse_config,
     read_config,
     resolve_plugin,
 )
@@ -24,15 +25,34 @@ from tether.kernel.plugin import (
     PluginRequirementError,
 )
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
+from tether.kernel.trust_store import TrustRecord, TrustStore, TrustStoreError
+from tether.kernel.workspace_files import (
+    WORKSPACE_FILES,
+    DeclaresFiles,
+    UndeclaredWorkspaceFileError,
+    WorkspaceFiles,
+)
+from tether.kernel.workspace_trust import (
+    FileStatus,
+    InspectedWorkspace,
+    WorkspaceTrust,
+    WorkspaceUntrustedError,
+    inspect_workspace,
+    record_trust,
+)
 
 __all__ = [
     "CONFIG_FILE",
     "ENTRY_POINT_GROUP",
+    "WORKSPACE_FILES",
     "ConfigFileError",
     "Context",
+    "DeclaresFiles",
     "Disposable",
     "DuplicatePluginError",
+    "FileStatus",
     "FunctionPlugin",
+    "InspectedWorkspace",
     "Kernel",
     "Next",
     "Plugin",
@@ -47,9 +67,19 @@ __all__ = [
     "Runtime",
     "ServiceConflictError",
     "TetherConfig",
+    "TrustRecord",
+    "TrustStore",
+    "TrustStoreError",
+    "UndeclaredWorkspaceFileError",
     "UnknownPluginError",
+    "WorkspaceFiles",
+    "WorkspaceTrust",
+    "WorkspaceUntrustedError",
     "available_plugins",
+    "inspect_workspace",
     "load_plugins",
+    "parse_config",
     "read_config",
+    "record_trust",
     "resolve_plugin",
 ]
