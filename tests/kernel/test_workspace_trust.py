@@ -10,26 +10,32 @@ import stat
 from pathlib import Path
 
 import pytest
+from plugin_dist import Distribution
 
 from tether.dirs import config_dir
 from tether.kernel import (
+    WORKSPACE_FILES,
     FileStatus,
     InspectedWorkspace,
+    Kernel,
     PluginEntry,
     TrustStore,
     WorkspaceTrust,
     WorkspaceUntrustedError,
     inspect_workspace,
+    load_plugins,
     record_trust,
 )
 from tether.kernel.config import ConfigFileError, UnknownPluginError
+from tether.kernel.plugin import PluginError
+from tether.kernel.printable import printable
 from tether.kernel.trust_store import TrustStoreError
-from tether.kernel.workspace_files import MAX_CONFIG_BYTES
-from tether.kernel.workspace_trust import (
-    InvalidWorkspaceTrustError,
-    parse_workspace_trust,
-    printable,
+from tether.kernel.workspace_files import (
+    MAX_CONFIG_BYTES,
+    MAX_TOTAL_BYTES,
+    UndeclaredWorkspaceFileError,
 )
+from tether.kernel.workspace_trust import InvalidWorkspaceTrustError, parse_workspace_trust
 
 HOOKS_TOML = (
     '[[plugins]]\nname = "hooks"\n'
@@ -212,6 +218,29 @@ def test_a_file_that_is_not_a_small_regular_file_is_never_opened_or_trusted(
     assert not TrustStore.for_user().directory.exists()
 
 
+def test_a_hostile_tether_toml_is_a_refusal_or_an_error_never_a_crash(ws: Path) -> None:
+    plant(ws, "a = " + "[" * 100_000)
+    assert "tether.toml (new)" in refusal(inspect(ws))
+    with pytest.raises(ConfigFileError) as info:
+        inspect(ws, WorkspaceTrust.ONCE).require()
+    assert str(info.value) == "tether.toml: not valid TOML: nested too deeply"
+    plant(ws, '[[plugins]]\nname = "hooks"\nconfig = { settings_files = ["/a\\u0000b"] }\n')
+    with pytest.raises(ConfigFileError) as info:
+        inspect(ws, WorkspaceTrust.ONCE).files.read("/a\x00b")
+    assert str(info.value) == "/a\\x00b: cannot read: the path contains a NUL byte"
+
+
+def test_what_one_composition_reads_is_bounded_in_total(ws: Path) -> None:
+    names = [f"s{i}.json" for i in range(MAX_TOTAL_BYTES // MAX_CONFIG_BYTES + 1)]
+    for name in names:
+        (ws / name).write_bytes(b" " * MAX_CONFIG_BYTES)
+    plant(ws, f'[[plugins]]\nname = "hooks"\nconfig = {{ settings_files = {json.dumps(names)} }}\n')
+    errors = [r.snapshot.error for r in inspect(ws).reports]
+    over = f"the configuration files together are larger than {MAX_TOTAL_BYTES} bytes"
+    # tether.toml's own bytes leave room for one megabyte file fewer than the budget.
+    assert errors == [None] * len(names[:-1]) + [over] * 2
+
+
 def test_files_the_workspace_names_outside_it_are_part_of_its_trust(
     ws: Path, tmp_path: Path
 ) -> None:
@@ -280,6 +309,47 @@ def test_an_untrusted_file_is_refused_before_its_plugins_are_even_resolved(ws: P
     assert inspected.problem is not None and inspected.problem.code == "UNKNOWN_PLUGIN"
     with pytest.raises(UnknownPluginError):
         inspect(ws, WorkspaceTrust.ONCE).require()
+
+
+# -- the registry: any plugin that reads files declares them ------------------------------------
+def test_a_third_party_plugin_declares_the_files_it_reads_and_gets_only_checked_bytes(
+    ws: Path, third_party: Distribution
+) -> None:
+    """A later feature (here a third-party plugin reading ``.mcp.json``) joins trust by
+    declaring its files: even loaded as a default, a file of its that appears is new."""
+    default = PluginEntry(name=third_party.declarer)
+    inspected = inspect_workspace(str(ws), defaults=[default], store=TrustStore.for_user())
+    inspected.require()
+    assert statuses(inspected) == [
+        ("tether.toml", FileStatus.ABSENT),
+        (".mcp.json", FileStatus.ABSENT),
+    ]
+    (ws / ".mcp.json").write_text('{"mcpServers": {}}')
+    inspected = inspect_workspace(str(ws), defaults=[default], store=TrustStore.for_user())
+    assert ".mcp.json (new)" in refusal(inspected)
+    kernel = Kernel()
+    once = inspect_workspace(
+        str(ws), defaults=[default], trust=WorkspaceTrust.ONCE, store=TrustStore.for_user()
+    )
+    kernel.ctx.provide(WORKSPACE_FILES, once.files)
+    (ws / ".mcp.json").write_text("changed after the check")
+    load_plugins(kernel, [default])
+    assert kernel.ctx.get("mcp") == b'{"mcpServers": {}}'
+    with pytest.raises(UndeclaredWorkspaceFileError):
+        inspected.files.read("notes/undeclared.json")
+
+
+def test_a_plugin_whose_declaration_fails_is_a_named_problem(
+    ws: Path, third_party: Distribution
+) -> None:
+    plant(ws, f'[[plugins]]\nname = "{third_party.bad_declarer}"\n')
+    inspected = inspect(ws, WorkspaceTrust.ONCE)
+    with pytest.raises(PluginError) as info:
+        inspected.require()
+    assert str(info.value) == (
+        f"plugin {third_party.bad_declarer!r}: workspace_files failed: RuntimeError('cannot list')"
+    )
+    assert "tether.toml (new)" in refusal(inspect(ws))
 
 
 # -- records that cannot vouch ----------------------------------------------------------------

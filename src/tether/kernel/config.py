@@ -67,6 +67,8 @@ def parse_config(data: bytes, source: str) -> TetherConfig:
         raise ConfigFileError(f"{source}: cannot read: not UTF-8 ({err})") from err
     except tomllib.TOMLDecodeError as err:
         raise ConfigFileError(f"{source}: not valid TOML: {err}") from err
+    except RecursionError:
+        raise ConfigFileError(f"{source}: not valid TOML: nested too deeply") from None
     try:
         return TetherConfig.model_validate(raw)
     except ValidationError as err:

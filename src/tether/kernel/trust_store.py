@@ -150,7 +150,7 @@ class TrustStore:
                 and isinstance(record.trusted_at, int)
                 and raw["digest"] == record.digest
             )
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, RecursionError) as err:
             raise TrustStoreError(
                 f"trust record {path} is damaged ({err}); remove it and trust the workspace again"
             ) from err

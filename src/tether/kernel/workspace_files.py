@@ -27,12 +27,16 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from tether.errors import TetherError
 from tether.kernel.config import ConfigFileError
+from tether.kernel.printable import printable
 
 WORKSPACE_FILES: Final = "workspace_files"
 """Service name of the :class:`WorkspaceFiles` a harness composes."""
 
 MAX_CONFIG_BYTES: Final = 1024 * 1024
 """The largest configuration file tether reads."""
+
+MAX_TOTAL_BYTES: Final = 16 * MAX_CONFIG_BYTES
+"""The most it reads for one composition, all files together."""
 
 ABSENT: Final = "absent"
 """The recorded state of a file that does not exist."""
@@ -82,7 +86,7 @@ class FileSnapshot:
     def require(self) -> bytes | None:
         """The bytes (``None`` when absent); an unreadable file raises ``CONFIG_FILE``."""
         if self.error is not None:
-            raise ConfigFileError(f"{self.key}: cannot read: {self.error}")
+            raise ConfigFileError(f"{printable(self.key)}: cannot read: {self.error}")
         return self.content
 
 
@@ -94,7 +98,11 @@ def locate(root: str, path: str) -> tuple[str, str, bool]:
     """
     absolute = os.path.normpath(os.path.join(root, path))
     lexical = _under(absolute, root)
-    inside = lexical or _under(os.path.realpath(absolute), root)
+    try:
+        resolved = os.path.realpath(absolute)
+    except ValueError:  # a NUL byte: nothing can be opened there (read_file says so)
+        resolved = absolute
+    inside = lexical or _under(resolved, root)
     return (os.path.relpath(absolute, root) if lexical else absolute), absolute, inside
 
 
@@ -159,8 +167,9 @@ class WorkspaceFiles:
             if self.ignored:
                 return None
             raise UndeclaredWorkspaceFileError(
-                f"{key} is in workspace {self.root} but its plugin did not declare it "
-                "(workspace_files), so its content was never checked for trust; it was not read"
+                f"{printable(key)} is in workspace {printable(self.root)} but its plugin did not "
+                "declare it (workspace_files), so its content was never checked for trust; it "
+                "was not read"
             )
         return read_file(key, absolute).require()
 
@@ -168,6 +177,7 @@ class WorkspaceFiles:
 __all__ = [
     "ABSENT",
     "MAX_CONFIG_BYTES",
+    "MAX_TOTAL_BYTES",
     "WORKSPACE_FILES",
     "DeclaresFiles",
     "FileSnapshot",

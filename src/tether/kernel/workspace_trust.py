@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -33,10 +33,12 @@ from tether.kernel.config import (
     read_config,
     resolve_plugin,
 )
-from tether.kernel.plugin import validate_config
+from tether.kernel.plugin import PluginError, validate_config
+from tether.kernel.printable import printable
 from tether.kernel.trust_store import TrustRecord, TrustStore, TrustStoreError
 from tether.kernel.workspace_files import (
     ABSENT,
+    MAX_TOTAL_BYTES,
     DeclaresFiles,
     FileSnapshot,
     WorkspaceFiles,
@@ -85,15 +87,6 @@ def parse_workspace_trust(value: WorkspaceTrust | str) -> WorkspaceTrust:
         raise InvalidWorkspaceTrustError(
             f"workspace trust {value!r} is not one of: {known}"
         ) from None
-
-
-def printable(text: str) -> str:
-    """``text`` with every character a terminal would not show as itself escaped (control
-    characters, ANSI escapes, bidirectional overrides, zero-width characters), so what a
-    workspace file says is exactly what the user sees."""
-    return "".join(
-        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
-    )
 
 
 class WorkspaceUntrustedError(TetherError):
@@ -201,17 +194,15 @@ def inspect_workspace(
     :meth:`InspectedWorkspace.require`).
     """
     ignore = trust is WorkspaceTrust.IGNORE
-    snapshots: dict[str, tuple[FileSnapshot, bool]] = {}
+    read = _Snapshots()
     problem: TetherError | None = None
     named: list[tuple[PluginEntry, bool]] = []
     key, path, inside = locate(root, os.fspath(config) if config is not None else CONFIG_FILE)
     if config is not None and not inside:
         named += [(entry, False) for entry in read_config(Path(path)).plugins]
     elif not ignore:
-        snapshot = read_file(key, path)
-        snapshots[key] = (snapshot, True)
         try:
-            data = snapshot.require()
+            data = read.file(key, path, named_by_workspace=True).require()
             if data is not None:
                 named += [(entry, True) for entry in parse_config(data, key).plugins]
         except TetherError as err:
@@ -228,16 +219,16 @@ def inspect_workspace(
         for file in declared:
             key, path, inside = locate(root, file)
             if (inside and not ignore) or from_workspace:
-                snapshots.setdefault(key, (read_file(key, path), from_workspace))
+                read.file(key, path, named_by_workspace=from_workspace)
     record, distrust = _record(store, root)
     reports = tuple(
         FileReport(snapshot, _status(snapshot, record), from_workspace)
-        for snapshot, from_workspace in snapshots.values()
+        for snapshot, from_workspace in read.files.values()
     )
     return InspectedWorkspace(
         root=root,
         entries=tuple(entry for entry, _ in ordered),
-        files=WorkspaceFiles(root, {k: s for k, (s, _) in snapshots.items()}, ignored=ignore),
+        files=WorkspaceFiles(root, {k: s for k, (s, _) in read.files.items()}, ignored=ignore),
         reports=reports,
         record=record,
         trust=trust,
@@ -256,11 +247,38 @@ def record_trust(inspected: InspectedWorkspace, store: TrustStore) -> TrustRecor
     return store.put(inspected.root, {r.key: r.snapshot.state for r in inspected.reports})
 
 
-def _declared(entry: PluginEntry, root: str) -> Iterable[str]:
+class _Snapshots:
+    """The files read so far, by key, with whether the workspace named them; at most
+    :data:`MAX_TOTAL_BYTES` together (thousands of large files must not exhaust memory)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[FileSnapshot, bool]] = {}
+        self._total = 0
+
+    def file(self, key: str, path: str, *, named_by_workspace: bool) -> FileSnapshot:
+        if key in self.files:
+            return self.files[key][0]
+        snapshot = read_file(key, path)
+        self._total += len(snapshot.content or b"")
+        if self._total > MAX_TOTAL_BYTES:
+            why = f"the configuration files together are larger than {MAX_TOTAL_BYTES} bytes"
+            snapshot = FileSnapshot(key, path, None, why)
+        self.files[key] = (snapshot, named_by_workspace)
+        return snapshot
+
+
+def _declared(entry: PluginEntry, root: str) -> Sequence[str]:
     plugin = resolve_plugin(entry.name)
     if not isinstance(plugin, DeclaresFiles):
         return ()
-    return plugin.workspace_files(validate_config(plugin, entry.name, entry.config), root)
+    config = validate_config(plugin, entry.name, entry.config)
+    try:
+        files = plugin.workspace_files(config, root)
+    except Exception as err:  # a third-party plugin's bug must name it, and read nothing
+        raise PluginError(f"plugin {entry.name!r}: workspace_files failed: {err!r}") from err
+    if isinstance(files, str) or not all(isinstance(f, str) for f in files):
+        raise PluginError(f"plugin {entry.name!r}: workspace_files must return a list of paths")
+    return files
 
 
 def _record(store: TrustStore, root: str) -> tuple[TrustRecord | None, str | None]:
@@ -295,6 +313,5 @@ __all__ = [
     "WorkspaceUntrustedError",
     "inspect_workspace",
     "parse_workspace_trust",
-    "printable",
     "record_trust",
 ]

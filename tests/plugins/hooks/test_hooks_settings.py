@@ -215,6 +215,9 @@ def test_a_malformed_settings_file_fails_the_load(tmp_path: Path) -> None:
     )
     with pytest.raises(HookSettingsError, match="must be a JSON object"):
         parse_settings_file(b"[]", str(bad))
+    with pytest.raises(HookSettingsError) as nested:
+        parse_settings_file(b"[" * 100_000, str(bad))
+    assert str(nested.value) == f"{bad}: not valid JSON: nested too deeply"
 
 
 def test_identical_commands_run_once_per_dispatch() -> None:

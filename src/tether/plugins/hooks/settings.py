@@ -179,6 +179,8 @@ def parse_settings_file(data: bytes | None, source: str) -> list[HookHandler]:
         raise HookSettingsError(f"{source}: cannot read: not UTF-8 ({err})") from err
     except json.JSONDecodeError as err:
         raise HookSettingsError(f"{source}: not valid JSON: {err}") from err
+    except RecursionError:
+        raise HookSettingsError(f"{source}: not valid JSON: nested too deeply") from None
     if not isinstance(parsed, Mapping):
         raise HookSettingsError(f"{source}: a settings file must be a JSON object")
     return parse_hooks_block(parsed.get("hooks"), source, strict=False)

@@ -18,8 +18,8 @@ from tether import __version__
 from tether.errors import TetherError
 from tether.harness import Harness
 from tether.kernel import FileStatus, InspectedWorkspace, available_plugins
+from tether.kernel.printable import printable
 from tether.kernel.workspace_files import ABSENT
-from tether.kernel.workspace_trust import printable
 from tether.model import parse_model_spec
 from tether.sandbox import describe_backends
 from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url

@@ -27,8 +27,8 @@ from tether.kernel import (
     WorkspaceTrust,
     record_trust,
 )
+from tether.kernel.printable import printable
 from tether.kernel.workspace_files import ABSENT, locate, read_file
-from tether.kernel.workspace_trust import printable
 from tether.surfaces.cli.common import EXIT_PROBLEMS, error_line, fail, iso_time, table, write_text
 
 STATUS_NOTES: dict[FileStatus, str] = {
