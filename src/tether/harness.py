@@ -32,9 +32,9 @@ from tether.kernel import (
     WorkspaceTrust,
     inspect_workspace,
     load_plugins,
+    parse_workspace_trust,
     resolve_plugin,
 )
-from tether.kernel.workspace_trust import parse_workspace_trust
 from tether.model import ModelClient, resolve_model
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode

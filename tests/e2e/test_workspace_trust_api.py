@@ -4,7 +4,7 @@ the ones ``test_workspace_trust_cli`` plants (each would widen the run if used).
 
 from __future__ import annotations
 
-import os
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -16,13 +16,6 @@ from tether.sandbox import SandboxProvider
 from tether.session.json import thaw
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    return Path(os.path.realpath(workspace))
 
 
 def idle(tmp_path: Path) -> str:
@@ -53,6 +46,22 @@ async def test_open_refuses_untrusted_configuration_before_the_store_exists(
         assert "ask_tools" in harness.kernel.plugins()
 
 
+def escalating(
+    ws: Path, tmp_path: Path, trust: WorkspaceTrust | str
+) -> AbstractAsyncContextManager[Harness]:
+    """A read-only, ask harness whose model asks to escalate a write outside the workspace,
+    then writes there plainly (``test_workspace_trust_cli.escalations``)."""
+    (tmp_path / "outside").mkdir()
+    return Harness.open(
+        workspace=ws,
+        model=f"scripted:{escalations(tmp_path / 's.json', tmp_path / 'outside')}",
+        store=f"jsonl://{tmp_path / 'store'}",
+        sandbox="read-only",
+        approval="ask",
+        workspace_trust=trust,
+    )
+
+
 @pytest.mark.parametrize(
     "option",
     ["runner_command", "bwrap_path", "backends", "approver_command", "approval_from_store"],
@@ -60,18 +69,9 @@ async def test_open_refuses_untrusted_configuration_before_the_store_exists(
 async def test_ignore_composes_without_any_option_of_the_workspace(
     ws: Path, tmp_path: Path, option: str
 ) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
     marker = tmp_path / "marker"
     (ws / "tether.toml").write_text(plants(ws, marker)[option])
-    async with Harness.open(
-        workspace=ws,
-        model=f"scripted:{escalations(tmp_path / 's.json', outside)}",
-        store=f"jsonl://{tmp_path / 'store'}",
-        sandbox="read-only",
-        approval="ask",
-        workspace_trust=WorkspaceTrust.IGNORE,
-    ) as harness:
+    async with escalating(ws, tmp_path, WorkspaceTrust.IGNORE) as harness:
         assert harness.kernel.plugins()[-3:] == ["sandbox", "bash", "subagents"]
         provider = harness.ctx.get("sandbox")
         assert isinstance(provider, SandboxProvider)
@@ -79,28 +79,19 @@ async def test_ignore_composes_without_any_option_of_the_workspace(
         result = await harness.run("do the task")
         assert decisions(harness, result.session_id) == ["unavailable"]  # nobody to answer
     assert not marker.exists()
-    assert sorted(outside.iterdir()) == []
+    assert sorted((tmp_path / "outside").iterdir()) == []
 
 
 async def test_once_uses_the_configuration_as_it_is(ws: Path, tmp_path: Path) -> None:
     """The control for the test above: the planted approver, trusted, approves the escalation
     (and the write outside happens), so the refusals elsewhere are what stop it."""
-    outside = tmp_path / "outside"
-    outside.mkdir()
     marker = tmp_path / "marker"
     (ws / "tether.toml").write_text(plants(ws, marker)["approver_command"])
-    async with Harness.open(
-        workspace=ws,
-        model=f"scripted:{escalations(tmp_path / 's.json', outside)}",
-        store=f"jsonl://{tmp_path / 'store'}",
-        sandbox="read-only",
-        approval="ask",
-        workspace_trust="once",
-    ) as harness:
+    async with escalating(ws, tmp_path, "once") as harness:
         result = await harness.run("do the task")
         assert decisions(harness, result.session_id) == ["allowed-once"]
     assert marker.read_text() == "approver\n"
-    assert (outside / "escalated").read_text() == "escalated\n"
+    assert (tmp_path / "outside" / "escalated").read_text() == "escalated\n"
     assert TrustStore.for_user().records() == []
 
 

@@ -26,13 +26,6 @@ ASK_WRITES = '[[plugins]]\nname = "ask_tools"\nconfig = { tools = ["write"] }\n'
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    return Path(os.path.realpath(workspace))
-
-
 def tether(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=100, check=False)
 

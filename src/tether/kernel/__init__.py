@@ -38,6 +38,7 @@ from tether.kernel.workspace_trust import (
     WorkspaceTrust,
     WorkspaceUntrustedError,
     inspect_workspace,
+    parse_workspace_trust,
     record_trust,
 )
 
@@ -79,6 +80,7 @@ __all__ = [
     "inspect_workspace",
     "load_plugins",
     "parse_config",
+    "parse_workspace_trust",
     "read_config",
     "record_trust",
     "resolve_plugin",

@@ -89,6 +89,11 @@ def parse_workspace_trust(value: WorkspaceTrust | str) -> WorkspaceTrust:
         ) from None
 
 
+def trust_command_line(workspace: str) -> str:
+    """The command that reviews and trusts ``workspace``, ready to show and to paste."""
+    return printable(f"tether trust --workspace {shlex.quote(workspace)}")
+
+
 class WorkspaceUntrustedError(TetherError):
     """The workspace has configuration the user has not trusted with this content."""
 
@@ -105,7 +110,7 @@ class WorkspaceUntrustedError(TetherError):
         self.workspace = workspace
         self.files = tuple(files)
         self.reason = reason
-        self.remedies = (f"tether trust --workspace {shlex.quote(workspace)}", *remedies)
+        self.remedies = (trust_command_line(workspace), *remedies)
         remedy, *more = (printable(r) for r in self.remedies)
         listed = ", ".join(f"{printable(key)} ({status})" for key, status in self.files)
         why = f" ({printable(reason)})" if reason else ""
@@ -314,4 +319,5 @@ __all__ = [
     "inspect_workspace",
     "parse_workspace_trust",
     "record_trust",
+    "trust_command_line",
 ]

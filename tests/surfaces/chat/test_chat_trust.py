@@ -6,47 +6,36 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from tty_support import Terminal, audit_pairs, script, spawn
+from tty_support import audit_pairs, chat, chat_args
 
 from tether.kernel import TrustStore
 
 ASK_WRITES = '[[plugins]]\nname = "ask_tools"\nconfig = { tools = ["write"] }\n'
 QUESTION = b"Trust this configuration for this workspace? [y/N]: "
 
+pytestmark = pytest.mark.timeout(90)
 
-def start(tmp_path: Path) -> tuple[Path, str, Terminal, subprocess.Popen[bytes]]:
+
+def workspace_asking_for_writes(tmp_path: Path) -> Path:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "tether.toml").write_text(ASK_WRITES)
-    db = f"sqlite:///{tmp_path / 's.db'}"
-    proc, master = spawn(
-        [
-            "--model",
-            f"scripted:{script(tmp_path / 's.json')}",
-            "--workspace",
-            str(workspace),
-            "--store",
-            db,
-        ],
-        tmp_path,
-    )
-    return workspace, db, Terminal(master), proc
+    return workspace
 
 
-def records(tmp_path: Path) -> TrustStore:
-    # tty_support derives every user directory from HOME=tmp_path.
-    return TrustStore.for_user({"HOME": str(tmp_path)})
+def recorded(tmp_path: Path, workspace: Path) -> list[str] | None:
+    """The files of the trust record (tty_support derives the user's dirs from HOME)."""
+    record = TrustStore.for_user({"HOME": str(tmp_path)}).get(os.path.realpath(workspace))
+    return None if record is None else sorted(record.files)
 
 
-@pytest.mark.timeout(90)
 def test_yes_records_the_trust_shown_and_the_configuration_applies(tmp_path: Path) -> None:
-    workspace, db, term, proc = start(tmp_path)
+    workspace = workspace_asking_for_writes(tmp_path)
     root = os.path.realpath(workspace)
-    try:
+    with chat(chat_args(tmp_path, workspace), tmp_path) as term:
         shown = term.wait_for(QUESTION)
         assert f"workspace {root}\r\n".encode() in shown
         assert f"tether.toml: new ({len(ASK_WRITES)} bytes, sha256:".encode() in shown
@@ -59,30 +48,19 @@ def test_yes_records_the_trust_shown_and_the_configuration_applies(tmp_path: Pat
         assert b"Approval needed: tool 'write'" in asked
         term.type(b"r")
         term.wait_for(b"approvals: 1 asked, 0 granted")
-        term.wait_for("›".encode())
-        term.type(b"\x04")
-        term.wait_for(b"continue with: tether chat --resume")
-        assert proc.wait(timeout=30) == 0
-    finally:
-        proc.kill()
-        proc.wait()
-        os.close(term.fd)
-    record = records(tmp_path).get(root)
-    assert record is not None
-    assert sorted(record.files) == ["tether.toml"]
+    assert recorded(tmp_path, workspace) == ["tether.toml"]
     assert not (workspace / "t.txt").exists()
-    audit = asyncio.run(audit_pairs(db))
+    audit = asyncio.run(audit_pairs(f"sqlite:///{tmp_path / 's.db'}"))
     assert [(kind, data.get("outcome")) for kind, data in audit] == [
         ("approval/asked", None),
         ("approval/decided", "rejected"),
     ]
 
 
-@pytest.mark.timeout(90)
 def test_no_runs_without_the_workspace_configuration_and_says_so(tmp_path: Path) -> None:
-    workspace, db, term, proc = start(tmp_path)
+    workspace = workspace_asking_for_writes(tmp_path)
     root = os.path.realpath(workspace)
-    try:
+    with chat(chat_args(tmp_path, workspace), tmp_path) as term:
         term.wait_for(QUESTION)
         term.type(b"n\r")
         said = term.wait_for(b"tether chat")
@@ -94,14 +72,6 @@ def test_no_runs_without_the_workspace_configuration_and_says_so(tmp_path: Path)
         term.type(b"please write\r")
         done = term.wait_for(b"finished writing")  # no ask_tools: the write just runs
         assert b"Approval needed" not in done
-        term.wait_for("›".encode())
-        term.type(b"\x04")
-        term.wait_for(b"continue with: tether chat --resume")
-        assert proc.wait(timeout=30) == 0
-    finally:
-        proc.kill()
-        proc.wait()
-        os.close(term.fd)
-    assert records(tmp_path).get(root) is None
+    assert recorded(tmp_path, workspace) is None
     assert (workspace / "t.txt").read_text() == "t"
-    assert asyncio.run(audit_pairs(db)) == []
+    assert asyncio.run(audit_pairs(f"sqlite:///{tmp_path / 's.db'}")) == []

@@ -4,12 +4,11 @@ at the keyboard, quit with Ctrl-D."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from tty_support import TETHER, Terminal, audit_pairs, script, spawn
+from tty_support import TETHER, audit_pairs, chat, chat_args
 
 from tether.surfaces.cli.chat.prompts import answerer_name
 
@@ -19,21 +18,7 @@ def test_a_prompt_and_an_approval_answered_at_a_real_terminal(tmp_path: Path) ->
     workspace = tmp_path / "ws"
     workspace.mkdir()
     db = tmp_path / "s.db"
-    proc, master = spawn(
-        [
-            "--model",
-            f"scripted:{script(tmp_path / 's.json')}",
-            "--workspace",
-            str(workspace),
-            "--store",
-            f"sqlite:///{db}",
-            "--plugin",
-            "ask_tools",
-        ],
-        tmp_path,
-    )
-    term = Terminal(master)
-    try:
+    with chat(chat_args(tmp_path, workspace, "--plugin", "ask_tools"), tmp_path) as term:
         banner = term.wait_for("›".encode())
         assert b"tether chat" in banner
         term.type(b"please write\r")
@@ -45,14 +30,6 @@ def test_a_prompt_and_an_approval_answered_at_a_real_terminal(tmp_path: Path) ->
         rest = term.wait_for(b"finished writing")
         rest += term.wait_for(b"approvals: 1 asked, 1 granted")
         assert b"allowed once" in rest
-        term.wait_for("›".encode())
-        term.type(b"\x04")
-        term.wait_for(b"continue with: tether chat --resume")
-        assert proc.wait(timeout=30) == 0
-    finally:
-        proc.kill()
-        proc.wait()
-        os.close(master)
     assert (workspace / "t.txt").read_text() == "t"
     assert (tmp_path / ".local" / "share" / "tether" / "chat_history").read_text().count(
         "please write"

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tether.session.json import thaw
@@ -97,6 +99,38 @@ def spawn(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], int
     )
     os.close(slave)
     return proc, master
+
+
+def chat_args(tmp_path: Path, workspace: Path, *extra: str) -> list[str]:
+    """``tether chat`` over ``workspace`` with the script of :func:`script` and a SQLite store
+    at ``tmp_path / "s.db"``."""
+    return [
+        "--model",
+        f"scripted:{script(tmp_path / 's.json')}",
+        "--workspace",
+        str(workspace),
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        *extra,
+    ]
+
+
+@contextmanager
+def chat(args: list[str], tmp_path: Path) -> Iterator[Terminal]:
+    """A running ``tether chat``; once the body is done, quit it at its next prompt (Ctrl-D)
+    and check it exits 0. The process is killed however the body ends."""
+    proc, master = spawn(args, tmp_path)
+    term = Terminal(master)
+    try:
+        yield term
+        term.wait_for("›".encode())
+        term.type(b"\x04")
+        term.wait_for(b"continue with: tether chat --resume")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
 
 
 async def audit_pairs(url: str) -> list[tuple[str, dict[str, object]]]:

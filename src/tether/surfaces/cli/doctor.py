@@ -9,7 +9,6 @@ needs (the store) fails; a missing model configuration is reported but is not fa
 from __future__ import annotations
 
 import os
-import shlex
 from typing import Annotated
 
 import typer
@@ -19,7 +18,7 @@ from tether.errors import TetherError
 from tether.harness import Harness
 from tether.kernel import FileStatus, InspectedWorkspace, available_plugins
 from tether.kernel.printable import printable
-from tether.kernel.workspace_files import ABSENT
+from tether.kernel.workspace_trust import trust_command_line
 from tether.model import parse_model_spec
 from tether.sandbox import describe_backends
 from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url
@@ -53,7 +52,7 @@ def doctor_command(
     plugins = available_plugins()
     typer.echo(f"plugins: {', '.join(sorted(plugins)) or 'none'}")
     try:
-        for line in workspace_lines(Harness.inspect_workspace(workspace=workspace, store=url)):
+        for line in _workspace_lines(Harness.inspect_workspace(workspace=workspace, store=url)):
             typer.echo(line)
     except TetherError as err:
         typer.echo(f"workspace: problem: {err.code}: {printable(str(err))}")
@@ -80,17 +79,16 @@ async def _count_sessions(store: str | None) -> int:
         return len(await persistence.list())
 
 
-def workspace_lines(inspected: InspectedWorkspace) -> list[str]:
+def _workspace_lines(inspected: InspectedWorkspace) -> list[str]:
     """The workspace's trust, then one line per configuration file: active or not, and why."""
     root = printable(inspected.root)
     untrusted = inspected.untrusted()
     if untrusted:
         listed = ", ".join(f"{printable(r.key)}: {r.status}" for r in untrusted)
-        command = printable(shlex.quote(inspected.root))
         why = f"; {printable(inspected.distrust)}" if inspected.distrust else ""
         head = (
             f"workspace: problem: {root} has configuration you have not trusted ({listed}{why}); "
-            f"tether run refuses it until you run: tether trust --workspace {command}"
+            f"tether run refuses it until you run: {trust_command_line(inspected.root)}"
         )
     elif inspected.problem is not None:
         head = (
@@ -103,7 +101,7 @@ def workspace_lines(inspected: InspectedWorkspace) -> list[str]:
         head = f"workspace: ok: {root} (no configuration files)"
     lines = [head]
     for report in inspected.reports:
-        if report.snapshot.state == ABSENT and report.status is FileStatus.ABSENT:
+        if report.status is FileStatus.ABSENT:
             state = "absent"
         elif report.status is FileStatus.TRUSTED:
             state = "active (trusted)"

@@ -29,6 +29,7 @@ from tether.kernel import (
 )
 from tether.kernel.printable import printable
 from tether.kernel.workspace_files import ABSENT, locate, read_file
+from tether.kernel.workspace_trust import trust_command_line
 from tether.surfaces.cli.common import EXIT_PROBLEMS, error_line, fail, iso_time, table, write_text
 
 STATUS_NOTES: dict[FileStatus, str] = {
@@ -53,7 +54,7 @@ def trust_command(
 ) -> None:
     """Review a workspace's configuration (tether.toml and the files it lists) and trust it."""
     if list_records and (revoke or workspace != "."):
-        typer.echo("tether: trust: --list takes no --workspace or --revoke", err=True)
+        error_line("trust: --list takes no --workspace or --revoke")
         raise typer.Exit(2)
     store = TrustStore.for_user()
     try:
@@ -116,7 +117,7 @@ def ask_at_start(workspace: str, plugins: Sequence[PluginEntry], store: str) -> 
     listed = ", ".join(printable(r.key) for r in untrusted)
     typer.echo(
         f"running without this workspace's configuration ({listed} not used); to use it: "
-        f"tether trust --workspace {printable(shlex.quote(inspected.root))}"
+        f"{trust_command_line(inspected.root)}"
     )
     return WorkspaceTrust.IGNORE
 
