@@ -401,6 +401,24 @@ def test_records_kept_inside_the_workspace_cannot_vouch_for_it(
     assert not (ws / ".config").exists()
 
 
+def test_a_linked_config_dir_is_followed_but_not_into_the_workspace(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "linked-config"
+    home.mkdir()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir(mode=0o700)
+    (home / "tether").symlink_to(dotfiles)
+    plant(ws)
+    record_trust(inspect(ws), TrustStore.for_user())  # a dotfile manager's link works
+    inspect(ws).require()
+    (home / "tether").unlink()
+    (ws / ".hidden").mkdir()
+    (home / "tether").symlink_to(ws / ".hidden")
+    assert "inside this workspace, where its agents can write them" in refusal(inspect(ws))
+
+
 # -- small pieces -------------------------------------------------------------------------------
 def test_printable_shows_what_a_terminal_would_hide() -> None:
     assert printable('name = "ok"') == 'name = "ok"'

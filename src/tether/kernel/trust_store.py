@@ -114,7 +114,9 @@ class TrustStore:
         """Check the records' directory and its parent are the user's and closed to others."""
         for directory in (self.directory.parent, self.directory):
             try:
-                info = os.lstat(directory)
+                # A link is followed (dotfile managers link ~/.config/tether); records that end
+                # up inside a workspace through one are caught by ``inside``, which resolves.
+                info = os.stat(directory)
             except FileNotFoundError:
                 if must_exist:
                     raise TrustStoreError(f"{directory} does not exist") from None

@@ -150,7 +150,8 @@ class InspectedWorkspace:
 
     root: str
     entries: tuple[PluginEntry, ...]
-    """Every plugin the composition loads, in order (the workspace's only unless ignored)."""
+    """Every plugin the composition loads, in order: defaults not configured otherwise, the
+    configuration's (none of the workspace's under ``ignore``), then the caller's."""
     files: WorkspaceFiles
     """The snapshots, as the ``workspace_files`` service serves them."""
     reports: tuple[FileReport, ...]
