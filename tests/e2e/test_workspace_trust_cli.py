@@ -84,24 +84,20 @@ async def test_run_refuses_before_any_model_request_and_one_run_trust_lets_it_th
     store = ws.parent / "store.db"
 
     async def tether_run(*extra: str) -> tuple[int, str, str]:
-        process = await asyncio.create_subprocess_exec(
-            TETHER,
-            "run",
-            "--model",
-            "openai:gpt-test",
-            "--workspace",
-            str(ws),
-            "--store",
-            f"sqlite:///{store}",
-            *extra,
-            "hello",
+        # In a thread: the fake server answers on this loop while the process runs.
+        ran = await asyncio.to_thread(
+            subprocess.run,
+            [
+                *(TETHER, "run", "--model", "openai:gpt-test", "--workspace", str(ws)),
+                *("--store", f"sqlite:///{store}", *extra, "hello"),
+            ],
             env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            capture_output=True,
+            text=True,
+            timeout=100,
+            check=False,
         )
-        out, err = await process.communicate()
-        assert process.returncode is not None
-        return process.returncode, out.decode(), err.decode()
+        return ran.returncode, ran.stdout, ran.stderr
 
     try:
         code, out, err = await tether_run()
