@@ -24,11 +24,15 @@ from typing import Any, NamedTuple
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry, StopReason
 from tether.errors import TetherError
 from tether.kernel import (
-    CONFIG_FILE,
+    WORKSPACE_FILES,
+    InspectedWorkspace,
     Kernel,
     PluginEntry,
+    TrustStore,
+    WorkspaceTrust,
+    inspect_workspace,
     load_plugins,
-    read_config,
+    parse_workspace_trust,
     resolve_plugin,
 )
 from tether.model import ModelClient, resolve_model
@@ -97,18 +101,30 @@ class Harness:
         plugins: Sequence[str | PluginEntry] = (),
         config: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
+        workspace_trust: WorkspaceTrust | str = WorkspaceTrust.RECORDED,
     ) -> AsyncIterator[Harness]:
         """Compose a harness. ``config`` is a ``tether.toml``; by default the workspace's own
-        ``tether.toml`` is read when it exists. Its plugins load before ``plugins``."""
+        ``tether.toml`` is read when it exists. Its plugins load before ``plugins``.
+
+        Configuration from the workspace (its ``tether.toml``, a ``config`` inside it, and the
+        files their plugins read, such as hook settings files) is used only as
+        ``workspace_trust`` says: ``recorded`` (the default) refuses with
+        ``WORKSPACE_UNTRUSTED`` unless the user trusted exactly this content (``tether
+        trust``); ``once`` trusts the current content for this harness without recording it;
+        ``ignore`` composes without it. A ``config`` outside the workspace is the caller's own
+        file and needs no trust. The check runs before the store is opened or a model called.
+        """
         env = os.environ if env is None else env
-        root = os.path.realpath(os.fspath(workspace))
-        config_path = Path(config) if config is not None else Path(root) / CONFIG_FILE
-        entries = (
-            list(read_config(config_path).plugins)
-            if config is not None or config_path.is_file()
-            else []
+        inspected = cls.inspect_workspace(
+            workspace=workspace,
+            config=config,
+            plugins=plugins,
+            store=store,
+            env=env,
+            workspace_trust=workspace_trust,
         )
-        entries += [p if isinstance(p, PluginEntry) else PluginEntry(name=p) for p in plugins]
+        inspected.require()
+        root = inspected.root
         if sandbox is not None:
             sandbox = parse_sandbox_mode(sandbox).value
         if approval is not None:
@@ -141,14 +157,8 @@ class Harness:
                 register_answerer(kernel.ctx, _answerer(approver))
             registry = AgentRegistry()
             kernel.ctx.provide(AGENTS_SERVICE, registry)
-            named = {entry.name for entry in entries}
-            defaults = [
-                PluginEntry(name="sandbox", config=_sandbox_config(store, root)),
-                PluginEntry(name="bash"),
-                PluginEntry(name="subagents"),
-            ]
-            entries = [d for d in defaults if d.name not in named] + entries
-            load_plugins(kernel, entries)
+            kernel.ctx.provide(WORKSPACE_FILES, inspected.files)
+            load_plugins(kernel, inspected.entries)
             harness = cls(
                 kernel,
                 session_store,
@@ -164,6 +174,33 @@ class Harness:
         finally:
             kernel.dispose()
             await session_store.close()
+
+    @staticmethod
+    def inspect_workspace(
+        *,
+        workspace: str | os.PathLike[str] = ".",
+        config: str | os.PathLike[str] | None = None,
+        plugins: Sequence[str | PluginEntry] = (),
+        store: str | Persistence | None = None,
+        env: Mapping[str, str] | None = None,
+        workspace_trust: WorkspaceTrust | str = WorkspaceTrust.RECORDED,
+    ) -> InspectedWorkspace:
+        """What :meth:`open` with these arguments reads from the workspace, and whether the
+        user trusted it (``tether trust`` shows this; ``record_trust`` records it)."""
+        root = os.path.realpath(os.fspath(workspace))
+        defaults = [
+            PluginEntry(name="sandbox", config=_sandbox_config(store, root)),
+            PluginEntry(name="bash"),
+            PluginEntry(name="subagents"),
+        ]
+        return inspect_workspace(
+            root,
+            config=config,
+            defaults=defaults,
+            plugins=[p if isinstance(p, PluginEntry) else PluginEntry(name=p) for p in plugins],
+            trust=parse_workspace_trust(workspace_trust),
+            store=TrustStore.for_user(os.environ if env is None else env),
+        )
 
     # -- sessions ----------------------------------------------------------------------------
     def new_root_session(self) -> Session:

@@ -131,7 +131,7 @@ def test_depth_two_rejection(env: dict[str, Any]) -> None:
     (env["workspace"] / "tether.toml").write_text(
         '[[plugins]]\nname = "subagents"\nconfig = { max_depth = 2 }\n'
     )
-    run = tether_run(env, "depth-limit.json")
+    run = tether_run(env, "depth-limit.json", "--trust-workspace")
     assert run.proc.returncode == 0, run.proc.stderr
     assert run.result["output"] == "The chain stopped at the depth limit."
     assert len(run.children()) == 2  # depth 1 and depth 2; depth 3 was never created

@@ -121,9 +121,11 @@ def tether(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def tether_run(env: dict[str, Any], script: str, *extra: str) -> Run:
+    # The workspace's tether.toml is the test's own: trusted for each run, as CI would.
     return Run(
         tether(
             "run",
+            "--trust-workspace",
             "--model",
             f"scripted:{EXAMPLES / script}",
             "--workspace",

@@ -1,23 +1,16 @@
-"""tether.toml and the ``tether.plugins`` entry-point group, with a real third-party distribution.
-
-The distribution is written to a temporary directory (a package plus a ``*.dist-info`` with
-``entry_points.txt``) and put on ``sys.path``, so ``importlib.metadata`` discovers it exactly as
-it would an installed wheel.
-"""
+"""tether.toml and the ``tether.plugins`` entry-point group, with a real third-party distribution
+(:mod:`plugin_dist`)."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 import textwrap
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from plugin_dist import Distribution
 
 from tether.kernel import (
-    ENTRY_POINT_GROUP,
     ConfigFileError,
     DuplicatePluginError,
     Kernel,
@@ -32,83 +25,6 @@ from tether.kernel import (
     read_config,
     resolve_plugin,
 )
-
-_serial = itertools.count()
-
-
-@dataclass
-class Distribution:
-    package: str
-    greeter: str
-    module: str
-    broken: str
-
-
-@pytest.fixture
-def third_party(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Distribution]:
-    n = next(_serial)
-    package = f"tether_thirdparty_{n}"
-    dist = Distribution(package, f"tp_greeter_{n}", f"tp_module_{n}", f"tp_broken_{n}")
-    site = tmp_path / "site"
-    pkg = site / package
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text(
-        textwrap.dedent(
-            f"""
-            from pydantic import BaseModel, ConfigDict
-
-            from tether.kernel import FunctionPlugin
-
-
-            class Config(BaseModel):
-                model_config = ConfigDict(extra="forbid")
-                greeting: str = "hello"
-
-
-            def _apply(ctx, config):
-                ctx.provide("greeting", config.greeting)
-
-
-            PLUGIN = FunctionPlugin({dist.greeter!r}, _apply, config_model=Config)
-            """
-        )
-    )
-    (pkg / "modplugin.py").write_text(
-        textwrap.dedent(
-            f"""
-            # A whole module as a plugin: name, requires and apply at module level.
-            name = {dist.module!r}
-            requires = ("greeting",)
-
-
-            def apply(ctx, config):
-                ctx.provide("echo", ctx.get("greeting") + "!")
-            """
-        )
-    )
-    (pkg / "broken.py").write_text('raise ImportError("needs the frobnicate package")\n')
-    info = site / f"tether_thirdparty_{n}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: tether-thirdparty-{n}\nVersion: 1.0\n"
-    )
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent(
-            f"""
-            [{ENTRY_POINT_GROUP}]
-            {dist.greeter} = {package}:PLUGIN
-            {dist.module} = {package}.modplugin
-            {dist.broken} = {package}.broken:PLUGIN
-
-            [console_scripts]
-            not-a-plugin-{n} = {package}:PLUGIN
-            """
-        )
-    )
-    monkeypatch.syspath_prepend(str(site))
-    yield dist
-    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
-        del sys.modules[name]
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -9,6 +9,7 @@ from tether.kernel.config import (
     UnknownPluginError,
     available_plugins,
     load_plugins,
+    parse_config,
     read_config,
     resolve_plugin,
 )
@@ -24,15 +25,35 @@ from tether.kernel.plugin import (
     PluginRequirementError,
 )
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
+from tether.kernel.trust_store import TrustRecord, TrustStore, TrustStoreError
+from tether.kernel.workspace_files import (
+    WORKSPACE_FILES,
+    DeclaresFiles,
+    UndeclaredWorkspaceFileError,
+    WorkspaceFiles,
+)
+from tether.kernel.workspace_trust import (
+    FileStatus,
+    InspectedWorkspace,
+    WorkspaceTrust,
+    WorkspaceUntrustedError,
+    inspect_workspace,
+    parse_workspace_trust,
+    record_trust,
+)
 
 __all__ = [
     "CONFIG_FILE",
     "ENTRY_POINT_GROUP",
+    "WORKSPACE_FILES",
     "ConfigFileError",
     "Context",
+    "DeclaresFiles",
     "Disposable",
     "DuplicatePluginError",
+    "FileStatus",
     "FunctionPlugin",
+    "InspectedWorkspace",
     "Kernel",
     "Next",
     "Plugin",
@@ -47,9 +68,20 @@ __all__ = [
     "Runtime",
     "ServiceConflictError",
     "TetherConfig",
+    "TrustRecord",
+    "TrustStore",
+    "TrustStoreError",
+    "UndeclaredWorkspaceFileError",
     "UnknownPluginError",
+    "WorkspaceFiles",
+    "WorkspaceTrust",
+    "WorkspaceUntrustedError",
     "available_plugins",
+    "inspect_workspace",
     "load_plugins",
+    "parse_config",
+    "parse_workspace_trust",
     "read_config",
+    "record_trust",
     "resolve_plugin",
 ]

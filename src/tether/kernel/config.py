@@ -50,18 +50,31 @@ class TetherConfig(BaseModel):
 
 
 def read_config(path: Path) -> TetherConfig:
+    """Read and parse a ``tether.toml`` the caller named (a workspace's own file is read
+    through :mod:`tether.kernel.workspace_trust` instead, which checks it first)."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
     except OSError as err:
         raise ConfigFileError(f"{path}: cannot read: {err}") from err
+    return parse_config(data, str(path))
+
+
+def parse_config(data: bytes, source: str) -> TetherConfig:
+    """Parse the bytes of a ``tether.toml``; ``source`` names it in errors."""
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigFileError(f"{source}: cannot read: not UTF-8 ({err})") from err
     except tomllib.TOMLDecodeError as err:
-        raise ConfigFileError(f"{path}: not valid TOML: {err}") from err
+        raise ConfigFileError(f"{source}: not valid TOML: {err}") from err
+    except RecursionError:
+        raise ConfigFileError(f"{source}: not valid TOML: nested too deeply") from None
     try:
         return TetherConfig.model_validate(raw)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigFileError(f"{path}: {where}: {first['msg']}") from err
+        raise ConfigFileError(f"{source}: {where}: {first['msg']}") from err
 
 
 def available_plugins() -> dict[str, str]:

@@ -1,5 +1,5 @@
 """End to end through the real CLI: a workspace whose ``tether.toml`` loads the hooks plugin
-with a Claude Code settings file, and ``tether run --json``."""
+with a Claude Code settings file, trusted with ``tether trust``, and ``tether run --json``."""
 
 from __future__ import annotations
 
@@ -47,6 +47,16 @@ def test_a_settings_file_hook_denies_a_write_in_tether_run(tmp_path: Path) -> No
     (workspace / "tether.toml").write_text(
         '[[plugins]]\nname = "hooks"\nconfig = { settings_files = [".claude/settings.json"] }\n'
     )
+    # The user reviews and trusts the workspace's configuration first (tether.toml and the
+    # settings file it lists); without that, the run refuses it.
+    trusted = subprocess.run(
+        [TETHER, "trust", "--workspace", str(workspace)],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+    )
+    assert trusted.returncode == 0, trusted.stderr
     model = tmp_path / "script.json"
     model.write_text(
         json.dumps(

@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hooks_support import group
 
-from tether.kernel import Kernel, PluginConfigError, load_plugins, read_config
+from tether.kernel import (
+    WORKSPACE_FILES,
+    Kernel,
+    PluginConfigError,
+    PluginEntry,
+    TrustStore,
+    WorkspaceFiles,
+    WorkspaceTrust,
+    inspect_workspace,
+    load_plugins,
+    read_config,
+)
 from tether.plugins.hooks import (
     HookEvent,
     HookService,
     HookSettingsError,
     compile_matcher,
     parse_hooks_block,
+    parse_settings_file,
     plugin,
-    read_settings_file,
 )
 from tether.policy.sandbox_policy import sandbox_policy_plugin
 
@@ -54,9 +67,26 @@ def test_anything_else_is_an_unanchored_regex() -> None:
 
 
 # -- inline config (strict) ------------------------------------------------------------------
+def trusted_files(root: str, config: dict[str, Any]) -> WorkspaceFiles:
+    """What a harness composes for settings files: the workspace's, trusted for this one
+    composition (``once``, the explicit argument)."""
+    inspected = inspect_workspace(
+        os.path.realpath(root),
+        plugins=[PluginEntry(name="hooks", config=config)],
+        trust=WorkspaceTrust.ONCE,
+        store=TrustStore.for_user(),
+    )
+    inspected.require()
+    return inspected.files
+
+
 def load(hooks: object, **config: object) -> HookService:
     kernel = Kernel()
-    kernel.load(plugin, {"hooks": hooks, **config})
+    full = {"hooks": hooks, **config}
+    if config.get("settings_files"):
+        root = str(config.get("project_dir") or os.getcwd())
+        kernel.ctx.provide(WORKSPACE_FILES, trusted_files(root, full))
+    kernel.load(plugin, full)
     service = kernel.ctx.get("hooks")
     assert isinstance(service, HookService)
     return service
@@ -183,9 +213,11 @@ def test_a_malformed_settings_file_fails_the_load(tmp_path: Path) -> None:
         f"plugin 'hooks': {bad}: Stop[0].hooks[0]: hook type 'http' is not supported "
         '(tether runs only type "command")'
     )
-    bad.write_text("[]")
     with pytest.raises(HookSettingsError, match="must be a JSON object"):
-        read_settings_file(str(bad), base_dir="/")
+        parse_settings_file(b"[]", str(bad))
+    with pytest.raises(HookSettingsError) as nested:
+        parse_settings_file(b"[" * 100_000, str(bad))
+    assert str(nested.value) == f"{bad}: not valid JSON: nested too deeply"
 
 
 def test_identical_commands_run_once_per_dispatch() -> None:
@@ -241,10 +273,35 @@ def test_relative_settings_files_belong_to_the_workspace(tmp_path: Path) -> None
     (workspace / ".claude" / "settings.json").write_text(
         json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify"}]}]}})
     )
+    config = {"settings_files": [".claude/settings.json"]}
     kernel = Kernel()
     kernel.load(sandbox_policy_plugin, {"mode": "read-only", "workspace_root": str(workspace)})
-    kernel.load(plugin, {"settings_files": [".claude/settings.json"]})
+    kernel.ctx.provide(WORKSPACE_FILES, trusted_files(str(workspace), config))
+    kernel.load(plugin, config)
     service = kernel.ctx.get("hooks")
     assert isinstance(service, HookService)
     assert [h.handler_id for h in service.handlers] == [".claude/settings.json#Stop[0].hooks[0]"]
     assert service.settings.project_dir == str(workspace)
+
+
+def test_settings_files_are_read_only_through_workspace_trust(tmp_path: Path) -> None:
+    """Without the ``workspace_files`` service nothing is read; with it, a workspace file the
+    plugin did not declare (so nobody checked it) is refused."""
+    (tmp_path / "settings.json").write_text('{"hooks": {}}')
+    config = {"settings_files": ["settings.json"], "project_dir": str(tmp_path)}
+    with pytest.raises(PluginConfigError) as info:
+        Kernel().load(plugin, config)
+    assert str(info.value) == (
+        "plugin 'hooks': settings_files are read only through the workspace_files service, "
+        "which checks workspace trust: compose with Harness.open, or provide the files of "
+        "tether.kernel.inspect_workspace(...) as service 'workspace_files'"
+    )
+    kernel = Kernel()
+    kernel.ctx.provide(WORKSPACE_FILES, WorkspaceFiles(str(tmp_path), {}))
+    with pytest.raises(PluginConfigError) as info:
+        kernel.load(plugin, config)
+    assert str(info.value) == (
+        f"plugin 'hooks': settings.json is in workspace {tmp_path} but its plugin did not "
+        "declare it (workspace_files), so its content was never checked for trust; it was "
+        "not read"
+    )

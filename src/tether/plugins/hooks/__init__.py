@@ -31,7 +31,8 @@ from tether.plugins.hooks.settings import (
     HookHandler,
     HookSettingsError,
     parse_hooks_block,
-    read_settings_file,
+    parse_settings_file,
+    settings_paths,
 )
 
 __all__ = [
@@ -63,7 +64,8 @@ __all__ = [
     "load_handlers",
     "merge",
     "parse_hooks_block",
+    "parse_settings_file",
     "plugin",
-    "read_settings_file",
     "run_command",
+    "settings_paths",
 ]

@@ -36,7 +36,8 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from tether.kernel import Context, Next, PluginConfigError
+from tether.errors import TetherError
+from tether.kernel import WORKSPACE_FILES, Context, Next, PluginConfigError, WorkspaceFiles
 from tether.plugins.hooks.payload import (
     call_arguments,
     claude_tool_input,
@@ -55,7 +56,8 @@ from tether.plugins.hooks.settings import (
     HookHandler,
     HookSettingsError,
     parse_hooks_block,
-    read_settings_file,
+    parse_settings_file,
+    settings_paths,
 )
 from tether.session import Session
 from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
@@ -72,7 +74,9 @@ class HooksConfig(BaseModel):
     """Inline hooks, Claude Code's shape: ``{PreToolUse = [{matcher = "Bash", hooks = [...]}]}``."""
     settings_files: list[str] = Field(default_factory=list)
     """``.claude/settings.json``-style files whose ``hooks`` block is added after the inline
-    hooks, in order. Missing files are skipped; malformed ones fail the load."""
+    hooks, in order. Missing files are skipped; malformed ones fail the load. They are
+    declared to workspace trust (``workspace_files``): one in the workspace, or listed by the
+    workspace's ``tether.toml``, is used only with content the user trusted."""
     project_dir: str | None = None
     """Base for relative ``settings_files`` (default: the sandbox policy's workspace root,
     else the process cwd at load)."""
@@ -98,13 +102,29 @@ class HooksConfig(BaseModel):
         return parse_hooks_block(self.hooks, "tether.toml", strict=True)
 
 
-def load_handlers(config: HooksConfig, base_dir: str | None = None) -> list[HookHandler]:
+def load_handlers(
+    config: HooksConfig, base_dir: str, files: WorkspaceFiles | None
+) -> list[HookHandler]:
     """Inline handlers, then each settings file's, in order; relative files are resolved
-    against ``base_dir`` (default: ``config.project_dir``, else the process cwd)."""
+    against ``base_dir``. Settings files are read only through ``files`` (the composition's
+    ``workspace_files``), which serves the content workspace trust checked."""
     handlers = config.inline_handlers()
-    base = base_dir or config.project_dir or os.getcwd()
-    for path in config.settings_files:
-        handlers.extend(read_settings_file(path, base_dir=base))
+    if not config.settings_files:
+        return handlers
+    if files is None:
+        raise HookSettingsError(
+            "settings_files are read only through the workspace_files service, which checks "
+            "workspace trust: compose with Harness.open, or provide the files of "
+            "tether.kernel.inspect_workspace(...) as service 'workspace_files'"
+        )
+    for source, path in zip(
+        config.settings_files, settings_paths(config.settings_files, base_dir), strict=True
+    ):
+        try:
+            data = files.read(path)
+        except TetherError as err:
+            raise HookSettingsError(str(err)) from err
+        handlers.extend(parse_settings_file(data, source))
     return handlers
 
 
@@ -372,12 +392,19 @@ class HooksPlugin:
     requires: tuple[str, ...] = ()
     config_model = HooksConfig
 
+    def workspace_files(self, config: HooksConfig, workspace: str) -> list[str]:
+        """The settings files (workspace trust reads and checks them before the load)."""
+        return settings_paths(config.settings_files, config.project_dir or workspace)
+
     def apply(self, ctx: Context, config: HooksConfig) -> None:
         # Relative settings files belong to the project: the workspace the sandbox policy was
         # composed with (``tether run --workspace``), unless configured otherwise.
         project_dir = config.project_dir or _workspace_root(ctx) or os.getcwd()
+        files = ctx.get(WORKSPACE_FILES)
         try:
-            handlers = load_handlers(config, project_dir)
+            handlers = load_handlers(
+                config, project_dir, files if isinstance(files, WorkspaceFiles) else None
+            )
         except HookSettingsError as err:
             raise PluginConfigError(f"plugin 'hooks': {err}") from err
         service = HookService(

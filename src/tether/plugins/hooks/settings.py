@@ -27,7 +27,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from tether.errors import TetherError
@@ -159,27 +158,32 @@ def _check_keys(obj: Mapping[str, Any], allowed: set[str], where: str, strict: b
             raise HookSettingsError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
 
 
-def read_settings_file(path: str, *, base_dir: str) -> list[HookHandler]:
-    """The handlers of one ``.claude/settings.json``-style file; ``[]`` when it is absent.
+def settings_paths(files: Sequence[str], base_dir: str) -> list[str]:
+    """The absolute path of each listed settings file (relative ones from ``base_dir``)."""
+    return [path if os.path.isabs(path) else os.path.join(base_dir, path) for path in files]
+
+
+def parse_settings_file(data: bytes | None, source: str) -> list[HookHandler]:
+    """The handlers of one ``.claude/settings.json``-style file; ``[]`` when it is absent
+    (``data`` is ``None``). ``source`` names it in handler ids and errors.
 
     A missing file is skipped (Claude Code reads whichever of its settings files exist, and
-    ``settings.local.json`` is usually absent); an unreadable or malformed one fails.
+    ``settings.local.json`` is usually absent); a malformed one fails.
     """
-    full = Path(path if os.path.isabs(path) else os.path.join(base_dir, path))
-    try:
-        text = full.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        log.info("hooks: settings file %s does not exist; skipped", full)
+    if data is None:
+        log.info("hooks: settings file %s does not exist; skipped", source)
         return []
-    except (OSError, UnicodeDecodeError) as err:
-        raise HookSettingsError(f"{path}: cannot read: {err}") from err
     try:
-        data = json.loads(text)
+        parsed = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise HookSettingsError(f"{source}: cannot read: not UTF-8 ({err})") from err
     except json.JSONDecodeError as err:
-        raise HookSettingsError(f"{path}: not valid JSON: {err}") from err
-    if not isinstance(data, Mapping):
-        raise HookSettingsError(f"{path}: a settings file must be a JSON object")
-    return parse_hooks_block(data.get("hooks"), path, strict=False)
+        raise HookSettingsError(f"{source}: not valid JSON: {err}") from err
+    except RecursionError:
+        raise HookSettingsError(f"{source}: not valid JSON: nested too deeply") from None
+    if not isinstance(parsed, Mapping):
+        raise HookSettingsError(f"{source}: a settings file must be a JSON object")
+    return parse_hooks_block(parsed.get("hooks"), source, strict=False)
 
 
 __all__ = [
@@ -187,5 +191,6 @@ __all__ = [
     "HookHandler",
     "HookSettingsError",
     "parse_hooks_block",
-    "read_settings_file",
+    "parse_settings_file",
+    "settings_paths",
 ]

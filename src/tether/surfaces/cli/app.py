@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("chat", "chat_command"),
     "demo": ("demo", "demo_command"),
     "doctor": ("doctor", "doctor_command"),
+    "trust": ("trust", "trust_command"),
 }
 """Single commands: name → (module, function)."""
 

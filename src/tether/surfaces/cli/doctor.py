@@ -2,18 +2,23 @@
 
 Each line is a check with ``ok`` or ``problem`` and the reason. Exit 1 when a check that a run
 needs (the store) fails; a missing model configuration is reported but is not fatal, because
-``--model`` can still be given per run.
+``--model`` can still be given per run, and neither is untrusted workspace configuration
+(``tether trust`` or ``--trust-workspace`` settle it).
 """
 
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 import typer
 
 from tether import __version__
 from tether.errors import TetherError
-from tether.kernel import available_plugins
+from tether.harness import Harness
+from tether.kernel import FileStatus, InspectedWorkspace, available_plugins
+from tether.kernel.printable import printable
+from tether.kernel.workspace_trust import trust_command_line
 from tether.model import parse_model_spec
 from tether.sandbox import describe_backends
 from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url
@@ -21,8 +26,18 @@ from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url
 KEY_FOR = {"openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY"}
 
 
-def doctor_command(store: StoreOption = None) -> None:
-    """Show the model configuration, the store and the available plugins."""
+def doctor_command(
+    store: StoreOption = None,
+    workspace: Annotated[
+        str,
+        typer.Option(
+            "--workspace",
+            metavar="DIR",
+            help="Workspace whose configuration to check (default: cwd).",
+        ),
+    ] = ".",
+) -> None:
+    """Show the model configuration, the store, the sandbox, the plugins and the workspace."""
     typer.echo(f"tether {__version__}")
     fatal = False
     typer.echo(_model_line(os.environ))
@@ -36,6 +51,11 @@ def doctor_command(store: StoreOption = None) -> None:
         typer.echo(f"sandbox {report.name}: {report.status}: {report.reason}")
     plugins = available_plugins()
     typer.echo(f"plugins: {', '.join(sorted(plugins)) or 'none'}")
+    try:
+        for line in _workspace_lines(Harness.inspect_workspace(workspace=workspace, store=url)):
+            typer.echo(line)
+    except TetherError as err:
+        typer.echo(f"workspace: problem: {err.code}: {printable(str(err))}")
     if fatal:
         raise typer.Exit(1)
 
@@ -57,3 +77,35 @@ def _model_line(env: os._Environ[str] | dict[str, str]) -> str:
 async def _count_sessions(store: str | None) -> int:
     async with opened_store(store) as persistence:
         return len(await persistence.list())
+
+
+def _workspace_lines(inspected: InspectedWorkspace) -> list[str]:
+    """The workspace's trust, then one line per configuration file: active or not, and why."""
+    root = printable(inspected.root)
+    untrusted = inspected.untrusted()
+    if untrusted:
+        listed = ", ".join(f"{printable(r.key)}: {r.status}" for r in untrusted)
+        why = f"; {printable(inspected.distrust)}" if inspected.distrust else ""
+        head = (
+            f"workspace: problem: {root} has configuration you have not trusted ({listed}{why}); "
+            f"tether run refuses it until you run: {trust_command_line(inspected.root)}"
+        )
+    elif inspected.problem is not None:
+        head = (
+            f"workspace: problem: {root}: {inspected.problem.code}: "
+            f"{printable(str(inspected.problem))}"
+        )
+    elif inspected.present():
+        head = f"workspace: ok: {root} (configuration trusted)"
+    else:
+        head = f"workspace: ok: {root} (no configuration files)"
+    lines = [head]
+    for report in inspected.reports:
+        if report.status is FileStatus.ABSENT:
+            state = "absent"
+        elif report.status is FileStatus.TRUSTED:
+            state = "active (trusted)"
+        else:
+            state = f"inactive ({report.status}, not trusted)"
+        lines.append(f"workspace file {printable(report.key)}: {state}")
+    return lines

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from collections.abc import Coroutine
+from typing import Annotated, Any
 
 import typer
 
 from tether.harness import Harness, RunResult, SessionEvent
-from tether.kernel import PluginEntry
+from tether.kernel import PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, run, store_url
 from tether.surfaces.cli.progress import RunProgress
@@ -65,6 +66,13 @@ ApprovalFromOption = Annotated[
 ResumeOption = Annotated[
     str | None, typer.Option("--resume", metavar="SESSION_ID", help="Continue a stored session.")
 ]
+TrustWorkspaceOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-workspace",
+        help="Trust the workspace's configuration as it is now, for this run only (not recorded).",
+    ),
+]
 
 
 def refuse_scope_on_resume(
@@ -98,6 +106,7 @@ def run_command(
     plugin: PluginOption = None,
     resume: ResumeOption = None,
     approval_from: ApprovalFromOption = None,
+    trust_workspace: TrustWorkspaceOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
@@ -116,21 +125,31 @@ def run_command(
             0, PluginEntry(name="approval_from_store", config={"store": store_url(store)})
         )
     result = run(
-        _run(
-            prompt,
-            model,
-            workspace,
-            store_url(store),
-            sandbox,
-            approval,
-            plugins,
-            resume,
-            json_output,
+        _offering_one_run_trust(
+            _run(
+                prompt,
+                model,
+                workspace,
+                store_url(store),
+                sandbox,
+                approval,
+                plugins,
+                resume,
+                json_output,
+                WorkspaceTrust.ONCE if trust_workspace else WorkspaceTrust.RECORDED,
+            )
         )
     )
     if result.stop_reason != "completed":
         error_line(f"run: the turn ended {result.stop_reason}: {result.error or 'no detail'}")
         raise typer.Exit(1)
+
+
+async def _offering_one_run_trust(run: Coroutine[Any, Any, RunResult]) -> RunResult:
+    try:
+        return await run
+    except WorkspaceUntrustedError as err:
+        raise err.also("pass --trust-workspace to trust this content for this run only") from None
 
 
 async def _run(
@@ -143,6 +162,7 @@ async def _run(
     plugins: list[PluginEntry],
     resume: str | None,
     json_output: bool,
+    workspace_trust: WorkspaceTrust,
 ) -> RunResult:
     async with Harness.open(
         workspace=workspace,
@@ -151,6 +171,7 @@ async def _run(
         sandbox=sandbox,
         approval=approval,
         plugins=plugins,
+        workspace_trust=workspace_trust,
     ) as harness:
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():

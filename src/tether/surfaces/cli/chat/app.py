@@ -55,7 +55,7 @@ from rich.text import Text
 from tether.agent import Agent
 from tether.dirs import data_dir
 from tether.harness import Harness, SessionEvent
-from tether.kernel import Disposable, Next, PluginEntry
+from tether.kernel import Disposable, Next, PluginEntry, WorkspaceTrust
 from tether.policy.approval import register_answerer
 from tether.session import Event, Session
 from tether.surfaces.cli.chat.commands import CommandHost, dispatch, resume_root
@@ -75,6 +75,7 @@ from tether.surfaces.cli.run import (
     refuse_scope_on_resume,
 )
 from tether.surfaces.cli.summary import format_summary, summarize
+from tether.surfaces.cli.trust import ask_at_start
 from tether.tools.ask_user import QUESTION_EVENT
 
 PROMPT: Final = "› "
@@ -573,6 +574,7 @@ def chat_command(
         raise typer.Exit(2)
     refuse_scope_on_resume("chat", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
+    trust = ask_at_start(workspace, plugins, store_url(store))
     history: History = InMemoryHistory() if no_history else FileHistory(str(history_path()))
     run(
         _chat(
@@ -585,6 +587,7 @@ def chat_command(
             resume,
             history,
             answer_approvals=not approver,
+            workspace_trust=trust,
         )
     )
 
@@ -600,6 +603,7 @@ async def _chat(
     history: History,
     *,
     answer_approvals: bool,
+    workspace_trust: WorkspaceTrust,
 ) -> None:
     output = get_app_session().output
     writer = TerminalWriter(output)
@@ -611,6 +615,7 @@ async def _chat(
         sandbox=sandbox,
         approval=approval,
         plugins=plugins,
+        workspace_trust=workspace_trust,
     ) as harness:
         app = ChatApp(
             harness,

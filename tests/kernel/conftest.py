@@ -1,0 +1,15 @@
+"""Fixtures of the kernel tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from plugin_dist import Distribution, install
+
+
+@pytest.fixture
+def third_party(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Distribution]:
+    """A real third-party distribution of plugins (see :mod:`plugin_dist`)."""
+    yield from install(tmp_path, monkeypatch)
