@@ -6,7 +6,6 @@ ordering against the Claude Code hooks bridge, and routed escalations (issue 6, 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,7 @@ from test_root_approvals_support import (
 
 from tether.agent import AGENTS_SERVICE
 from tether.plugins.hooks import plugin as hooks_plugin
-from tether.plugins.root_approvals import (
-    HEADLINE_SUMMARY_LIMIT,
-    RootApprovalsConfig,
-    arguments_summary,
-    headline,
-    routed_escalation_text,
-)
+from tether.plugins.root_approvals import RootApprovalsConfig, routed_escalation_text
 from tether.plugins.root_approvals import plugin as root_approvals_plugin
 from tether.policy.approval import approval_plugin
 from tether.sandbox import SandboxProvider
@@ -52,49 +45,6 @@ def child_steps(*steps: dict[str, Any], session: str = "child") -> dict[str, Any
 async def run_child(rig: Rig, child: Any) -> None:
     result = await child.run("go")
     assert result.stop_reason in ("completed", "aborted"), result
-
-
-# -- headline ---------------------------------------------------------------------------------
-def test_headline_names_the_tool_why_and_command_on_one_line() -> None:
-    text = headline(
-        "bash",
-        {"command": "rm -rf  build\n&& make\tall", "description": "clean\n  and rebuild"},
-    )
-    assert text == (
-        'Subagent approval: run "bash" · Why: clean and rebuild · Command: rm -rf build && make all'
-    )
-
-
-def test_headline_takes_the_justification_when_there_is_no_description() -> None:
-    assert headline("bash", {"command": "ls", "justification": "needs\nthe listing"}) == (
-        'Subagent approval: run "bash" · Why: needs the listing · Command: ls'
-    )
-    assert headline("bash", {"command": "ls"}) == 'Subagent approval: run "bash" · Command: ls'
-
-
-def test_headline_falls_back_to_a_json_summary_of_the_arguments() -> None:
-    assert headline("write", {"path": "out.txt", "content": "a\nb"}) == (
-        'Subagent approval: run "write" · Arguments: {"content": "a\\nb", "path": "out.txt"}'
-    )
-    # blank strings are neither a why nor a command
-    assert headline("t", {"command": " ", "description": ""}) == (
-        'Subagent approval: run "t" · Arguments: {"command": " ", "description": ""}'
-    )
-    assert (
-        headline("write", {"path": "p"}, subagent=False) == 'run "write" · Arguments: {"path": "p"}'
-    )
-
-
-def test_argument_summary_is_cut_at_200_characters() -> None:
-    assert HEADLINE_SUMMARY_LIMIT == 200
-    fits = {"content": "y" * (200 - len('{"content": ""}'))}
-    assert len(json.dumps(fits)) == 200
-    assert arguments_summary(fits) == json.dumps(fits)
-    longer = {"content": "y" * 500, "path": "out.txt"}
-    summary = arguments_summary(longer)
-    assert len(summary) == 200 and summary.endswith("…")
-    assert summary == json.dumps(longer, sort_keys=True)[:199] + "…"
-    assert headline("write", longer) == f'Subagent approval: run "write" · Arguments: {summary}'
 
 
 def test_config_defaults() -> None:
@@ -807,7 +757,8 @@ async def test_a_routed_escalation_widens_that_one_call_only(tmp_path: Path) -> 
     request = rig.asked[0]
     assert request.origin is not None and request.origin.child_session_id == "child"
     assert request.reason == (
-        "Subagent approval: escalate sandbox to workspace-write: needs out.txt · Path: out.txt"
+        'Subagent approval: escalate sandbox to workspace-write · Why: "needs out.txt" · '
+        "Path: out.txt"
     )
     asked = [plain(e) for e in child.session.events if e.type == "approval/asked"]
     assert [a["routed_to"] for a in asked] == ["root", "root"]
