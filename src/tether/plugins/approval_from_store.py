@@ -14,6 +14,7 @@ reported on stderr; the wait goes on.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 from typing import Final
@@ -61,9 +62,11 @@ def answer_command(approval_id: str, store: str) -> str:
 
 
 def _say(text: str) -> None:
-    # One line per fact: scripts and humans read a headless run's stderr line by line.
-    sys.stderr.write(f"tether: {' '.join(text.splitlines())}\n")
-    sys.stderr.flush()
+    # One line per fact: scripts and humans read a headless run's stderr line by line. The
+    # line is advice: a closed stderr must not turn an ask into a failure.
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"tether: {' '.join(text.splitlines())}\n")
+        sys.stderr.flush()
 
 
 class ApprovalFromStorePlugin:

@@ -142,7 +142,7 @@ class AnswerBox:
         task). Every answer that counts for nothing goes to ``on_refused`` (at most
         :data:`REFUSALS_RECORDED` of them) and never ends the wait."""
         refusals = _Refusals(on_refused)
-        seen: set[tuple[str, int, int]] = set()
+        seen: set[tuple[str, FileIdentity]] = set()
         refusals.add_all(await asyncio.to_thread(self._scan, approval_id, None, seen))
         taken: asyncio.Future[Offer] = asyncio.get_running_loop().create_future()
 
@@ -185,9 +185,9 @@ class AnswerBox:
         self._leave_answered(approval_id, answer)
         return answer
 
-    def _write_marker(self, approval_id: str, marker: WaitMarker) -> tuple[int, int]:
+    def _write_marker(self, approval_id: str, marker: WaitMarker) -> FileIdentity:
         """Create ``<id>.wait`` afresh (never through a planted file or link); its identity."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self._path(approval_id, MARKER)
         data = json.dumps({"pid": marker.pid, "host": marker.host, "socket": marker.socket})
         for _ in range(3):
@@ -198,18 +198,19 @@ class AnswerBox:
                 continue
             with os.fdopen(fd, "w") as handle:
                 handle.write(data)
+                handle.flush()  # the identity includes the change time of the written file
                 st = os.fstat(handle.fileno())
-            return st.st_dev, st.st_ino
+            return _identity(st)
         raise AnswerBoxError(
             f"cannot create the wait marker {path}: something keeps replacing it; move the "
             "store out of reach of the agent's commands"
         )
 
-    def _remove_marker(self, approval_id: str, ours: tuple[int, int]) -> None:
+    def _remove_marker(self, approval_id: str, ours: FileIdentity) -> None:
         path = self._path(approval_id, MARKER)
         try:
             st = path.lstat()
-            if (st.st_dev, st.st_ino) == ours:
+            if _identity(st) == ours:
                 path.unlink()
         except OSError:
             pass  # gone already; a replaced marker was reported and is left as evidence
@@ -229,8 +230,8 @@ class AnswerBox:
     def _scan(
         self,
         approval_id: str,
-        ours: tuple[int, int] | None,
-        seen: set[tuple[str, int, int]],
+        ours: FileIdentity | None,
+        seen: set[tuple[str, FileIdentity]],
     ) -> list[RefusedAnswer]:
         """Each file that claims to answer ``approval_id``, once per file (runs in a thread:
         the box may be on a slow filesystem)."""
@@ -247,8 +248,8 @@ class AnswerBox:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            key = (entry.name, st.st_dev, st.st_ino)
-            if key in seen or (entry.name == marker and ours == key[1:]):
+            key = (entry.name, _identity(st))
+            if key in seen or (entry.name == marker and key[1] == ours):
                 continue
             seen.add(key)
             found.append(
@@ -328,6 +329,15 @@ class _Refusals:
                     "approval are not recorded)",
                 )
             )
+
+
+FileIdentity = tuple[int, int, int]
+"""Device, inode and change time: a file removed and created again may get the same inode
+number, never the same change time (which no process can set)."""
+
+
+def _identity(st: os.stat_result) -> FileIdentity:
+    return st.st_dev, st.st_ino, st.st_ctime_ns
 
 
 def _host() -> str:

@@ -7,10 +7,13 @@ Landlock (ABI 6) scopes abstract sockets to the domain, so a confined command wi
 cannot even connect. One that can (a command granted network) is refused by
 :func:`~tether.session.peer_check.check_peer`, before the waiter reads a byte from it.
 
-One JSON line each way. The answerer sends ``{"approval_id", "outcome", "surface"}``; the
-waiter replies ``{"status": "accepted" | "answered" | "refused", "detail"?, "answered_by"?}``.
-Who answered is written by the waiter from what the kernel said (``SURFACE (user, pid N)``),
-never copied from the message.
+JSON lines. The waiter speaks first, once it has checked the peer: ``{"status": "ready"}``, or
+``{"status": "refused", "detail"}`` and the connection closes (nothing is read from a refused
+peer). A ready answerer sends ``{"approval_id", "outcome", "surface"}``; the waiter replies
+``{"status": "accepted", "answered_by"}``, ``{"status": "answered"}`` (another answer came
+first) or ``{"status": "refused", "detail"}`` (a message that is not an answer to this
+approval). Who answered is written by the waiter from what the kernel said
+(``SURFACE (user, pid N)``), never copied from the message.
 """
 
 from __future__ import annotations
@@ -140,6 +143,7 @@ async def serve_connection(
             refuse(RefusedAnswer("socket", peer.problem, peer.detail, pid=peer.pid))
             _reply(writer, {"status": "refused", "detail": peer.detail})
             return
+        _reply(writer, {"status": "ready"})
         async with asyncio.timeout(EXCHANGE_SECONDS):
             line = await reader.readline()
         offer = _parse_offer(line, approval_id, peer)
@@ -215,14 +219,16 @@ def deliver(name: str, expected_pid: int, approval_id: str, outcome: str, surfac
             )
         request = {"approval_id": approval_id, "outcome": outcome, "surface": surface}
         try:
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            reply = _read_line(sock)
+            verdict = _read_line(sock)
+            if _status(verdict) == "ready":
+                sock.sendall(json.dumps(request).encode() + b"\n")
+                verdict = _read_line(sock)
         except OSError as err:
             raise ApprovalNotDeliveredError(
                 f"approval {approval_id}: the waiting run (pid {expected_pid}) did not answer "
                 f"({err}); run `tether approvals list` to see whether it is still pending"
             ) from err
-    return _answered_by(reply, approval_id, expected_pid)
+    return _answered_by(verdict, approval_id, expected_pid)
 
 
 def _read_line(sock: socket.socket) -> bytes:
@@ -235,12 +241,20 @@ def _read_line(sock: socket.socket) -> bytes:
     return data
 
 
-def _answered_by(reply: bytes, approval_id: str, pid: int) -> str:
+def _message(line: bytes) -> dict[str, object]:
     try:
-        raw = json.loads(reply)
+        raw = json.loads(line)
     except ValueError:
-        raw = None
-    message: dict[str, object] = raw if isinstance(raw, dict) else {}
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _status(line: bytes) -> object:
+    return _message(line).get("status")
+
+
+def _answered_by(reply: bytes, approval_id: str, pid: int) -> str:
+    message = _message(reply)
     status = message.get("status")
     if status == "accepted":
         return str(message.get("answered_by", ""))

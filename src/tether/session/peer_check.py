@@ -89,7 +89,7 @@ def check_peer(
     try:
         try:
             problem = _problem(pid, accepted, restrictions, outside_tree_of)
-        except (OSError, ValueError, IndexError) as err:
+        except (OSError, ValueError, LookupError) as err:
             return PeerRefused("unverifiable", f"its /proc entry could not be read ({err})", pid)
         if problem is None and not _alive(pidfd):
             problem = PeerRefused("unverifiable", "it exited before it could be checked", pid)
