@@ -18,10 +18,7 @@ import json
 import os
 import pwd
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,25 +34,11 @@ from sandbox_support import (
     run_confined,
 )
 
+from answer_support import start_waiter
 from tether.session.answer_box import AnswerBox
 from tether.session.answer_channel import CLI_SURFACE
 
 pytestmark = pytest.mark.timeout(60)
-
-WAITER = """
-import asyncio, json, sys
-from pathlib import Path
-from tether.session.answer_box import AnswerBox
-
-def refused(r):
-    print(json.dumps({"refused": r.fields()}), flush=True)
-
-async def main():
-    answer = await AnswerBox(Path(sys.argv[1])).wait(sys.argv[2], on_refused=refused)
-    print(json.dumps({"answer": [answer.outcome, answer.by]}), flush=True)
-
-asyncio.run(main())
-"""
 
 ATTACK = """
 import json, socket, sys
@@ -89,22 +72,6 @@ def box() -> Iterator[AnswerBox]:
         yield AnswerBox(Path(root) / "s.db.answers")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def start_waiter(box: AnswerBox, approval_id: str) -> subprocess.Popen[str]:
-    waiter = subprocess.Popen(
-        [sys.executable, "-c", WAITER, str(box.directory), approval_id],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    for _ in range(600):
-        if box.is_waited(approval_id):
-            return waiter
-        assert waiter.poll() is None, waiter.communicate()
-        time.sleep(0.05)
-    raise AssertionError("the waiter never announced its socket")
 
 
 @pytest.mark.parametrize("network", [False, True], ids=["no-network", "network"])

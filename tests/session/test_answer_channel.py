@@ -10,13 +10,13 @@ import pwd
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from answer_support import start_waiter
 from tether.session import SessionMeta, SessionStore
 from tether.session.answer_box import AnswerBox, ApprovalStaleError
 from tether.session.answer_channel import (
@@ -27,21 +27,6 @@ from tether.session.answer_channel import (
 from tether.session.persistence import open_persistence
 
 TETHER = str(Path(sys.executable).parent / "tether")
-WAITER = """
-import asyncio, json, sys
-from pathlib import Path
-from tether.session.answer_box import AnswerBox
-
-def refused(r):
-    print(json.dumps({"refused": r.fields()}), flush=True)
-
-async def main():
-    answer = await AnswerBox(Path(sys.argv[1])).wait(sys.argv[2], on_refused=refused)
-    print(json.dumps({"answer": [answer.outcome, answer.by]}), flush=True)
-
-asyncio.run(main())
-"""
-
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -49,19 +34,8 @@ pytestmark = pytest.mark.timeout(60)
 def waiting(tmp_path: Path) -> Iterator[tuple[AnswerBox, str, subprocess.Popen[str]]]:
     box = AnswerBox(tmp_path / "s.db.answers")
     approval_id = str(uuid.uuid4())
-    waiter = subprocess.Popen(
-        [sys.executable, "-c", WAITER, str(box.directory), approval_id],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    waiter = start_waiter(box, approval_id)
     try:
-        for _ in range(600):
-            if box.is_waited(approval_id):
-                break
-            assert waiter.poll() is None, waiter.communicate()
-            time.sleep(0.05)
         yield box, approval_id, waiter
     finally:
         waiter.kill()

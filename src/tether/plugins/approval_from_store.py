@@ -93,13 +93,18 @@ class ApprovalFromStorePlugin:
                 if seconds is not None
                 else "it waits until answered"
             )
-            _say(
+            hint = (
                 f'approval {approval_id} ("{request.tool_name}") waits for an answer; from '
                 f"another terminal: {answer_command(approval_id, config.store)} ({limit})"
             )
             got = await answer_within(
                 seconds,
-                box.wait(approval_id, on_refused=refused, signal=request.signal),
+                box.wait(
+                    approval_id,
+                    on_refused=refused,
+                    on_waiting=lambda: _say(hint),
+                    signal=request.signal,
+                ),
                 request.tool_name,
             )
             if isinstance(got, BoxedAnswer):

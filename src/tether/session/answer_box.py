@@ -19,7 +19,7 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
@@ -136,10 +136,12 @@ class AnswerBox:
         approval_id: str,
         *,
         on_refused: RefusalHandler,
+        on_waiting: Callable[[], None] | None = None,
         signal: AbortSignal | None = None,
     ) -> BoxedAnswer:
         """Listen until a checked surface answers (cancellable through ``signal`` or the
-        task). Every answer that counts for nothing goes to ``on_refused`` (at most
+        task). ``on_waiting`` runs once the marker is up (an answer can be given from then
+        on). Every answer that counts for nothing goes to ``on_refused`` (at most
         :data:`REFUSALS_RECORDED` of them) and never ends the wait."""
         refusals = _Refusals(on_refused)
         seen: set[tuple[str, FileIdentity]] = set()
@@ -168,6 +170,8 @@ class AnswerBox:
         try:
             ours = self._write_marker(approval_id, WaitMarker(os.getpid(), _host(), name))
             try:
+                if on_waiting is not None:
+                    on_waiting()
                 while not taken.done():
                     if signal is not None and signal.aborted:
                         raise asyncio.CancelledError
