@@ -388,6 +388,27 @@ def test_the_wait_hint_names_the_command_and_the_timeout_ends_the_ask_unavailabl
     assert not list(run.box.directory.iterdir())  # the marker went with the wait
 
 
+def test_an_answer_box_that_cannot_hold_the_marker_ends_the_ask_unavailable(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite://{tmp_path / 's.db'}"
+    (tmp_path / "s.db.answers").write_text("not a directory")
+    run = start(
+        tmp_path, [write_call("a.txt"), {"text": "gave up"}], "--plugin", "ask_tools", store=store
+    )
+    events, err = run.finish()
+    assert not (tmp_path / "ws" / "a.txt").exists()
+    (asked, decided) = [e["data"] for e in events if e["type"] in AUDIT]
+    assert decided == {"id": asked["id"], "outcome": "unavailable"}
+    marker = tmp_path / "s.db.answers" / f"{asked['id']}.wait"
+    assert err.splitlines()[0] == (
+        f"tether: approval {asked['id']} cannot wait for an answer: ANSWER_BOX_UNUSABLE: "
+        f"cannot create the wait marker {marker} (File exists): nobody could answer, so the "
+        "ask is unavailable; keep the store where the agent's commands cannot write"
+    )
+    assert "Traceback" not in err
+
+
 def test_a_zero_timeout_outwaits_an_expired_one(tmp_path: Path) -> None:
     patient = start(
         tmp_path / "a",

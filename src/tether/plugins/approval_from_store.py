@@ -22,8 +22,10 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.dirs import data_dir
+from tether.errors import TetherError
 from tether.kernel import Context, Next
 from tether.policy.approval import Answer, ApprovalRequest, answer_within, register_answerer
+from tether.policy.modes import ApprovalOutcome
 from tether.session import Session
 from tether.session.answer_box import AnswerBox, BoxedAnswer
 from tether.session.answer_channel import RefusedAnswer
@@ -97,16 +99,20 @@ class ApprovalFromStorePlugin:
                 f'approval {approval_id} ("{request.tool_name}") waits for an answer; from '
                 f"another terminal: {answer_command(approval_id, config.store)} ({limit})"
             )
-            got = await answer_within(
-                seconds,
-                box.wait(
-                    approval_id,
-                    on_refused=refused,
-                    on_waiting=lambda: _say(hint),
-                    signal=request.signal,
-                ),
-                request.tool_name,
-            )
+            try:
+                got = await answer_within(
+                    seconds,
+                    box.wait(
+                        approval_id,
+                        on_refused=refused,
+                        on_waiting=lambda: _say(hint),
+                        signal=request.signal,
+                    ),
+                    request.tool_name,
+                )
+            except TetherError as err:
+                _say(f"approval {approval_id} cannot wait for an answer: {err.code}: {err}")
+                return ApprovalOutcome.UNAVAILABLE
             if isinstance(got, BoxedAnswer):
                 return Answer(got.outcome, got.by)
             _say(f"approval {approval_id} was not answered within {seconds:g} s: unavailable")

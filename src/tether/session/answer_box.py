@@ -33,8 +33,8 @@ from tether.session.answer_channel import (
     Offer,
     RefusalHandler,
     RefusedAnswer,
-    deliver,
     listen,
+    send_answer,
     serve_connection,
 )
 from tether.session.persistence import store_location
@@ -191,24 +191,26 @@ class AnswerBox:
 
     def _write_marker(self, approval_id: str, marker: WaitMarker) -> FileIdentity:
         """Create ``<id>.wait`` afresh (never through a planted file or link); its identity."""
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self._path(approval_id, MARKER)
         data = json.dumps({"pid": marker.pid, "host": marker.host, "socket": marker.socket})
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as err:
+            raise _unusable(path, err.strerror or str(err)) from err
         for _ in range(3):
-            path.unlink(missing_ok=True)  # planted before the wait began: already reported
             try:
+                path.unlink(missing_ok=True)  # planted before the wait began: already reported
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             except FileExistsError:
                 continue
+            except OSError as err:
+                raise _unusable(path, err.strerror or str(err)) from err
             with os.fdopen(fd, "w") as handle:
                 handle.write(data)
                 handle.flush()  # the identity includes the change time of the written file
                 st = os.fstat(handle.fileno())
             return _identity(st)
-        raise AnswerBoxError(
-            f"cannot create the wait marker {path}: something keeps replacing it; move the "
-            "store out of reach of the agent's commands"
-        )
+        raise _unusable(path, "something keeps replacing it")
 
     def _remove_marker(self, approval_id: str, ours: FileIdentity) -> None:
         path = self._path(approval_id, MARKER)
@@ -309,7 +311,7 @@ class AnswerBox:
                 f"approval {approval_id} waits in process {marker.pid} on host {marker.host}: "
                 "answer it there (`tether approvals answer` reaches only this machine's runs)"
             )
-        return deliver(marker.socket, marker.pid, approval_id, outcome, surface)
+        return send_answer(marker.socket, marker.pid, approval_id, outcome, surface)
 
 
 class _Refusals:
@@ -342,6 +344,13 @@ number, never the same change time (which no process can set)."""
 
 def _identity(st: os.stat_result) -> FileIdentity:
     return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def _unusable(marker: Path, problem: str) -> AnswerBoxError:
+    return AnswerBoxError(
+        f"cannot create the wait marker {marker} ({problem}): nobody could answer, so the ask "
+        "is unavailable; keep the store where the agent's commands cannot write"
+    )
 
 
 def _host() -> str:

@@ -191,7 +191,7 @@ def _reply(writer: asyncio.StreamWriter, message: dict[str, str]) -> None:
     writer.write(json.dumps(message).encode() + b"\n")
 
 
-def deliver(name: str, expected_pid: int, approval_id: str, outcome: str, surface: str) -> str:
+def send_answer(name: str, expected_pid: int, approval_id: str, outcome: str, surface: str) -> str:
     """Hand one answer to the waiter listening on ``name``; the ``answered_by`` it recorded.
 
     The listener must be ``expected_pid`` (the wait marker's), of this uid and namespaces;
@@ -283,7 +283,7 @@ __all__ = [
     "Offer",
     "RefusalReason",
     "RefusedAnswer",
-    "deliver",
     "listen",
+    "send_answer",
     "serve_connection",
 ]
