@@ -135,7 +135,8 @@ async def serve_connection(
     take: OfferHandler,
     refuse: RefusalHandler,
 ) -> None:
-    """One connection: check the peer, read its answer, reply. Never raises."""
+    """One connection: check the peer, read its answer, reply. A peer that goes away or never
+    speaks ends it quietly: nothing is taken from it."""
     try:
         sock = writer.get_extra_info("socket")
         peer = check_peer(sock, restrictions=True, outside_tree_of=os.getpid())
@@ -155,7 +156,7 @@ async def serve_connection(
         else:
             _reply(writer, {"status": "answered"})
     except (OSError, TimeoutError, ValueError):
-        pass  # the other side went away or never spoke: nothing was taken from it
+        pass
     finally:
         writer.close()
 
