@@ -1,13 +1,17 @@
 """Answering an approval from another process: how fast the waiting agent resumes.
 
-A root agent (scripted) calls ``write`` under the ``ask_tools`` gate with the
-``approval_from_store`` answerer, so the run waits for an answer in the store's answer box.
-For each sample, as soon as ``approval/asked`` is appended, another process answers it:
+A root agent (scripted) runs in ``tether run --approval-from store --json`` and calls
+``write`` under the ``ask_tools`` gate, so it waits on its approval socket. For each sample,
+as soon as its ``approval/asked`` line appears, this process answers it:
 
 - **end to end**: the real ``tether approvals answer ID allow`` command (includes its start-up
   and its read of the store), timed from ``approval/asked`` to ``approval/decided``;
-- **pickup**: a minimal process that drops the answer with ``AnswerBox.put`` and reports when
-  it did; timed from that moment to ``approval/decided`` (the waiting agent's polling latency).
+- **pickup**: ``AnswerBox.deliver`` called here once the run's wait marker is up, timed from
+  the call to ``approval/decided`` (the socket hand-over, the peer check and the durable
+  decision).
+
+The waiting run is a child of this process and the answer comes from this process or its
+other child: an answer from a process the run itself started would be refused.
 
 Run: ``.venv/bin/python bench/approvals.py [--samples N]``
 """
@@ -22,18 +26,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from tether.harness import Harness
-from tether.kernel import PluginEntry
+from tether.session.answer_box import AnswerBox
+from tether.session.answer_channel import CLI_SURFACE
 
 TETHER = str(Path(sys.executable).parent / "tether")
-PUT = (
-    "import sys, time\n"
-    "from tether.session.answer_box import AnswerBox\n"
-    "AnswerBox.for_store(sys.argv[1]).put(sys.argv[2], 'allowed-once', 'bench')\n"
-    "print(time.time())\n"
-)
 
 
 async def sample(base: Path, index: int, mode: str) -> float:
@@ -62,44 +59,56 @@ async def sample(base: Path, index: int, mode: str) -> float:
         )
     )
     store = f"sqlite:///{base / 'bench.db'}"
-    marks: dict[str, float] = {}
-    async with Harness.open(
-        workspace=workspace,
-        model=f"scripted:{script}",
-        store=store,
-        plugins=[
-            PluginEntry(name="ask_tools", config={"tools": ["write"]}),
-            PluginEntry(name="approval_from_store", config={"store": store}),
-        ],
-    ) as harness:
-        answering: list[asyncio.Task[Any]] = []
-
-        def on_event(_session: Any, event: Any) -> None:
-            if event.type == "approval/asked":
-                marks["asked"] = time.time()
-                answering.append(
-                    asyncio.ensure_future(answer(store, str(event.data["id"]), mode, marks))
-                )
-            elif event.type == "approval/decided":
-                marks["decided"] = time.time()
-
-        harness.store.on_event(on_event)
-        await harness.run("write")
-        await asyncio.gather(*answering)
-    start = marks["asked"] if mode == "cli" else marks["answered"]
-    return marks["decided"] - start
-
-
-async def answer(store: str, approval_id: str, mode: str, marks: dict[str, float]) -> None:
-    argv = (
-        [TETHER, "approvals", "answer", approval_id, "allow", "--store", store]
-        if mode == "cli"
-        else [sys.executable, "-c", PUT, store, approval_id]
+    run = await asyncio.create_subprocess_exec(
+        TETHER,
+        "run",
+        "--model",
+        f"scripted:{script}",
+        "--workspace",
+        str(workspace),
+        "--store",
+        store,
+        "--plugin",
+        "ask_tools",
+        "--approval-from",
+        "store",
+        "--json",
+        "write",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
     )
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
-    out, _ = await proc.communicate()
-    if mode == "put":
-        marks["answered"] = float(out.decode().strip())
+    assert run.stdout is not None
+    start = decided = 0.0
+    async for raw in run.stdout:
+        event = json.loads(raw)
+        if event["type"] == "approval/asked":
+            approval_id = str(event["data"]["id"])
+            box = AnswerBox.for_store(store)
+            while mode == "deliver" and not box.is_waited(approval_id):
+                await asyncio.sleep(0.001)  # the run announces its socket just after asking
+            start = time.perf_counter()
+            if mode == "cli":
+                answer = await asyncio.create_subprocess_exec(
+                    TETHER,
+                    "approvals",
+                    "answer",
+                    approval_id,
+                    "allow",
+                    "--store",
+                    store,
+                    stdout=asyncio.subprocess.DEVNULL,
+                )
+                await answer.wait()
+            else:
+                box.deliver(approval_id, "allowed-once", CLI_SURFACE)
+        elif event["type"] == "approval/decided":
+            decided = time.perf_counter()
+            break
+    await run.communicate()
+    if not decided:
+        raise SystemExit(f"sample {index}: the run ended without deciding its approval")
+    return decided - start
 
 
 def main() -> None:
@@ -109,7 +118,7 @@ def main() -> None:
     rows = []
     for mode, label in (
         ("cli", "end to end (tether approvals answer)"),
-        ("put", "pickup (answer written → agent resumes)"),
+        ("deliver", "pickup (answer delivered → agent resumes)"),
     ):
         with tempfile.TemporaryDirectory() as tmp:
             values = [asyncio.run(sample(Path(tmp), i, mode)) * 1000 for i in range(args.samples)]

@@ -185,7 +185,7 @@ def test_a_foreground_childs_bash_is_approved_by_the_root_and_stays_confined(
     assert run.of_type(child, "sandbox/mode") == [{"mode": "read-only", "source": "delegation"}]
     assert run.of_type(child, "approval/policy") == [NEVER]
     bash_reason = (
-        'Subagent approval: run "bash" · Why: write the notes file · Command: echo ran; '
+        'Subagent approval: run "bash" · Why: "write the notes file" · Command: echo ran; '
         "echo notes > notes.txt"
     )
     audit = run.audit(child)
@@ -258,7 +258,7 @@ def test_a_foreground_childs_bash_runs_only_when_the_root_approves(
     (child,) = run.children()
     (request,) = asked(env)
     assert request["reason"] == (
-        'Subagent approval: run "bash" · Why: create ran.txt · Command: echo ran > ran.txt'
+        'Subagent approval: run "bash" · Why: "create ran.txt" · Command: echo ran > ran.txt'
     )
     (result,) = run.of_type(child, "tool/result")
     if answer == "allowed-once":

@@ -1,31 +1,74 @@
-"""``approval_from_store``: wait for ``tether approvals answer`` from any process.
+"""``approval_from_store``: wait for ``tether approvals answer`` from another terminal.
 
-The answerer for headless runs that still want a human (``tether run --approval-from store``):
-each request waits, without a timeout of its own (the approval service's timeout applies),
-until an answer for its approval id appears in the store's answer box.
+The answerer for headless runs that still want a human (``tether run --approval-from store``).
+Each request listens on its own approval socket, announced in the store's answer box
+(:mod:`tether.session.answer_box`), until an unconfined ``tether approvals answer`` answers or
+``timeout_seconds`` pass (then ``unavailable``, by the approval service's deadline rule).
+
+While it waits, stderr says how to answer. Every answer that counts for nothing (a file
+written into the answer box, a connection from a confined or a run-started process) is
+recorded on the asking session's log, between the audit pair, as
+``approval/answer-refused {id, via, reason, detail, pid?, file?, claimed_outcome?}``, and
+reported on stderr; the wait goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import shlex
+import sys
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.dirs import data_dir
+from tether.errors import TetherError
 from tether.kernel import Context, Next
-from tether.policy.approval import Answer, ApprovalRequest, register_answerer
-from tether.session.answer_box import AnswerBox
+from tether.policy.approval import Answer, ApprovalRequest, answer_within, register_answerer
+from tether.policy.modes import ApprovalOutcome
+from tether.session import Session
+from tether.session.answer_box import AnswerBox, BoxedAnswer
+from tether.session.answer_channel import RefusedAnswer
+from tether.session.persistence import store_location
+
+REFUSED_EVENT: Final = "approval/answer-refused"
+DEFAULT_TIMEOUT_SECONDS: Final = 900.0
 
 
 class ApprovalFromStoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     store: str = Field(min_length=1)
     """The store URL whose answer box to watch (the run's own store)."""
+    timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, ge=0, allow_inf_nan=False)
+    """How long one ask waits for an answer before it resolves ``unavailable``; 0 waits
+    until answered."""
+
+
+def asking_session(request: ApprovalRequest) -> Session:
+    """The session whose log holds the audit pair (the child, for a routed question)."""
+    return (request.origin.child if request.origin is not None else request.agent).session
 
 
 def asked_id(request: ApprovalRequest) -> str | None:
-    asker = request.origin.child if request.origin is not None else request.agent
-    asked = asker.session.last("approval/asked")
+    asked = asking_session(request).last("approval/asked")
     return str(asked.data.get("id")) if asked is not None else None
+
+
+def answer_command(approval_id: str, store: str) -> str:
+    """What to type in another terminal; ``--store`` unless the store is the default one."""
+    command = f"tether approvals answer {approval_id} allow|reject"
+    scheme, path = store_location(store)
+    if (scheme, path) != ("sqlite", data_dir() / "tether.db"):
+        command += f" --store {shlex.quote(store)}"
+    return command
+
+
+def _say(text: str) -> None:
+    # One line per fact: scripts and humans read a headless run's stderr line by line. The
+    # line is advice: a closed stderr must not turn an ask into a failure.
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"tether: {' '.join(text.splitlines())}\n")
+        sys.stderr.flush()
 
 
 class ApprovalFromStorePlugin:
@@ -35,13 +78,45 @@ class ApprovalFromStorePlugin:
 
     def apply(self, ctx: Context, config: ApprovalFromStoreConfig) -> None:
         box = AnswerBox.for_store(config.store)
+        seconds = config.timeout_seconds or None
 
         async def answer(request: ApprovalRequest, next_: Next) -> object:
             approval_id = asked_id(request)
             if approval_id is None:
                 return await next_()
-            boxed = await box.wait(approval_id, request.signal)
-            return Answer(boxed.outcome, boxed.by)
+            session = asking_session(request)
+
+            def refused(refusal: RefusedAnswer) -> None:
+                session.append(REFUSED_EVENT, {"id": approval_id, **refusal.fields()})
+                _say(f"refused an answer to approval {approval_id}: {refusal.detail}")
+
+            limit = (
+                f"unanswered, it resolves unavailable in {seconds:g} s"
+                if seconds is not None
+                else "it waits until answered"
+            )
+            hint = (
+                f'approval {approval_id} ("{request.tool_name}") waits for an answer; from '
+                f"another terminal: {answer_command(approval_id, config.store)} ({limit})"
+            )
+            try:
+                got = await answer_within(
+                    seconds,
+                    box.wait(
+                        approval_id,
+                        on_refused=refused,
+                        on_waiting=lambda: _say(hint),
+                        signal=request.signal,
+                    ),
+                    request.tool_name,
+                )
+            except TetherError as err:
+                _say(f"approval {approval_id} cannot wait for an answer: {err.code}: {err}")
+                return ApprovalOutcome.UNAVAILABLE
+            if isinstance(got, BoxedAnswer):
+                return Answer(got.outcome, got.by)
+            _say(f"approval {approval_id} was not answered within {seconds:g} s: unavailable")
+            return got
 
         register_answerer(ctx, answer)
 

@@ -31,7 +31,6 @@ denied by its sandbox.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.errors import TetherError
 from tether.kernel import Context, Next
+from tether.plugins.headline import arguments_summary, escalation_headline, headline
 from tether.policy.approval import ApprovalRequest, RoutedOrigin
 from tether.policy.modes import ApprovalPolicy
 from tether.session import JsonValue, SessionHeader
@@ -50,8 +50,6 @@ from tether.tools.pipeline import ESCALATION_ASK_EVENT, ESCALATION_ROUTED_EVENT,
 
 log = logging.getLogger(__name__)
 
-HEADLINE_SUMMARY_LIMIT: Final = 200
-"""Characters of the JSON argument summary in a headline (longer ones end with ``…``)."""
 NOTICE_SOURCE: Final[Mapping[str, JsonValue]] = {
     "kind": "plugin",
     "plugin": "root_approvals",
@@ -77,31 +75,6 @@ class RootApprovalsConfig(BaseModel):
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def arguments_summary(arguments: Mapping[str, Any]) -> str:
-    """The arguments as one line of JSON, at most :data:`HEADLINE_SUMMARY_LIMIT` characters."""
-    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
-    if len(text) > HEADLINE_SUMMARY_LIMIT:
-        text = text[: HEADLINE_SUMMARY_LIMIT - 1] + "…"
-    return text
-
-
-def headline(tool: str, arguments: Mapping[str, Any], *, subagent: bool = True) -> str:
-    """``Subagent approval: run "bash" · Why: … · Command: …`` on one line (approval panels
-    collapse whitespace); ``Arguments: {…}`` when the call has neither a why nor a command.
-    Without ``subagent`` the ``Subagent approval: `` lead-in is left out."""
-    why = arguments.get("description") or arguments.get("justification")
-    command = arguments.get("command")
-    parts = [f'run "{tool}"']
-    if isinstance(why, str) and why.strip():
-        parts.append(f"Why: {one_line(why)}")
-    if isinstance(command, str) and command.strip():
-        parts.append(f"Command: {one_line(command)}")
-    if len(parts) == 1:
-        parts.append(f"Arguments: {arguments_summary(arguments)}")
-    text = " · ".join(parts)
-    return f"Subagent approval: {text}" if subagent else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,12 +189,7 @@ class Router:
         if agent.session.header.delegation_depth == 0:
             return await next_()
         action = dict(request.action or {})
-        reason = "Subagent approval: " + one_line(request.reason or request.tool_name)
-        for key, label in (("command", "Command"), ("path", "Path")):
-            value = action.get(key)
-            if isinstance(value, str) and value.strip():
-                reason += f" · {label}: {one_line(value)}"
-                break
+        reason = escalation_headline(action, request.reason)
         routed = await self.route(
             agent,
             tool_name=request.tool_name,

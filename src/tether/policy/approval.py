@@ -24,9 +24,9 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,6 +49,7 @@ from tether.session import Event, JsonValue, Session, SessionStore
 from tether.signals import AbortedError, AbortSignal
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 APPROVAL_SERVICE: Final = "approval"
 APPROVAL_REQUEST_EVENT: Final = "approval/request"
@@ -378,16 +379,16 @@ class ApprovalService:
 
     async def _consult(self, req: ApprovalRequest) -> tuple[ApprovalOutcome, str | None]:
         try:
-            async with asyncio.timeout(self.timeout):
-                raw = await self._ctx.waterfall(
+            raw = await answer_within(
+                self.timeout,
+                self._ctx.waterfall(
                     APPROVAL_REQUEST_EVENT,
                     req,
                     fallback=ApprovalOutcome.UNAVAILABLE,
                     scope=req.agent,
-                )
-        except TimeoutError:
-            log.warning("approval for %s timed out after %ss", req.tool_name, self.timeout)
-            return ApprovalOutcome.UNAVAILABLE, None
+                ),
+                req.tool_name,
+            )
         except Exception:
             log.exception("an approval answerer failed for %s", req.tool_name)
             return ApprovalOutcome.UNAVAILABLE, None
@@ -399,6 +400,22 @@ class ApprovalService:
             log.warning("an approval answerer returned %r, not an outcome", raw)
             return ApprovalOutcome.UNAVAILABLE, None
         return outcome, by
+
+
+async def answer_within(
+    seconds: float | None, answering: Awaitable[T], what: str
+) -> T | Literal[ApprovalOutcome.UNAVAILABLE]:
+    """The one rule for a deadline on an answer: past ``seconds`` (``None``: no deadline) the
+    ask is ``unavailable``, and the answerer is cancelled. The service applies it to the whole
+    waterfall (``timeout_seconds``); an answerer with a deadline of its own applies it too."""
+    try:
+        async with asyncio.timeout(seconds) as deadline:
+            return await answering
+    except TimeoutError:
+        if not deadline.expired():
+            raise  # the answerer's own TimeoutError: a failure, not the deadline
+        log.warning("approval for %s timed out after %ss", what, seconds)
+        return ApprovalOutcome.UNAVAILABLE
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -447,6 +464,7 @@ __all__ = [
     "ApprovalService",
     "PendingApproval",
     "RoutedOrigin",
+    "answer_within",
     "approval_context_text",
     "approval_plugin",
     "fold_approval_policy",

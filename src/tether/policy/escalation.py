@@ -8,6 +8,7 @@ order, with the reference's fail-closed texts (behaviour.md §2.4):
 2. no approval service is composed → refused;
 3. the call has no agent → refused;
 4. ``approval.request`` with reason ``escalate sandbox to <mode>: <justification>``;
+   and the target and justification added to the request's ``action``;
 5. ``allowed-once`` → a policy with the granted mode, for **this call only** (nothing is
    stored); every other outcome → refused with its own text.
 
@@ -79,7 +80,12 @@ async def approve_escalation(
         call_id=call_id,
         reason=f"escalate sandbox to {mode.value}: {justification}",
         signal=signal,
-        action=action,
+        # Answerers get the escalation itself, exact, not only the text that embeds it.
+        action={
+            **(action or {}),
+            "sandbox_permissions": mode.value,
+            "justification": justification,
+        },
     )
     outcome = await (ask or approval.request)(request)
     if outcome == "allowed-once":

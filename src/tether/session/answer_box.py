@@ -2,10 +2,14 @@
 
 Pending approvals are read from the store itself: an ``approval/asked`` with no
 ``approval/decided`` in a session's raw log (what a crash-repairing load reports as
-``unmatched_approvals``). Answers go into an *answer box* beside the store (one file per
-approval id, created exclusively, so the first answer wins and a second one is refused); the
-waiting process polls it with a bounded latency and records who answered in
-``approval/decided {answered_by}``.
+``unmatched_approvals``). The *answer box* beside the store (``PATH.db.answers/``,
+``DIR/.answers/``) holds one wait marker per waiting approval, ``<id>.wait``, naming the waiting
+process and its approval socket (:mod:`tether.session.answer_channel`). Answers travel only
+through that socket, whose peer the kernel identifies; the box is a directory a confined
+command might be able to write, so nothing in it is ever taken as an answer. A file there that
+claims to answer a waiting approval (``<id>.json``, the format of earlier versions, or anything
+else named ``<id>.*``) is reported as a refused answer. When an answer is taken, the waiter
+leaves ``<id>.answered`` so a second answerer is told it came too late.
 """
 
 from __future__ import annotations
@@ -14,26 +18,39 @@ import asyncio
 import json
 import os
 import socket
-from collections.abc import Sequence
+import stat
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
 from tether.errors import TetherError
 from tether.session import Event, Persistence, SessionHeader, wall_clock_ms
+from tether.session.answer_channel import (
+    ANSWERS,
+    MESSAGE_LIMIT,
+    ApprovalAlreadyAnsweredError,
+    Offer,
+    RefusalHandler,
+    RefusedAnswer,
+    listen,
+    send_answer,
+    serve_connection,
+)
 from tether.session.persistence import store_location
 from tether.signals import AbortSignal
 
-POLL_SECONDS: Final = 0.05
-ANSWERS: Final = ("allowed-once", "rejected")
+SCAN_SECONDS: Final = 0.25
+"""How often a waiter looks for answer files in the box (to report them, never to take them)."""
+REFUSALS_RECORDED: Final = 20
+"""Refused answers reported per wait; the last one reported says that later ones are not."""
+FILE_READ_LIMIT: Final = 4096
+MARKER: Final = ".wait"
+ANSWERED: Final = ".answered"
 
 
 class ApprovalNotPendingError(TetherError):
     code = "APPROVAL_NOT_PENDING"
-
-
-class ApprovalAlreadyAnsweredError(TetherError):
-    code = "APPROVAL_ALREADY_ANSWERED"
 
 
 class ApprovalStaleError(TetherError):
@@ -42,11 +59,31 @@ class ApprovalStaleError(TetherError):
     code = "APPROVAL_STALE"
 
 
+class ApprovalOnOtherHostError(TetherError):
+    """The waiting process runs on another machine: its socket is not reachable from here."""
+
+    code = "APPROVAL_ON_OTHER_HOST"
+
+
+class AnswerBoxError(TetherError):
+    """The answer box cannot hold this wait's marker."""
+
+    code = "ANSWER_BOX_UNUSABLE"
+
+
 @dataclass(frozen=True, slots=True)
 class BoxedAnswer:
     outcome: str
     by: str
     at: int
+
+
+@dataclass(frozen=True, slots=True)
+class WaitMarker:
+    pid: int
+    host: str
+    socket: str
+    """The abstract socket's name (without the leading NUL)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,80 +125,273 @@ class AnswerBox:
             path / ".answers" if scheme == "jsonl" else path.with_name(path.name + ".answers")
         )
 
-    def _path(self, approval_id: str) -> Path:
+    def _path(self, approval_id: str, suffix: str) -> Path:
         if not approval_id or "/" in approval_id or approval_id.startswith("."):
             raise ApprovalNotPendingError(f"{approval_id!r} is not an approval id")
-        return self.directory / f"{approval_id}.json"
+        return self.directory / f"{approval_id}{suffix}"
 
-    def put(self, approval_id: str, outcome: str, by: str) -> BoxedAnswer:
-        if outcome not in ANSWERS:
-            raise TetherError(f"an answer is one of {', '.join(ANSWERS)}", code="INVALID_ANSWER")
-        answer = BoxedAnswer(outcome, by, wall_clock_ms())
-        self.directory.mkdir(parents=True, exist_ok=True)
+    # -- the waiting side ------------------------------------------------------------------
+    async def wait(
+        self,
+        approval_id: str,
+        *,
+        on_refused: RefusalHandler,
+        on_waiting: Callable[[], None] | None = None,
+        signal: AbortSignal | None = None,
+    ) -> BoxedAnswer:
+        """Listen until a checked surface answers (cancellable through ``signal`` or the
+        task). ``on_waiting`` runs once the marker is up (an answer can be given from then
+        on). Every answer that counts for nothing goes to ``on_refused`` (at most
+        :data:`REFUSALS_RECORDED` of them) and never ends the wait."""
+        refusals = _Refusals(on_refused)
+        seen: set[tuple[str, FileIdentity]] = set()
+        refusals.add_all(await asyncio.to_thread(self._scan, approval_id, None, seen))
+        taken: asyncio.Future[Offer] = asyncio.get_running_loop().create_future()
+
+        def take(offer: Offer) -> bool:
+            if taken.done():
+                return False
+            taken.set_result(offer)
+            return True
+
+        sock, name = listen()
+        connections: set[asyncio.Task[None]] = set()
+
+        async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            connections.add(task)
+            try:
+                await serve_connection(reader, writer, approval_id, take, refusals.add)
+            finally:
+                connections.discard(task)
+
+        server = await asyncio.start_unix_server(on_connection, sock=sock, limit=MESSAGE_LIMIT)
         try:
-            fd = os.open(self._path(approval_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError as err:
-            raise ApprovalAlreadyAnsweredError(
-                f"approval {approval_id} was already answered"
-            ) from err
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"outcome": outcome, "by": by, "at": answer.at}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+            ours = self._write_marker(approval_id, WaitMarker(os.getpid(), _host(), name))
+            try:
+                if on_waiting is not None:
+                    on_waiting()
+                while not taken.done():
+                    if signal is not None and signal.aborted:
+                        raise asyncio.CancelledError
+                    await asyncio.wait({taken}, timeout=SCAN_SECONDS)
+                    found = await asyncio.to_thread(self._scan, approval_id, ours, seen)
+                    refusals.add_all(found)
+            finally:
+                self._remove_marker(approval_id, ours)
+        finally:
+            server.close()
+            for task in list(connections):
+                task.cancel()
+        offer = taken.result()
+        answer = BoxedAnswer(offer.outcome, offer.answered_by, wall_clock_ms())
+        self._leave_answered(approval_id, answer)
         return answer
 
-    def get(self, approval_id: str) -> BoxedAnswer | None:
+    def _write_marker(self, approval_id: str, marker: WaitMarker) -> FileIdentity:
+        """Create ``<id>.wait`` afresh (never through a planted file or link); its identity."""
+        path = self._path(approval_id, MARKER)
+        data = json.dumps({"pid": marker.pid, "host": marker.host, "socket": marker.socket})
         try:
-            raw = json.loads(self._path(approval_id).read_text())
-        except (FileNotFoundError, ValueError):
-            return None  # absent, or still being written
-        if not isinstance(raw, dict) or raw.get("outcome") not in ANSWERS:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as err:
+            raise _unusable(path, err.strerror or str(err)) from err
+        for _ in range(3):
+            try:
+                path.unlink(missing_ok=True)  # planted before the wait began: already reported
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                continue
+            except OSError as err:
+                raise _unusable(path, err.strerror or str(err)) from err
+            with os.fdopen(fd, "w") as handle:
+                handle.write(data)
+                handle.flush()  # the identity includes the change time of the written file
+                st = os.fstat(handle.fileno())
+            return _identity(st)
+        raise _unusable(path, "something keeps replacing it")
+
+    def _remove_marker(self, approval_id: str, ours: FileIdentity) -> None:
+        path = self._path(approval_id, MARKER)
+        try:
+            st = path.lstat()
+            if _identity(st) == ours:
+                path.unlink()
+        except OSError:
+            pass  # gone already; a replaced marker was reported and is left as evidence
+
+    def _leave_answered(self, approval_id: str, answer: BoxedAnswer) -> None:
+        try:
+            fd = os.open(
+                self._path(approval_id, ANSWERED),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                0o600,
+            )
+        except OSError:
+            return  # only tells late answerers why; a planted one was reported by the scan
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"outcome": answer.outcome, "by": answer.by, "at": answer.at}, handle)
+
+    def _scan(
+        self,
+        approval_id: str,
+        ours: FileIdentity | None,
+        seen: set[tuple[str, FileIdentity]],
+    ) -> list[RefusedAnswer]:
+        """Each file that claims to answer ``approval_id``, once per file (runs in a thread:
+        the box may be on a slow filesystem)."""
+        try:
+            entries = [e for e in os.scandir(self.directory) if e.name.startswith(approval_id)]
+        except OSError:
+            return []
+        found = []
+        marker = f"{approval_id}{MARKER}"
+        for entry in entries:
+            if not entry.name.startswith(f"{approval_id}."):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            key = (entry.name, _identity(st))
+            if key in seen or (entry.name == marker and key[1] == ours):
+                continue
+            seen.add(key)
+            found.append(
+                RefusedAnswer(
+                    "answer-box",
+                    "no-proof",
+                    "a file in the answer box is never an answer: answers come only from "
+                    "`tether approvals answer`, through the waiting run's socket",
+                    file=entry.name,
+                    claimed_outcome=_claimed_outcome(Path(entry.path)),
+                )
+            )
+        return found
+
+    # -- the answering side ----------------------------------------------------------------
+    def marker(self, approval_id: str) -> WaitMarker | None:
+        raw = _read_small_json(self._path(approval_id, MARKER))
+        if not isinstance(raw, dict):
             return None
-        return BoxedAnswer(
-            str(raw["outcome"]), str(raw.get("by", "unknown")), int(raw.get("at", 0))
-        )
-
-    async def wait(self, approval_id: str, signal: AbortSignal | None = None) -> BoxedAnswer:
-        """Poll until an answer appears (cancellable through ``signal`` or the task).
-
-        While it waits, a ``<id>.wait`` marker names this process, so ``tether approvals``
-        can tell an approval someone is waiting for from one left by a process that died.
-        """
-        marker = self._marker(approval_id)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
-        try:
-            while True:
-                answer = await asyncio.to_thread(self.get, approval_id)
-                if answer is not None:
-                    return answer
-                if signal is not None and signal.aborted:
-                    raise asyncio.CancelledError
-                await asyncio.sleep(POLL_SECONDS)
-        finally:
-            marker.unlink(missing_ok=True)
-
-    def _marker(self, approval_id: str) -> Path:
-        return self._path(approval_id).with_suffix(".wait")
+        pid, host, name = raw.get("pid"), raw.get("host"), raw.get("socket")
+        if not (isinstance(pid, int) and isinstance(host, str) and isinstance(name, str)):
+            return None
+        return WaitMarker(pid, host, name)
 
     def is_waited(self, approval_id: str) -> bool:
         """Whether a live process waits for this answer (a process on another host is
         assumed alive: its liveness cannot be checked from here)."""
-        try:
-            raw = json.loads(self._marker(approval_id).read_text())
-        except (FileNotFoundError, ValueError):
+        marker = self.marker(approval_id)
+        if marker is None:
             return False
-        if not isinstance(raw, dict) or not isinstance(raw.get("pid"), int):
-            return False
-        if raw.get("host") != socket.gethostname():
+        if marker.host != _host():
             return True
         try:
-            os.kill(raw["pid"], 0)
+            os.kill(marker.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
         return True
+
+    def was_answered(self, approval_id: str) -> bool:
+        return self._path(approval_id, ANSWERED).exists()
+
+    def deliver(self, approval_id: str, outcome: str, surface: str) -> str:
+        """Hand an answer to the process waiting for it; the ``answered_by`` it recorded."""
+        if outcome not in ANSWERS:
+            raise TetherError(f"an answer is one of {', '.join(ANSWERS)}", code="INVALID_ANSWER")
+        marker = self.marker(approval_id)
+        if marker is None:
+            raise ApprovalStaleError(_stale_text(approval_id))
+        if marker.host != _host():
+            raise ApprovalOnOtherHostError(
+                f"approval {approval_id} waits in process {marker.pid} on host {marker.host}: "
+                "answer it there (`tether approvals answer` reaches only this machine's runs)"
+            )
+        return send_answer(marker.socket, marker.pid, approval_id, outcome, surface)
+
+
+class _Refusals:
+    def __init__(self, handler: RefusalHandler) -> None:
+        self.handler = handler
+        self.count = 0
+
+    def add_all(self, found: list[RefusedAnswer]) -> None:
+        for refused in found:
+            self.add(refused)
+
+    def add(self, refused: RefusedAnswer) -> None:
+        self.count += 1
+        if self.count < REFUSALS_RECORDED:
+            self.handler(refused)
+        elif self.count == REFUSALS_RECORDED:
+            self.handler(
+                replace(
+                    refused,
+                    detail=refused.detail + " (later refused answers to this "
+                    "approval are not recorded)",
+                )
+            )
+
+
+FileIdentity = tuple[int, int, int]
+"""Device, inode and change time: a file removed and created again may get the same inode
+number, never the same change time (which no process can set)."""
+
+
+def _identity(st: os.stat_result) -> FileIdentity:
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def _unusable(marker: Path, problem: str) -> AnswerBoxError:
+    return AnswerBoxError(
+        f"cannot create the wait marker {marker} ({problem}): nobody could answer, so the ask "
+        "is unavailable; keep the store where the agent's commands cannot write"
+    )
+
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+def _read_small_json(path: Path) -> object:
+    """A small regular file's JSON, or ``None``: never follows a link, never blocks on a FIFO,
+    never reads more than :data:`FILE_READ_LIMIT` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, FILE_READ_LIMIT + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > FILE_READ_LIMIT:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def _claimed_outcome(path: Path) -> str | None:
+    raw = _read_small_json(path)
+    outcome = raw.get("outcome") if isinstance(raw, dict) else None
+    return outcome if outcome in ANSWERS else None
+
+
+def _stale_text(approval_id: str) -> str:
+    return (
+        f"approval {approval_id} is pending in the log, but no running process waits for an "
+        "answer from the store (it was answered elsewhere, or its process is gone; a repair "
+        "or resume closes it as unavailable)"
+    )
 
 
 def _lineage(header: SessionHeader, headers: dict[str, SessionHeader]) -> tuple[str, ...]:
@@ -220,20 +450,20 @@ async def pending_approvals(
 
 
 async def answer_pending(
-    persistence: Persistence, box: AnswerBox, approval_id: str, outcome: str, by: str
-) -> PendingRow:
-    """Answer one pending approval; a stale or unknown id is refused with a clear error."""
+    persistence: Persistence, box: AnswerBox, approval_id: str, outcome: str, surface: str
+) -> tuple[PendingRow, str]:
+    """Answer one pending approval: the row and the ``answered_by`` the run recorded. A stale,
+    unknown, or already answered id is refused with a clear error."""
     for row in await pending_approvals(persistence, box):
         if row.id == approval_id:
             if not row.waiting:
-                raise ApprovalStaleError(
-                    f"approval {approval_id} is pending in the log, but no running process "
-                    "waits for an answer from the store (it was answered elsewhere, or its "
-                    "process is gone; a repair or resume closes it as unavailable)"
-                )
-            box.put(approval_id, outcome, by)
-            return row
-    if box.get(approval_id) is not None:
+                if box.was_answered(approval_id):
+                    raise ApprovalAlreadyAnsweredError(
+                        f"approval {approval_id} was already answered"
+                    )
+                raise ApprovalStaleError(_stale_text(approval_id))
+            return row, box.deliver(approval_id, outcome, surface)
+    if box.was_answered(approval_id):
         raise ApprovalAlreadyAnsweredError(f"approval {approval_id} was already answered")
     raise ApprovalNotPendingError(
         f"approval {approval_id} is not pending (already decided, or no such approval)"

@@ -40,6 +40,7 @@ CORE_EVENT_TYPES: Final = frozenset(
         "approval/asked",
         "approval/decided",
         "approval/pending",
+        "approval/answer-refused",
         "permission/preset",
         "subagent/descriptor",
         "subagent/notice",

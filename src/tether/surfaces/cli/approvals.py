@@ -1,19 +1,20 @@
 """``tether approvals``: see and answer pending approvals from any terminal.
 
-``list`` reads the store (never writes); ``answer ID allow|reject`` drops the answer in the
-store's answer box, where a run started with ``--approval-from store`` picks it up.
+``list`` reads the store (never writes); ``answer ID allow|reject`` hands the answer to the
+run waiting for it with ``--approval-from store``, through the approval socket its wait marker
+in the store's answer box names (:mod:`tether.session.answer_box`).
 """
 
 from __future__ import annotations
 
-import getpass
-import os
 import time
 from typing import Annotated
 
 import typer
 
+from tether.plugins.shown_text import shown_in_full
 from tether.session.answer_box import AnswerBox, PendingRow, answer_pending, pending_approvals
+from tether.session.answer_channel import CLI_SURFACE
 from tether.surfaces.cli.common import (
     JsonOption,
     StoreNotFoundError,
@@ -53,7 +54,7 @@ def list_pending(store: StoreOption = None, as_json: JsonOption = False) -> None
                     row.tool_name,
                     f"{max(0, now - row.asked_at) / 1000:.0f}s",
                     "yes" if row.waiting else "no (nobody waits on the store)",
-                    row.headline,
+                    shown_in_full(row.headline),
                 ]
                 for row in rows
             ],
@@ -78,13 +79,15 @@ def answer(
     """Answer one pending approval (first answer wins)."""
     if decision not in WORDS:
         raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
-    row = run(_answer(store, approval_id, WORDS[decision]))
-    write_text(f"{approval_id}: {WORDS[decision]} ({row.tool_name} in session {row.session_id})\n")
+    row, by = run(_answer(store, approval_id, WORDS[decision]))
+    write_text(
+        f"{approval_id}: {WORDS[decision]} ({row.tool_name} in session {row.session_id}; "
+        f"recorded as answered by {by})\n"
+    )
 
 
-async def _answer(store: str | None, approval_id: str, outcome: str) -> PendingRow:
-    by = f"tether approvals answer ({getpass.getuser()}, pid {os.getpid()})"
+async def _answer(store: str | None, approval_id: str, outcome: str) -> tuple[PendingRow, str]:
     async with opened_store(store, existing=True) as persistence:
         return await answer_pending(
-            persistence, AnswerBox.for_store(store_url(store)), approval_id, outcome, by
+            persistence, AnswerBox.for_store(store_url(store)), approval_id, outcome, CLI_SURFACE
         )

@@ -8,6 +8,7 @@ with a one-line reason on stderr.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Coroutine
 from typing import Annotated, Any
@@ -63,6 +64,16 @@ ApprovalFromOption = Annotated[
         help="'store': wait for `tether approvals answer` from any terminal.",
     ),
 ]
+ApprovalTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--approval-timeout",
+        metavar="SECONDS",
+        help="With --approval-from store: how long each ask waits before it resolves "
+        "unavailable (default 900; 0 waits until answered).",
+        show_default=False,
+    ),
+]
 ResumeOption = Annotated[
     str | None, typer.Option("--resume", metavar="SESSION_ID", help="Continue a stored session.")
 ]
@@ -95,6 +106,20 @@ def plugin_entries(names: list[str] | None, approver: str | None) -> list[Plugin
     return plugins
 
 
+def store_answerer(source: str, timeout: float | None, store: str) -> PluginEntry:
+    """The ``approval_from_store`` entry for ``--approval-from``/``--approval-timeout``."""
+    if source != "store":
+        error_line("run: --approval-from takes 'store'")
+        raise typer.Exit(2)
+    config: dict[str, object] = {"store": store}
+    if timeout is not None:
+        if not math.isfinite(timeout) or timeout < 0:
+            error_line("run: --approval-timeout takes a number of seconds, 0 or more")
+            raise typer.Exit(2)
+        config["timeout_seconds"] = timeout
+    return PluginEntry(name="approval_from_store", config=config)
+
+
 def run_command(
     prompt: Annotated[str | None, typer.Argument(help="The prompt for the root turn.")] = None,
     model: ModelOption = None,
@@ -106,6 +131,7 @@ def run_command(
     plugin: PluginOption = None,
     resume: ResumeOption = None,
     approval_from: ApprovalFromOption = None,
+    approval_timeout: ApprovalTimeoutOption = None,
     trust_workspace: TrustWorkspaceOption = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -118,12 +144,10 @@ def run_command(
     refuse_scope_on_resume("run", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
     if approval_from is not None:
-        if approval_from != "store":
-            error_line("run: --approval-from takes 'store'")
-            raise typer.Exit(2)
-        plugins.insert(
-            0, PluginEntry(name="approval_from_store", config={"store": store_url(store)})
-        )
+        plugins.insert(0, store_answerer(approval_from, approval_timeout, store_url(store)))
+    elif approval_timeout is not None:
+        error_line("run: --approval-timeout applies to --approval-from store")
+        raise typer.Exit(2)
     result = run(
         _offering_one_run_trust(
             _run(
