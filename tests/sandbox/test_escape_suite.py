@@ -74,9 +74,8 @@ class Attempt:
 
 
 SECRETS = tuple(SECRET_ENV.values())
-# Landlock cannot keep paths inside a writable workspace read-only (docs/sandbox.md); the file
-# tools refuse .git writes themselves.
-LANDLOCK_WS = (("landlock", "workspace-write"),)
+CONTROLLED = ("ws/.git", "ws/.tether-data")
+"""Control paths of the host layout (``.tether-data`` is one through ``protected_paths``)."""
 BWRAP = (("bwrap", "read-only"), ("bwrap", "workspace-write"))
 
 ATTEMPTS = (
@@ -204,13 +203,8 @@ ATTEMPTS = (
         "git_hooks",
         "mkdir -p @WS@/.git/hooks && echo 'echo pwned' > @WS@/.git/hooks/pre-commit",
         absent=("@WS@/.git/hooks/pre-commit",),
-        excluded=LANDLOCK_WS,
     ),
-    Attempt(
-        "tether_data_dir",
-        "echo pwned > @WS@/.tether-data/store.db",
-        excluded=LANDLOCK_WS,
-    ),
+    Attempt("tether_data_dir", "echo pwned > @WS@/.tether-data/store.db"),
     Attempt(
         "write_ws_read_only",
         "echo pwned > @WS@/new.txt",
@@ -291,23 +285,22 @@ def _cases() -> Iterator[object]:
 
 
 def _changed(
-    before: dict[str, tuple[object, ...]],
-    after: dict[str, tuple[object, ...]],
-    mode: str,
-    backend: str,
+    before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]], mode: str
 ) -> list[str]:
     """Keys that differ where nothing may change: everything outside the workspace; under
-    read-only the workspace too; under workspace-write (bwrap) the protected paths."""
-    protected = ("ws/.git", "ws/.tether-data") if backend == "bwrap" else ()
+    read-only the workspace too; under workspace-write its control paths, and which entries
+    its root holds (none created, removed or renamed)."""
 
     def guarded(key: str) -> bool:
         if not key.startswith("ws/") and key != "ws":
             return True
-        if mode == "read-only":
-            return True
-        return key.startswith(protected) if protected else False
+        return mode == "read-only" or key.startswith(CONTROLLED)
+
+    def top(shot: dict[str, tuple[object, ...]]) -> set[str]:
+        return {k for k in shot if k.startswith("ws/") and k.count("/") == 1}
 
     keys = {k for k in before.keys() | after.keys() if guarded(k)}
+    keys |= top(before) ^ top(after)
     return sorted(k for k in keys if before.get(k) != after.get(k))
 
 
@@ -328,9 +321,8 @@ async def test_escape_attempt_fails(host: Host, variant: str, mode: str, attempt
         for path in leftovers:
             if not path.startswith(str(host.top)):
                 os.unlink(path)  # never leave a file in /etc even when the test fails
-    backend = ran.command.backend
     assert leftovers == [], f"{attempt.name}: created {leftovers}"
-    assert _changed(before, host.snapshot(include_ws=True), mode, backend) == []
+    assert _changed(before, host.snapshot(include_ws=True), mode) == []
     output = ran.stdout + ran.stderr
     for secret in attempt.leaks:
         assert secret not in output, f"{attempt.name}: leaked {secret!r}"

@@ -374,7 +374,10 @@ class ForkServer:
         argv, env = list(command.command), dict(command.env)
         if any("\0" in text for text in (*argv, *env, *env.values())):
             raise SandboxError("embedded null byte in argv or env", code="SANDBOX_CONFIG")
-        roots = writable_roots(spec)
+        try:
+            roots = writable_roots(spec)
+        except LandlockError as err:
+            raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
         body = json.dumps(
             {"argv": argv, "env": env, "cwd": cwd or os.getcwd(), "writable": list(roots)}
         ).encode()

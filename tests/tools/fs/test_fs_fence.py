@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tether.sandbox import default_rules
 from tether.tools.base import Tool, ToolResult
 from tether.tools.fs import EditTool, ReadTool, SandboxDenied, WriteTool, plan_write
 from tether.tools.fs.fence import existing_entry, open_existing, open_parent
@@ -318,7 +319,7 @@ async def test_directory_swapped_for_link_after_the_check_is_refused(host: Host)
     """Deterministic form of the race: the swap lands between plan and walk."""
     swapper = _race_layout(host)
     before = host.snapshot_outside()
-    plan = plan_write(host.policy("workspace-write"), "d/new/f.txt")
+    plan = plan_write(host.policy("workspace-write"), "d/new/f.txt", rules=default_rules())
     assert plan.parts == ("d", "new", "f.txt")
 
     exchange(swapper.real, swapper.link)  # ws/d is now a link to outside
@@ -336,7 +337,7 @@ async def test_directory_swapped_for_link_after_the_check_is_refused(host: Host)
 async def test_file_swapped_for_link_after_the_check_is_refused(host: Host) -> None:
     (host.ws / "f.txt").write_text("inside\n")
     before = host.snapshot_outside()
-    plan = plan_write(host.policy("workspace-write"), "f.txt")
+    plan = plan_write(host.policy("workspace-write"), "f.txt", rules=default_rules())
 
     (host.ws / "f.txt").unlink()
     (host.ws / "f.txt").symlink_to(host.outside / "secret.txt")
