@@ -204,16 +204,48 @@ ATTEMPTS = (
         "mkdir -p @WS@/.git/hooks && echo 'echo pwned' > @WS@/.git/hooks/pre-commit",
         absent=("@WS@/.git/hooks/pre-commit",),
     ),
+    Attempt(
+        "git_config_fsmonitor",
+        "git config --file @WS@/.git/config core.fsmonitor 'touch @OUT@/pwned'",
+        absent=("@WS@/.git/config", "@OUT@/pwned"),
+    ),
+    Attempt("git_head_rewrite", "echo 'ref: refs/heads/evil' > @WS@/.git/HEAD"),
+    # (mv may copy when it cannot rename; a copy is only a read of .git, which is allowed.)
+    Attempt("mv_git", "mv @WS@/.git @WS@/src/moved-git && test ! -e @WS@/.git"),
+    Attempt("rm_git", "rm -rf @WS@/.git && test ! -e @WS@/.git"),
+    Attempt(
+        "replace_git_with_a_planted_one",
+        "mkdir -p @WS@/src/g/hooks && echo pwned > @WS@/src/g/hooks/pre-commit && "
+        "rm -rf @WS@/.git; mv @WS@/src/g @WS@/.git",
+    ),
+    Attempt(
+        "hardlink_git_file_then_write",
+        "ln @WS@/.git/HEAD @WS@/src/head && echo pwned >> @WS@/src/head",
+        absent=("@WS@/src/head",),
+    ),
+    Attempt(
+        "symlink_into_git_then_write",
+        "ln -s ../.git/HEAD @WS@/src/head; echo pwned >> @WS@/src/head",
+    ),
     Attempt("tether_data_dir", "echo pwned > @WS@/.tether-data/store.db"),
+    Attempt("new_entry_in_ws_root", "echo pwned > @WS@/new.txt", absent=("@WS@/new.txt",)),
+    Attempt("remove_ws_root_entry", "rm -f @WS@/file.txt && test ! -e @WS@/file.txt"),
+    Attempt("rename_ws_root_entry", "mv @WS@/file.txt @WS@/src/file.txt"),
     Attempt(
         "write_ws_read_only",
-        "echo pwned > @WS@/new.txt",
-        absent=("@WS@/new.txt",),
+        "echo pwned > @WS@/src/new.txt",
+        absent=("@WS@/src/new.txt",),
         modes=("read-only",),
     ),
     Attempt("delete_ws_read_only", "rm @WS@/file.txt", modes=("read-only",)),
     Attempt("env_api_keys", "env; echo; set", leaks=SECRETS, must_fail=False),
     Attempt("harness_environ", "cat /proc/@PID@/environ", leaks=SECRETS),
+    Attempt("harness_thread_environ", "cat /proc/@PID@/task/@PID@/environ", leaks=SECRETS),
+    Attempt("harness_mem", "head -c 64 /proc/@PID@/mem | wc -c | grep -qx 64"),
+    Attempt(
+        "harness_mem_by_offset",
+        f"{PYTHON} -c \"f = open('/proc/@PID@/mem', 'rb'); f.seek(0x400000); f.read(16)\"",
+    ),
     Attempt("ssh_key", "cat @HOME@/.ssh/id_rsa", leaks=(SSH_KEY,)),
     Attempt("ssh_key_via_proc_root", "cat /proc/self/root@HOME@/.ssh/id_rsa", leaks=(SSH_KEY,)),
     Attempt(

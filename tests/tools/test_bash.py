@@ -218,8 +218,9 @@ async def test_a_new_entry_in_the_workspace_root_is_denied_with_a_way_out(
         f"[stderr]\ntouch: cannot touch 'new.txt': {error}\nexit code: 1\n"
         "[sandbox: file access denied under workspace-write mode]\n"
         "[sandbox: commands cannot create, remove or rename entries directly in the workspace "
-        "root (its existing files can still be changed in place); the write and edit tools can "
-        "create files there]"
+        "root; its existing files and everything inside its existing directories stay "
+        "writable. The write and edit tools can create files there (writing a file into a new "
+        "directory creates the directory for the next command)]"
     )
     assert result.details["sandbox_denied"] is True
     assert sorted(os.listdir(ws)) == ["src"]

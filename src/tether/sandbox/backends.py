@@ -35,8 +35,9 @@ from tether.sandbox.paths import below
 
 CLOSED_ROOT_NOTE: Final = (
     "[sandbox: commands cannot create, remove or rename entries directly in the workspace "
-    "root (its existing files can still be changed in place); the write and edit tools can "
-    "create files there]"
+    "root; its existing files and everything inside its existing directories stay writable. "
+    "The write and edit tools can create files there (writing a file into a new directory "
+    "creates the directory for the next command)]"
 )
 """Appended to a denied command's result while the workspace root is not writable itself
 (see :func:`tether.sandbox.landlock_exec.writable_cover`)."""

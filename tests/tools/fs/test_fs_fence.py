@@ -7,7 +7,6 @@ next to the workspace), not only through the result text.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import threading
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from tether.tools.base import Tool, ToolResult
 from tether.tools.fs import EditTool, ReadTool, SandboxDenied, WriteTool, plan_write
 from tether.tools.fs.fence import existing_entry, open_existing, open_parent
 
-from .conftest import RESTRICTED, Host, marker, run_tool
+from .conftest import RESTRICTED, Host, Swapper, exchange, marker, run_tool
 
 WRITE = WriteTool()
 EDIT = EditTool()
@@ -220,33 +219,6 @@ async def test_hard_link_to_outside_file_is_never_written_through(
 
 
 # -- rename races -------------------------------------------------------------------------------
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
-
-
-def exchange(a: Path, b: Path) -> None:
-    """Atomically swap two names (renameat2 RENAME_EXCHANGE): ``a`` is never missing."""
-    rc = _libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), str(a))
-
-
-@dataclass
-class Swapper:
-    """A thread that keeps swapping ``ws/d`` between a real directory and a link to outside."""
-
-    real: Path
-    link: Path
-    stop: threading.Event
-    swaps: int = 0
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            exchange(self.real, self.link)
-            self.swaps += 1
 
 
 def _race_layout(host: Host) -> Swapper:

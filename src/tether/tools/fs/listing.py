@@ -269,7 +269,7 @@ class GlobTool:
             except OSError:
                 continue  # no such directory: nothing matches
             try:
-                for entry, _ in tree(root, rules, depth=depth):
+                for entry, _ in tree(root, rules, depth=depth, every_kind=True):
                     visited += 1
                     if visited > self.max_visited or signal.aborted:
                         stopped = True

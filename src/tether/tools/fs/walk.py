@@ -59,11 +59,17 @@ def open_root(path: str, rules: PathRules, display: str, mode: str | None, verb:
 
 
 def listing(
-    fd: int, real: str, prefix: str, rules: PathRules, budget: list[int] | None = None
+    fd: int,
+    real: str,
+    prefix: str,
+    rules: PathRules,
+    budget: list[int] | None = None,
+    *,
+    every_kind: bool = False,
 ) -> list[Entry]:
-    """The directories and regular files in directory ``fd`` (canonical path ``real``),
-    sorted as full paths sort, hidden entries and ``.git`` left out. ``budget[0]`` counts down
-    the entries that may still be visited."""
+    """The directories and regular files (``every_kind``: and links, sockets, ...) in
+    directory ``fd`` (canonical path ``real``), sorted as full paths sort, hidden entries and
+    ``.git`` left out. ``budget[0]`` counts down the entries that may still be visited."""
     try:
         with os.scandir(fd) as it:
             items = list(it)
@@ -82,7 +88,8 @@ def listing(
         except OSError:
             continue
         path = os.path.join(real, item.name)
-        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)) or rules.hides(path, st):
+        plain = stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)
+        if not (plain or every_kind) or rules.hides(path, st):
             continue
         out.append(Entry(prefix + item.name, item.name, path, stat.S_ISDIR(st.st_mode)))
     # A directory sorts by its name plus "/" so that "a.txt" comes before "a/x".
@@ -91,13 +98,21 @@ def listing(
 
 
 def tree(
-    root: Root, rules: PathRules, budget: list[int] | None = None, depth: int | None = None
+    root: Root,
+    rules: PathRules,
+    budget: list[int] | None = None,
+    depth: int | None = None,
+    *,
+    every_kind: bool = False,
 ) -> Iterator[tuple[Entry, int]]:
-    """Every entry below ``root`` in path order, with the descriptor of its directory (valid
-    until the next entry). ``depth`` bounds how many components deep the walk goes."""
-    stack: list[tuple[int, Iterator[Entry], int]] = [
-        (root.fd, iter(listing(root.fd, root.real, "", rules, budget)), 0)
-    ]
+    """Every entry below ``root`` in path order (see :func:`listing`), with the descriptor
+    of its directory (valid until the next entry). ``depth`` bounds how many components deep
+    the walk goes; links are listed (``every_kind``) but never followed."""
+
+    def entries(fd: int, real: str, prefix: str) -> Iterator[Entry]:
+        return iter(listing(fd, real, prefix, rules, budget, every_kind=every_kind))
+
+    stack: list[tuple[int, Iterator[Entry], int]] = [(root.fd, entries(root.fd, root.real, ""), 0)]
     try:
         while stack:
             fd, entries, level = stack[-1]
