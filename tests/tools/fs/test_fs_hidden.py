@@ -188,6 +188,11 @@ async def test_links_into_hidden_paths_lead_nowhere(host: Host, home: Path) -> N
         )
     grep = await run_tool(GREP, policy, ctx=ctx, pattern="must-not-leak")
     assert grep.content == "no matches for must-not-leak"
+    (host.ws / "sub").mkdir()
+    (host.ws / "sub" / "ssh").symlink_to(home / ".ssh")
+    found = await run_tool(GLOB, policy, ctx=ctx, pattern="**/*")
+    # Links listed, never followed; the hard link to .netrc is .netrc, so it is left out.
+    assert found.content == "dir-link\nkey-link\nsub/\nsub/ssh"
     edit = await run_tool(
         EDIT, host.policy("danger-full-access"), ctx=ctx, path="key-link",
         old_string="FAKE", new_string="x",

@@ -109,10 +109,10 @@ def tree(
     of its directory (valid until the next entry). ``depth`` bounds how many components deep
     the walk goes; links are listed (``every_kind``) but never followed."""
 
-    def entries(fd: int, real: str, prefix: str) -> Iterator[Entry]:
+    def listed(fd: int, real: str, prefix: str) -> Iterator[Entry]:
         return iter(listing(fd, real, prefix, rules, budget, every_kind=every_kind))
 
-    stack: list[tuple[int, Iterator[Entry], int]] = [(root.fd, entries(root.fd, root.real, ""), 0)]
+    stack: list[tuple[int, Iterator[Entry], int]] = [(root.fd, listed(root.fd, root.real, ""), 0)]
     try:
         while stack:
             fd, entries, level = stack[-1]
@@ -134,10 +134,7 @@ def tree(
             if rules.hides(entry.real, os.fstat(child)):
                 os.close(child)
                 continue
-            prefix = entry.rel + "/"
-            stack.append(
-                (child, iter(listing(child, entry.real, prefix, rules, budget)), level + 1)
-            )
+            stack.append((child, listed(child, entry.real, entry.rel + "/"), level + 1))
     finally:
         for fd, _, _ in stack:
             if fd != root.fd:
