@@ -122,11 +122,15 @@ class BwrapBackend:
         """``path``: the bwrap binary or a bwrap-compatible runner (default: ``bwrap`` on
         ``PATH``). Whatever it is, it is probed before any command uses it."""
         self.path = path
+        self._found: str | None = None
 
     def _binary(self) -> str | None:
+        """The runner: ``path``, else ``bwrap`` on ``PATH`` as first found (the one probed)."""
         if self.path is not None:
             return self.path
-        return shutil.which("bwrap")
+        if self._found is None:
+            self._found = shutil.which("bwrap")
+        return self._found
 
     def runner_files(self) -> tuple[str, ...]:
         binary = self._binary()
@@ -174,12 +178,13 @@ class BwrapBackend:
         # below one masked already is covered by that mask (and has no mount point left).
         masked: list[str] = []
         for path in profile.hidden:
-            if any(below(path, top) for top in masked):
+            directory = os.path.isdir(path)
+            if not (directory or os.path.lexists(path)) or any(below(path, t) for t in masked):
                 continue
             masked.append(path)
-            if os.path.isdir(path):
+            if directory:
                 out += ["--tmpfs", path, "--remount-ro", path]
-            elif os.path.lexists(path):
+            else:
                 out += ["--ro-bind", "/dev/null", path]
         out += ["--unshare-all"]
         if profile.network:

@@ -41,7 +41,6 @@ from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.errors import SandboxError
 from tether.sandbox.landlock_exec import (
     LandlockError,
-    LandlockSpec,
     build_ruleset,
     recv_with_fds,
     writable_roots,
@@ -386,7 +385,7 @@ class ForkServer:
                 "the command and its environment are too large", code="SANDBOX_CONFIG"
             )
         try:
-            ruleset = build_ruleset(LandlockSpec(roots, spec.hidden, spec.network))
+            ruleset = build_ruleset(spec, roots=roots)
         except LandlockError as err:
             raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
         memfd = os.memfd_create("tether-request", os.MFD_CLOEXEC)

@@ -297,10 +297,10 @@ def _cover(top: str, hide: set[str]) -> tuple[list[str], list[str]]:
 def writable_roots(spec: LandlockSpec) -> tuple[str, ...]:
     """What a command may modify beneath: each of ``spec.writable`` resolved, or, when it
     holds a hidden or read-only path (existing or not), :func:`writable_cover` of it."""
-    carve = _normalised((*spec.hidden, *spec.readonly))
+    folded = {c.casefold() for c in _normalised((*spec.hidden, *spec.readonly))}
     roots: list[str] = []
     for path in spec.writable:
-        roots += writable_cover(os.path.realpath(path), carve)[0]
+        roots += writable_cover(os.path.realpath(path), folded)[0]
     return tuple(dict.fromkeys(roots))
 
 
@@ -320,9 +320,10 @@ def writable_cover(root: str, carve: set[str]) -> tuple[list[str], list[str]]:
     """
     folded = {c.casefold() for c in carve}
     key = root.casefold()
-    if any(key == c or key.startswith(c.rstrip("/") + "/") for c in folded):
+    under = key.rstrip("/") + "/"
+    if any(key == c or key.startswith(c + "/") for c in folded):
         return [], []
-    inside = {c for c in folded if c.startswith(key.rstrip("/") + "/")}
+    inside = {c for c in folded if c.startswith(under)}
     if not inside:
         return [root], []
     granted: list[str] = []
@@ -432,9 +433,12 @@ def _add_readable(libc: _Libc, ruleset: int, hidden: Sequence[str]) -> None:
         _add_rule(libc, ruleset, path, FS_READ, required=False)
 
 
-def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
+def build_ruleset(
+    spec: LandlockSpec, abi: int | None = None, *, roots: Sequence[str] | None = None
+) -> int:
     """A ruleset file descriptor (close-on-exec) for ``spec``. Creating it restricts nothing;
-    :func:`restrict_self` in the child does. The caller closes it after spawning."""
+    :func:`restrict_self` in the child does. The caller closes it after spawning. ``roots``:
+    :func:`writable_roots` of ``spec`` when the caller has them already."""
     abi = abi_version() if abi is None else abi
     libc = _libc()
     attr = _RulesetAttr(handled_fs(abi), 0, 0)
@@ -459,7 +463,7 @@ def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
         # outside the hidden paths. A hidden directory's entry names stay visible.
         _add_rule(libc, fd, "/", FS_READ_DIR)
         _add_readable(libc, fd, spec.hidden)
-        for path in writable_roots(spec):
+        for path in writable_roots(spec) if roots is None else roots:
             # Not through a link: an entry swapped for one since it was listed grants nothing.
             _add_rule(libc, fd, path, writable_access(abi), required=False, follow=False)
         _add_rule(libc, fd, "/dev/null", FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE)

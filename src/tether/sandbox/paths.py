@@ -21,6 +21,7 @@ import contextlib
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
@@ -172,9 +173,14 @@ class _Resolver:
         self._missing: set[str] = set()
         self.stats: dict[str, os.stat_result] = {}
         """The ``stat`` of each resolved path that exists."""
+        self.consulted: set[str] = set()
+        """Existing directories whose entries decided a resolution."""
+        self.followed = False
+        """A symbolic link was followed (its target's directories are not in ``consulted``)."""
 
     def resolve(self, path: str) -> str:
         if ".." in path.split("/"):
+            self.followed = True
             return self._final(os.path.realpath(path))
         parent, name = os.path.split(os.path.normpath(path))
         if not name:
@@ -186,12 +192,14 @@ class _Resolver:
         if base in self._missing:
             self._missing.add(full)
             return full
+        self.consulted.add(base)
         try:
             info = os.lstat(full)
         except OSError:
             self._missing.add(full)
             return full
         if stat.S_ISLNK(info.st_mode):
+            self.followed = True
             return self._final(os.path.realpath(full))
         self.stats[full] = info
         return full
@@ -280,6 +288,45 @@ class PathRules:
         )
 
 
+_RELEVANT: Final = (
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    STORE_ENV,
+    *(variable for variable, _ in CREDENTIAL_ENV),
+)
+"""The variables the rules depend on."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    rules: PathRules
+    stamps: tuple[tuple[str, int, int, int], ...]
+    """(directory, device, inode, mtime in ns) of every directory consulted."""
+    built: int
+
+
+_CACHE_SIZE: Final = 8
+_FRESH_NS: Final = 2_000_000_000
+"""A directory changed this recently may change again within its timestamp's tick: the rules
+are not reused until it has been quiet this long."""
+_cache: dict[tuple[object, ...], _Cached] = {}
+
+
+def _reusable(entry: _Cached) -> bool:
+    try:
+        for directory, dev, ino, mtime in entry.stamps:
+            info = os.stat(directory)
+            if (info.st_dev, info.st_ino, info.st_mtime_ns) != (dev, ino, mtime):
+                return False
+            if mtime > entry.built - _FRESH_NS:
+                return False
+    except OSError:
+        return False
+    return True
+
+
 def path_rules(
     source: Mapping[str, str],
     *,
@@ -290,7 +337,23 @@ def path_rules(
 ) -> PathRules:
     """The rules for an environment: credential paths, tether's directories and the
     ``TETHER_STORE`` store it implies, plus ``hidden`` and ``store`` paths and ``protected``
-    control paths."""
+    control paths.
+
+    Resolving some forty paths costs a good part of a millisecond, paid per command, so the
+    rules are kept and reused while none of the directories consulted to resolve them has
+    changed (a path created, removed or replaced by a link changes its directory)."""
+    key = (
+        tuple(source.get(v) for v in _RELEVANT),
+        os.path.expanduser("~"),
+        home,
+        tuple(hidden),
+        tuple(store),
+        tuple(protected),
+    )
+    cached = _cache.get(key)
+    if cached is not None and _reusable(cached):
+        return cached.rules
+    built = time.time_ns()
     resolver = _Resolver()
     store_paths = canonical([*store, *env_store_files(source)], resolver)
     every = canonical(
@@ -300,7 +363,18 @@ def path_rules(
     every = tuple(dict.fromkeys([*every, *store_paths]))
     present = tuple(p for p in every if p in resolver.stats)
     identities = frozenset((resolver.stats[p].st_dev, resolver.stats[p].st_ino) for p in present)
-    return PathRules(every, store_paths, canonical(protected), present, identities)
+    rules = PathRules(every, store_paths, canonical(protected, resolver), present, identities)
+    if not resolver.followed:
+        stamps = []
+        for directory in sorted(resolver.consulted):
+            with contextlib.suppress(OSError):
+                info = os.stat(directory)
+                stamps.append((directory, info.st_dev, info.st_ino, info.st_mtime_ns))
+        _cache.pop(key, None)
+        _cache[key] = _Cached(rules, tuple(stamps), built)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.pop(next(iter(_cache)), None)
+    return rules
 
 
 def default_rules(env: Mapping[str, str] | None = None) -> PathRules:
