@@ -404,6 +404,59 @@ def test_runner_inside_the_workspace_is_refused(host: Host, option: str, mode: s
     )
 
 
+def planted_bwrap(directory: Path, marker: Path) -> Path:
+    """A ``bwrap`` a confined command could have planted: running it at all is the escape."""
+    directory.mkdir(parents=True, exist_ok=True)
+    bwrap = directory / "bwrap"
+    bwrap.write_text(f'#!/bin/sh\necho ran > {marker}\nexec {shutil.which("bwrap")} "$@"\n')
+    bwrap.chmod(0o755)
+    return bwrap
+
+
+def test_a_configured_runner_inside_the_workspace_is_refused_before_it_runs(host: Host) -> None:
+    marker = host.outside / "runner-ran"
+    runner = planted_bwrap(host.ws / "src", marker)
+    provider = SandboxProvider(runner_command=str(runner), home=str(host.home))
+    with pytest.raises(SandboxError) as err:
+        provider.check_workspace(str(host.ws))
+    assert err.value.code == "SANDBOX_CONFIG"
+    assert str(err.value).startswith(f"the sandbox runner {runner} lies inside the workspace")
+    assert not marker.exists()
+
+
+def test_a_bwrap_found_inside_the_workspace_is_never_run(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = host.outside / "runner-ran"
+    planted = planted_bwrap(host.ws / "src", marker)
+    monkeypatch.setenv("PATH", f"{planted.parent}:{os.environ['PATH']}")
+    provider = SandboxProvider(home=str(host.home))
+    provider.check_workspace(str(host.ws))
+    assert provider.backend_name() == "landlock"
+    bwrap = provider.reports()[0]
+    assert (bwrap.status, bwrap.reason.split(",")[0]) == (
+        "rejected",
+        f"the sandbox runner {planted} lies inside the workspace {host.ws}",
+    )
+    assert not marker.exists()
+
+
+@pytest.mark.bwrap
+def test_relative_path_entries_never_find_bwrap(
+    host: Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = host.outside / "runner-ran"
+    planted_bwrap(tmp_path / "bin", marker)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"bin:{os.environ['PATH']}")
+    provider = SandboxProvider(backends=("bwrap",), disable=())
+    assert provider.backend_name() == "bwrap"
+    assert provider.confine(["true"], host.policy("read-only")).runner == shutil.which(
+        "bwrap", path=os.environ["PATH"].split(":", 1)[1]
+    )
+    assert not marker.exists()
+
+
 def test_landlock_launcher_inside_the_workspace_is_refused(host: Host) -> None:
     launcher_dir = os.path.dirname(LAUNCHER_PATH)
     workspace = os.path.dirname(os.path.dirname(launcher_dir))  # the checkout's src/

@@ -125,11 +125,15 @@ class BwrapBackend:
         self._found: str | None = None
 
     def _binary(self) -> str | None:
-        """The runner: ``path``, else ``bwrap`` on ``PATH`` as first found (the one probed)."""
+        """The runner: ``path``, else ``bwrap`` on ``PATH`` as first found (the one probed).
+        Relative ``PATH`` entries are skipped: they name the working directory, often the
+        workspace, where a confined command could plant a ``bwrap``."""
         if self.path is not None:
             return self.path
         if self._found is None:
-            self._found = shutil.which("bwrap")
+            entries = os.environ.get("PATH", FALLBACK_PATH).split(os.pathsep)
+            search = os.pathsep.join(e for e in entries if os.path.isabs(e))
+            self._found = shutil.which("bwrap", path=search)
         return self._found
 
     def runner_files(self) -> tuple[str, ...]:

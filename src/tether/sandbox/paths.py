@@ -23,7 +23,7 @@ import re
 import stat
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
 from tether.dirs import config_dir, data_dir
@@ -237,6 +237,11 @@ class PathRules:
     identities: frozenset[tuple[int, int]] = frozenset()
     """(device, inode) of each of ``present``: a hard link or bind mount of one elsewhere is
     still recognised."""
+    folded: frozenset[str] = field(init=False)
+    """``hidden`` case-folded: on a case-insensitive filesystem ``~/.SSH`` is ``~/.ssh``."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "folded", frozenset(h.casefold() for h in self.hidden))
 
     def control(self, workspace: str) -> tuple[str, ...]:
         """The control paths of ``workspace`` (canonical), existing or not."""
@@ -247,13 +252,22 @@ class PathRules:
         """The hidden path that covers canonical ``path``, if any."""
         if _PROC_SECRET.fullmatch(path.removesuffix(" (deleted)")):
             return path
-        return next((h for h in self.hidden if below(path, h)), None)
+        key = path.casefold()
+        return next((h for h in self.hidden if below(key, h.casefold())), None)
 
     def hides(self, path: str, st: os.stat_result | None = None) -> bool:
         """Canonical ``path`` (with its ``stat`` when at hand) is hidden."""
         if st is not None and (st.st_dev, st.st_ino) in self.identities:
             return True
         return self.hiding(path) is not None
+
+    def hides_entry(self, path: str, st: os.stat_result) -> bool:
+        """:meth:`hides` for an entry of a directory that is not hidden itself (a tree walk
+        never enters one), so only the entry's own path and identity can match: one lookup
+        instead of a comparison with every hidden path."""
+        if (st.st_dev, st.st_ino) in self.identities or path.casefold() in self.folded:
+            return True
+        return path.startswith("/proc/") and self.hiding(path) is not None
 
     def controls(self, path: str, workspace: str) -> bool:
         """Canonical ``path`` is, or lies beneath, a control path of ``workspace``. Names at

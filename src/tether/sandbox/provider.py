@@ -125,6 +125,7 @@ class SandboxProvider:
         self.hidden_extra = tuple(os.path.abspath(p) for p in hidden_paths)
         self.protected_extra = tuple(os.path.abspath(p) for p in protected_paths)
         self.store_paths = tuple(os.path.abspath(p) for p in store_paths)
+        self._explicit_runner = (runner_command or bwrap_path) is not None
         self.open_workspace_root = open_workspace_root
         self.env_allow = tuple(env_allow)
         self.home = home
@@ -273,8 +274,10 @@ class SandboxProvider:
         provider cannot keep out of reach: the workspace inside a hidden path (the store's
         directory among them), or, with ``open_workspace_root`` under bubblewrap, store
         files directly in the workspace root (a command could create the missing ones, a
-        ``-journal`` that SQLite would replay among them)."""
+        ``-journal`` that SQLite would replay among them). A runner inside the workspace is
+        refused or its backend rejected before it is ever probed."""
         root = os.path.realpath(workspace)
+        self._reject_runners_inside(root)
         rules = self.path_rules()
         rules.refuse_workspace(root)
         at_root = [p for p in rules.store if os.path.dirname(p) == root]
@@ -287,6 +290,21 @@ class SandboxProvider:
                 "open_workspace_root off",
                 code="STORE_UNPROTECTED",
             )
+
+    def _reject_runners_inside(self, root: str) -> None:
+        """A runner a confined command could rewrite is never run, not even to probe it: an
+        explicitly configured one is an error, one merely found (``bwrap`` on ``PATH``, the
+        Landlock launcher) rejects its backend, with the reason."""
+        with self._lock:
+            for name in self.chain:
+                if name in self.disabled or name in self._probes:
+                    continue
+                try:
+                    check_runner(self._backends[name].runner_files(), root)
+                except SandboxError as err:
+                    if name == "bwrap" and self._explicit_runner:
+                        raise
+                    self._probes[name] = Probe(False, str(err))
 
 
 def unconfined(

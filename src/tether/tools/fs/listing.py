@@ -83,7 +83,7 @@ class LsTool:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    if not rules.hides(os.path.join(root.real, entry.name), st):
+                    if not rules.hides_entry(os.path.join(root.real, entry.name), st):
                         names.append(_ls_name(entry, st, root.fd))
         except OSError as err:
             raise FileToolError(os_reason(err, display)) from err

@@ -89,7 +89,7 @@ def listing(
             continue
         path = os.path.join(real, item.name)
         plain = stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)
-        if not (plain or every_kind) or rules.hides(path, st):
+        if not (plain or every_kind) or rules.hides_entry(path, st):
             continue
         out.append(Entry(prefix + item.name, item.name, path, stat.S_ISDIR(st.st_mode)))
     # A directory sorts by its name plus "/" so that "a.txt" comes before "a/x".
@@ -131,7 +131,7 @@ def tree(
                 child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
             except OSError:
                 continue  # gone, or swapped for a link since it was listed
-            if rules.hides(entry.real, os.fstat(child)):
+            if rules.hides_entry(entry.real, os.fstat(child)):
                 os.close(child)
                 continue
             stack.append((child, listed(child, entry.real, entry.rel + "/"), level + 1))
@@ -152,7 +152,7 @@ def open_entry(entry: Entry, parent_fd: int, rules: PathRules) -> int | None:
         return None
     try:
         st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode) and not rules.hides(entry.real, st):
+        if stat.S_ISREG(st.st_mode) and not rules.hides_entry(entry.real, st):
             return fd
     except OSError:
         pass
