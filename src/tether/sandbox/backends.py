@@ -114,6 +114,9 @@ class BwrapBackend:
 
     name: BackendName = "bwrap"
     denial_signatures: Final = ("Read-only file system",)
+    busy_signature: Final = "Device or resource busy"
+    """Removing or renaming an entry bound over the workspace fails with ``EBUSY``: a denial
+    under workspace-write."""
     runner_failure_rules: Final = (
         RunnerFailureRule(1, "bwrap: ", "bubblewrap could not set up the sandbox"),
     )
@@ -202,26 +205,22 @@ class BwrapBackend:
         binary = self._binary() or "bwrap"
         env = {**profile.env, "TMPDIR": "/tmp"}
         profile = replace(profile, env=env)
-        writable = profile.mode is SandboxMode.WORKSPACE_WRITE
+        signatures: tuple[str, ...] = self.denial_signatures
+        if profile.mode is SandboxMode.WORKSPACE_WRITE:
+            signatures = (*signatures, self.busy_signature)
         return ConfinedCommand(
             argv=tuple(self.build(binary, argv, profile)),
             env=env,
             mode=profile.mode,
             backend="bwrap",
             enforcement="full",
-            # Removing or renaming an entry bound over the workspace fails with EBUSY.
-            denial_signatures=(*self.denial_signatures, BUSY)
-            if writable
-            else self.denial_signatures,
+            denial_signatures=signatures,
             runner_failure_rules=self.runner_failure_rules,
             command=tuple(argv),
             runner=binary,
             network=profile.network,
             denial_note=CLOSED_ROOT_NOTE if profile.closed_root else None,
         )
-
-
-BUSY: Final = "Device or resource busy"
 
 
 def _workspace_binds(profile: Profile) -> list[str]:
