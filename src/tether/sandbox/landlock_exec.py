@@ -125,8 +125,8 @@ class LandlockError(OSError):
 class LandlockSpec:
     """What one confined command may do.
 
-    ``writable``: directories the command may modify (empty for read-only; ``/dev/null`` is
-    always writable). ``hidden``: paths that must be neither readable nor writable
+    ``writable``: canonical directories (or files) the command may modify (empty for
+    read-only; ``/dev/null`` is always writable); one that is a symbolic link grants nothing. ``hidden``: paths that must be neither readable nor writable
     (credentials, the session store); everything else is readable. ``readonly``: paths that
     stay readable but must not change, even inside a writable directory (the workspace's
     control files). ``hidden`` and ``readonly`` are canonical and need not exist: one that
@@ -298,6 +298,9 @@ def writable_roots(spec: LandlockSpec) -> tuple[str, ...]:
     """What a command may modify beneath: each of ``spec.writable`` resolved, or, when it
     holds a hidden or read-only path (existing or not), :func:`writable_cover` of it."""
     folded = {c.casefold() for c in _normalised((*spec.hidden, *spec.readonly))}
+    if not folded:
+        # Nothing to carve (a fork-server pair gets the roots the harness carved already).
+        return tuple(dict.fromkeys(spec.writable))
     roots: list[str] = []
     for path in spec.writable:
         roots += writable_cover(os.path.realpath(path), folded)[0]
