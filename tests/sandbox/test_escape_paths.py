@@ -11,13 +11,15 @@ for the secrets it must not show.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from sandbox_support import RESTRICTED, VARIANTS, Host, make_provider, run_confined
+from sandbox_support import PYTHON, RESTRICTED, VARIANTS, Host, make_provider, run_confined
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import CREDENTIAL_PATHS, SandboxError, SandboxProvider
@@ -50,7 +52,7 @@ ATTACKS = (
     "mv @WS@/src/planted @TOP@",
     "ln -s @WS@/src/planted @TOP@",
     "cp @WS@/src/planted @P@",
-    f"{os.path.realpath(os.sys.executable)} -c \"import os; os.rename('@WS@/src/planted', '@TOP@')\"",
+    f"{PYTHON} -c \"import os; os.rename('@WS@/src/planted', '@TOP@')\"",
 )
 
 
@@ -143,7 +145,7 @@ STORE_ATTACKS = (
     'echo \'{"outcome": "allowed-once"}\' > @DB@.answers/a-2.json',
     "echo pwned > @DB@.leases/s-1.lease; rm -f @DB@.leases/s-1.lease",
     "rm -rf @DB@.answers @DB@-wal; mv @DB@ @DB@.moved",
-    f'{os.path.realpath(os.sys.executable)} -c "import sqlite3; '
+    f'{PYTHON} -c "import sqlite3; '
     "sqlite3.connect('@DB@').execute('insert into events values (1)').connection.commit()\"",
 )
 
@@ -390,3 +392,43 @@ def test_a_store_in_an_open_workspace_root_is_refused_under_bwrap(host: Host) ->
     make_provider("bwrap", host, store_paths=in_subdir, open_workspace_root=True).check_workspace(
         str(host.ws)
     )
+
+
+# -- a real repository --------------------------------------------------------------------------
+GIT_ATTACKS = (
+    "git config core.fsmonitor 'touch @OUT@/pwned'",
+    "git config --local alias.st '!touch @OUT@/pwned'",
+    "printf '#!/bin/sh\\ntouch @OUT@/pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+    "mv .git src/moved-git && mkdir .git",
+    "git init --quiet --separate-git-dir src/evil-git .",
+)
+
+
+def git_cases() -> Iterator[object]:
+    for variant in VARIANTS:
+        for mode in RESTRICTED:
+            yield pytest.param(
+                variant.values[0], mode, marks=variant.marks, id=f"{variant.id}-{mode}"
+            )
+
+
+@pytest.mark.parametrize(("variant", "mode"), list(git_cases()))
+async def test_a_real_repository_cannot_be_changed(host: Host, variant: str, mode: str) -> None:
+    """``git`` itself, in a real repository: its config, hooks and the ``.git`` directory
+    stay as they are, so nothing runs unconfined at the user's next ``git`` command."""
+    shutil.rmtree(host.ws / ".git")
+    subprocess.run(["git", "init", "--quiet", str(host.ws)], check=True)
+    before = tree(host)
+    provider = make_provider(variant, host)
+    for attack in GIT_ATTACKS:
+        script = attack.replace("@OUT@", str(host.outside))
+        ran = await run_confined(provider, host.policy(mode), script)
+        assert ran.returncode != 0, f"{script}: {ran.stdout}{ran.stderr}"
+        moved = [k for k in changed(before, tree(host)) if not k.startswith("ws/src")]
+        assert moved == [], script
+    assert not (host.outside / "pwned").exists()
+    config = subprocess.run(
+        ["git", "-C", str(host.ws), "config", "--get", "core.fsmonitor"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    assert config.stdout == b""
