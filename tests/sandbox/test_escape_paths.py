@@ -223,13 +223,18 @@ def plant(path: Path, secret: str, directory: bool) -> None:
 
 def credential_layout(host: Host) -> tuple[dict[str, str], dict[str, str]]:
     """Every credential path planted with its own secret (under the fake home, and where the
-    variables point), and the environment that names the moved ones."""
+    variables point), tether's data and configuration directories too, and the environment
+    that names the moved ones."""
     secrets: dict[str, str] = {}
     for rel in CREDENTIAL_PATHS:
         path = host.home / rel
         secret = f"secret-{rel.replace('/', '_')}-must-not-leak"
         plant(path, secret, rel in DIRECTORIES)
         secrets[str(path)] = secret
+    for rel in (".local/share/tether/tether.db", ".config/tether/trust.json"):
+        secret = f"secret-{rel.replace('/', '_')}-must-not-leak"  # tether's own state
+        plant(host.home / rel, secret, False)
+        secrets[str(host.home / rel)] = secret
     moved = host.top / "moved"
     env = {
         "PATH": FALLBACK_PATH,
