@@ -130,13 +130,13 @@ def credential_paths(source: Mapping[str, str], *, home: str | None = None) -> l
                 for rel in CREDENTIAL_PATHS
                 if rel.startswith(prefix)
             ]
-    for variable, below in CREDENTIAL_ENV:
+    for variable, secrets in CREDENTIAL_ENV:
         values = source.get(variable, "").split(":" if variable == "KUBECONFIG" else "\0")
         found += [
             os.path.join(value, rel) if rel else value
             for value in values
             if os.path.isabs(value)
-            for rel in below
+            for rel in secrets
         ]
     return found
 
