@@ -12,6 +12,10 @@ sample runs next.
 ``--ballast MB`` grows this process's heap first (touched pages): a real harness is bigger
 than this script, and any design that forks the harness per command gets slower with it.
 
+The workspace is a realistic one: a dozen top-level entries and a ``.git``, so the cost of
+granting the workspace root entry by entry (docs/sandbox.md, "The workspace root") is in
+every sample.
+
 Run: ``.venv/bin/python bench/sandbox.py [--runs N] [--mode read-only|workspace-write]
 [--ballast MB]``
 """
@@ -20,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider, spawn, unconfined
@@ -45,8 +51,26 @@ async def sample(make: Callable[[], ConfinedCommand], cwd: str) -> float:
     return elapsed
 
 
+TOP_LEVEL_FILES = ("README.md", "pyproject.toml", "LICENSE", ".gitignore", "Makefile")
+TOP_LEVEL_DIRS = ("src", "tests", "docs", "examples", "scripts", "bench")
+
+
+def populate(ws: Path) -> None:
+    """A project-like workspace: top-level files and directories, and a ``.git``."""
+    for name in TOP_LEVEL_FILES:
+        (ws / name).write_text(f"{name}\n")
+    for name in TOP_LEVEL_DIRS:
+        (ws / name / "pkg").mkdir(parents=True)
+        (ws / name / "pkg" / "module.py").write_text("x = 1\n")
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / ".git" / "config").write_text("[core]\n")
+
+
 async def main(runs: int, mode: str) -> None:
     with tempfile.TemporaryDirectory(prefix="tether-bench-", dir="/var/tmp") as ws:
+        populate(Path(ws))
+        assert len(os.listdir(ws)) == len(TOP_LEVEL_FILES) + len(TOP_LEVEL_DIRS) + 1
         policy = SandboxExecutionPolicy(SandboxMode(mode), ws)
         argv = ["true"]
         variants: dict[str, Callable[[], ConfinedCommand]] = {

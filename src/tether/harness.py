@@ -18,7 +18,6 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry, StopReason
@@ -38,9 +37,12 @@ from tether.kernel import (
 from tether.model import ModelClient, resolve_model
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
+from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
+from tether.session.answer_box import AnswerBox
 from tether.session.lease import Leases
-from tether.session.persistence import default_store_url, open_persistence, store_location
+from tether.session.persistence import default_store_url, open_persistence
+from tether.session.store_files import store_url_of
 from tether.tools.ask_user import AskUserTool
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
@@ -159,6 +161,7 @@ class Harness:
             kernel.ctx.provide(AGENTS_SERVICE, registry)
             kernel.ctx.provide(WORKSPACE_FILES, inspected.files)
             load_plugins(kernel, inspected.entries)
+            _protect_store(kernel.ctx.get(SANDBOX_SERVICE), persistence, root)
             harness = cls(
                 kernel,
                 session_store,
@@ -189,7 +192,7 @@ class Harness:
         user trusted it (``tether trust`` shows this; ``record_trust`` records it)."""
         root = os.path.realpath(os.fspath(workspace))
         defaults = [
-            PluginEntry(name="sandbox", config=_sandbox_config(store, root)),
+            PluginEntry(name="sandbox"),
             PluginEntry(name="bash"),
             PluginEntry(name="subagents"),
         ]
@@ -310,15 +313,18 @@ def _answerer(fn: ApproverFn) -> Callable[[ApprovalRequest, Any], Awaitable[obje
     return answer
 
 
-def _sandbox_config(store: str | Persistence | None, workspace: str) -> dict[str, Any]:
-    """Keep a store that lives inside the workspace read-only to confined commands."""
-    if not isinstance(store, str):
-        return {}
-    scheme, path = store_location(store)
-    paths = (
-        [path]
-        if scheme == "jsonl"
-        else [path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.answers")]
-    )
-    inside = [str(p) for p in paths if Path(os.path.realpath(p)).is_relative_to(workspace)]
-    return {"protected_paths": inside} if inside else {}
+def _protect_store(sandbox: object, persistence: Persistence, workspace: str) -> None:
+    """Refuse to start when the store's files cannot be kept from every command and file
+    tool (:meth:`SandboxProvider.check_workspace`), and make the answer box exist before any
+    command runs: bubblewrap masks what exists when a command starts, and an answer box
+    created later would be visible to a command already running."""
+    if not isinstance(sandbox, SandboxProvider):
+        raise SandboxError(
+            "the composed sandbox service is not tether's, so the session store's files "
+            "cannot be hidden from commands and file tools; compose the sandbox plugin",
+            code="STORE_UNPROTECTED",
+        )
+    sandbox.check_workspace(workspace)
+    url = store_url_of(persistence)
+    if url is not None:
+        AnswerBox.for_store(url).prepare()

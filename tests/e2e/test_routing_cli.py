@@ -66,7 +66,7 @@ class Run:
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, Any]:
     workspace = tmp_path / "ws"
-    workspace.mkdir()
+    (workspace / "out").mkdir(parents=True)  # where commands write (not the workspace root)
     return {
         "workspace": workspace,
         "tmp": tmp_path,
@@ -83,7 +83,7 @@ REVIEWER_INSTANCES = (
 
 def configure(env: dict[str, Any], guarded: list[str] | None, *, extra: str = "") -> None:
     """The workspace ``tether.toml``. ``sandbox`` and ``bash`` come with the default
-    composition (a store inside the workspace stays read-only to confined commands)."""
+    composition."""
     text = extra
     if guarded is not None:
         text += (
@@ -258,14 +258,14 @@ def test_a_foreground_childs_bash_runs_only_when_the_root_approves(
     (child,) = run.children()
     (request,) = asked(env)
     assert request["reason"] == (
-        'Subagent approval: run "bash" · Why: "create ran.txt" · Command: echo ran > ran.txt'
+        'Subagent approval: run "bash" · Why: "create ran.txt" · Command: echo ran > out/ran.txt'
     )
     (result,) = run.of_type(child, "tool/result")
     if answer == "allowed-once":
-        assert (env["workspace"] / "ran.txt").read_text() == "ran\n"
+        assert (env["workspace"] / "out" / "ran.txt").read_text() == "ran\n"
         assert (result["content"], result["is_error"]) == ("exit code: 0", False)
     else:
-        assert not (env["workspace"] / "ran.txt").exists()
+        assert not (env["workspace"] / "out" / "ran.txt").exists()
         assert result["content"] == (
             "Error: the root session's user rejected this subagent's \"bash\" call"
         )
@@ -298,16 +298,39 @@ def test_without_the_plugin_a_childs_ask_is_still_rejected_by_its_pin(
     assert run.of_type(child, "approval/decided")[0]["outcome"] == "rejected"
     assert "routed_to" not in run.of_type(child, "approval/asked")[0]
     assert run.of_type(run.root, "approval/pending") == []
-    assert not (env["workspace"] / "ran.txt").exists()
+    assert not (env["workspace"] / "out" / "ran.txt").exists()
 
 
 # -- a background child asking while the root is idle ------------------------------------------
+IDLE_WATCHER = """
+import glob, pathlib, sys, time
+store, marker = sys.argv[1], pathlib.Path(sys.argv[2])
+for _ in range(3000):
+    for log in glob.glob(store + "/*/session.jsonl"):
+        if any(line.startswith('{"type":"turn/end"') for line in open(log)):
+            marker.write_text("idle")
+            sys.exit(0)
+    time.sleep(0.01)
+"""
+
+
 def test_a_background_child_asks_while_the_root_is_idle(env: dict[str, Any]) -> None:
-    # The store lives in the workspace so the child's (sandboxed) bash can read the root's
-    # stored turn/end (the store is read-only to it): the child asks only once its root is idle.
-    env["store"] = f"jsonl://{env['workspace'] / '.store'}"
+    # The child asks only once its root is idle. No confined command can read the store, so
+    # a watcher outside the sandbox reads the root's stored turn/end and says so in a file the
+    # child's (sandboxed) bash waits for.
+    (env["workspace"] / "signals").mkdir()
+    marker = env["workspace"] / "signals" / "root-idle"
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", IDLE_WATCHER, str(env["store_dir"]), str(marker)]
+    )
     configure(env, ["write"])
-    run = tether_run(env, "background-idle-root.json", "--approver", approver(env, "allowed-once"))
+    try:
+        run = tether_run(
+            env, "background-idle-root.json", "--approver", approver(env, "allowed-once")
+        )
+    finally:
+        watcher.kill()
+        watcher.wait()
     assert run.proc.returncode == 0, run.proc.stderr
     assert run.result["output"] == "The worker wrote done.txt."
     (child,) = run.children()

@@ -253,7 +253,7 @@ def test_demo_runs_offline(tmp_path: Path) -> None:
     out = proc.stdout
     assert "demo completed" in out
     assert "NOTES.md written by the read-only reviewer: False" in out
-    assert "build.log written by the builder's confined command: True" in out
+    assert "build/build.log written by the builder's confined command: True" in out
     assert "file outside the workspace created: False" in out
     assert 'the user rejected escalating this operation to "workspace-write"' in out
     assert "approval/pending" in out and "Subagent approval: run" in out

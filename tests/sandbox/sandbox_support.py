@@ -82,7 +82,7 @@ target there would be invisible to the command, and the test would prove less)."
 def make_host(root: Path) -> Host:
     top = Path(os.path.realpath(root))
     ws, outside, home = top / "ws", top / "outside", top / "home"
-    for d in (ws, outside, home / ".ssh", outside / "dir", ws / ".git" / "hooks"):
+    for d in (ws, outside, home / ".ssh", outside / "dir", ws / ".git" / "hooks", ws / "src"):
         d.mkdir(parents=True)
     (outside / "secret.txt").write_text("outside secret\n")
     (outside / "dir" / "keep.txt").write_text("keep\n")

@@ -74,9 +74,8 @@ class Attempt:
 
 
 SECRETS = tuple(SECRET_ENV.values())
-# Landlock cannot keep paths inside a writable workspace read-only (docs/sandbox.md); the file
-# tools refuse .git writes themselves.
-LANDLOCK_WS = (("landlock", "workspace-write"),)
+CONTROLLED = ("ws/.git", "ws/.tether-data")
+"""Control paths of the host layout (``.tether-data`` is one through ``protected_paths``)."""
 BWRAP = (("bwrap", "read-only"), ("bwrap", "workspace-write"))
 
 ATTEMPTS = (
@@ -204,22 +203,49 @@ ATTEMPTS = (
         "git_hooks",
         "mkdir -p @WS@/.git/hooks && echo 'echo pwned' > @WS@/.git/hooks/pre-commit",
         absent=("@WS@/.git/hooks/pre-commit",),
-        excluded=LANDLOCK_WS,
     ),
     Attempt(
-        "tether_data_dir",
-        "echo pwned > @WS@/.tether-data/store.db",
-        excluded=LANDLOCK_WS,
+        "git_config_fsmonitor",
+        "git config --file @WS@/.git/config core.fsmonitor 'touch @OUT@/pwned'",
+        absent=("@WS@/.git/config", "@OUT@/pwned"),
     ),
+    Attempt("git_head_rewrite", "echo 'ref: refs/heads/evil' > @WS@/.git/HEAD"),
+    # (mv may copy when it cannot rename; a copy is only a read of .git, which is allowed.)
+    Attempt("mv_git", "mv @WS@/.git @WS@/src/moved-git && test ! -e @WS@/.git"),
+    Attempt("rm_git", "rm -rf @WS@/.git && test ! -e @WS@/.git"),
+    Attempt(
+        "replace_git_with_a_planted_one",
+        "mkdir -p @WS@/src/g/hooks && echo pwned > @WS@/src/g/hooks/pre-commit && "
+        "rm -rf @WS@/.git; mv @WS@/src/g @WS@/.git",
+    ),
+    Attempt(
+        "hardlink_git_file_then_write",
+        "ln @WS@/.git/HEAD @WS@/src/head && echo pwned >> @WS@/src/head",
+        absent=("@WS@/src/head",),
+    ),
+    Attempt(
+        "symlink_into_git_then_write",
+        "ln -s ../.git/HEAD @WS@/src/head; echo pwned >> @WS@/src/head",
+    ),
+    Attempt("tether_data_dir", "echo pwned > @WS@/.tether-data/store.db"),
+    Attempt("new_entry_in_ws_root", "echo pwned > @WS@/new.txt", absent=("@WS@/new.txt",)),
+    Attempt("remove_ws_root_entry", "rm -f @WS@/file.txt && test ! -e @WS@/file.txt"),
+    Attempt("rename_ws_root_entry", "mv @WS@/file.txt @WS@/src/file.txt"),
     Attempt(
         "write_ws_read_only",
-        "echo pwned > @WS@/new.txt",
-        absent=("@WS@/new.txt",),
+        "echo pwned > @WS@/src/new.txt",
+        absent=("@WS@/src/new.txt",),
         modes=("read-only",),
     ),
     Attempt("delete_ws_read_only", "rm @WS@/file.txt", modes=("read-only",)),
     Attempt("env_api_keys", "env; echo; set", leaks=SECRETS, must_fail=False),
     Attempt("harness_environ", "cat /proc/@PID@/environ", leaks=SECRETS),
+    Attempt("harness_thread_environ", "cat /proc/@PID@/task/@PID@/environ", leaks=SECRETS),
+    Attempt("harness_mem", "head -c 64 /proc/@PID@/mem | wc -c | grep -qx 64"),
+    Attempt(
+        "harness_mem_by_offset",
+        f"{PYTHON} -c \"f = open('/proc/@PID@/mem', 'rb'); f.seek(0x400000); f.read(16)\"",
+    ),
     Attempt("ssh_key", "cat @HOME@/.ssh/id_rsa", leaks=(SSH_KEY,)),
     Attempt("ssh_key_via_proc_root", "cat /proc/self/root@HOME@/.ssh/id_rsa", leaks=(SSH_KEY,)),
     Attempt(
@@ -291,23 +317,22 @@ def _cases() -> Iterator[object]:
 
 
 def _changed(
-    before: dict[str, tuple[object, ...]],
-    after: dict[str, tuple[object, ...]],
-    mode: str,
-    backend: str,
+    before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]], mode: str
 ) -> list[str]:
     """Keys that differ where nothing may change: everything outside the workspace; under
-    read-only the workspace too; under workspace-write (bwrap) the protected paths."""
-    protected = ("ws/.git", "ws/.tether-data") if backend == "bwrap" else ()
+    read-only the workspace too; under workspace-write its control paths, and which entries
+    its root holds (none created, removed or renamed)."""
 
     def guarded(key: str) -> bool:
         if not key.startswith("ws/") and key != "ws":
             return True
-        if mode == "read-only":
-            return True
-        return key.startswith(protected) if protected else False
+        return mode == "read-only" or key.startswith(CONTROLLED)
+
+    def top(shot: dict[str, tuple[object, ...]]) -> set[str]:
+        return {k for k in shot if k.startswith("ws/") and k.count("/") == 1}
 
     keys = {k for k in before.keys() | after.keys() if guarded(k)}
+    keys |= top(before) ^ top(after)
     return sorted(k for k in keys if before.get(k) != after.get(k))
 
 
@@ -328,9 +353,8 @@ async def test_escape_attempt_fails(host: Host, variant: str, mode: str, attempt
         for path in leftovers:
             if not path.startswith(str(host.top)):
                 os.unlink(path)  # never leave a file in /etc even when the test fails
-    backend = ran.command.backend
     assert leftovers == [], f"{attempt.name}: created {leftovers}"
-    assert _changed(before, host.snapshot(include_ws=True), mode, backend) == []
+    assert _changed(before, host.snapshot(include_ws=True), mode) == []
     output = ran.stdout + ran.stderr
     for secret in attempt.leaks:
         assert secret not in output, f"{attempt.name}: leaked {secret!r}"

@@ -164,7 +164,7 @@ async def test_each_process_gets_its_own_server() -> None:
 
 # -- failures fail closed -------------------------------------------------------------------------
 async def test_a_server_that_cannot_start_fails_closed(host: Host) -> None:
-    marker = host.ws / "ran"
+    marker = host.ws / "src" / "ran"
     own = ForkServer(python=str(host.top / "no-such-python"))
     command = confine(host, f"touch {marker}")
     with pytest.raises(SandboxUnavailableError, match="cannot start the Landlock fork server"):
@@ -181,7 +181,7 @@ async def test_a_server_answering_nonsense_fails_closed(host: Host) -> None:
         '"$@"',
     )
     own = ForkServer(python=python)
-    marker = host.ws / "ran"
+    marker = host.ws / "src" / "ran"
     command = confine(host, f"touch {marker}")
     try:
         with pytest.raises(SandboxUnavailableError, match="answered nonsense") as err:
@@ -319,7 +319,7 @@ async def test_a_server_out_of_descriptors_fails_one_spawn_and_goes_on(
     limits = resource.prlimit(server.pid, resource.RLIMIT_NOFILE)
     # Descriptors it has stay usable; it cannot open any new one (0-2 are taken).
     resource.prlimit(server.pid, resource.RLIMIT_NOFILE, (3, limits[1]))
-    marker = host.ws / "ran"
+    marker = host.ws / "src" / "ran"
     commands = [confine(host, f"touch {marker}") for _ in range(2)]
     try:
         first = await server.spawn(commands[0], cwd=str(host.ws))  # the spare pair
@@ -344,7 +344,7 @@ async def test_a_cancelled_spawn_leaks_nothing(host: Host, server: ForkServer) -
     warm.close()
     server.close()  # no spare pair: the next spawn waits for the server
     before = len(os.listdir("/proc/self/fd"))
-    marker = host.ws / "ran"
+    marker = host.ws / "src" / "ran"
     command = confine(host, f"touch {marker}")
     task = asyncio.ensure_future(server.spawn(command, cwd=str(host.ws)))
     await asyncio.sleep(0)

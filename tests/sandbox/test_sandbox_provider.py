@@ -23,31 +23,27 @@ from sandbox_support import (
 )
 
 from proc_support import processes_with
+from runner_support import fake_runner, passing_runner
 from tether.kernel import Kernel, PluginConfigError, resolve_plugin
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import (
     CREDENTIAL_PATHS,
     BackendReport,
+    SandboxError,
     SandboxProvider,
     SandboxUnavailableError,
     confined_env,
     describe_backends,
-    hidden_paths,
     is_secret_name,
+    path_rules,
     spawn,
     stop,
     unconfined_env,
 )
+from tether.sandbox.backends import LAUNCHER_PATH
 from tether.sandbox.landlock_exec import LAUNCHER_EXIT, readable_roots
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def fake_runner(directory: Path, body: str) -> Path:
-    script = directory / "fake-bwrap"
-    script.write_text("#!/bin/sh\n" + body + "\n")
-    script.chmod(0o755)
-    return script
 
 
 # -- fail closed --------------------------------------------------------------------------------
@@ -194,22 +190,26 @@ def test_bwrap_profile_order_and_flags(host: Host) -> None:
     ws = str(host.ws)
     i = argv.index
     assert argv[1:9] == ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs"]
-    assert argv[i("--bind") : i("--bind") + 3] == ["--bind", ws, ws]
-    assert i("--tmpfs") < i("--bind")  # a workspace under /tmp survives the private /tmp
-    git = i(f"{ws}/.git")
-    assert argv[git - 1] == "--ro-bind" and git > i("--bind")
-    assert argv[i(f"{ws}/.tether-data") - 1] == "--ro-bind"
+    # The root read-only, each existing entry but the control ones bound writable over it.
+    root = i(ws)
+    assert argv[root - 1 : root + 2] == ["--ro-bind", ws, ws]
+    assert i("--tmpfs") < root  # a workspace under /tmp survives the private /tmp
+    binds = [argv[k + 1] for k, flag in enumerate(argv) if flag == "--bind-try"]
+    # Not .git or .tether-data (control paths), nor link-out (a link).
+    assert binds == [f"{ws}/file.txt", f"{ws}/src"]
+    assert "--bind" not in argv
     ssh = str(host.home / ".ssh")
     assert argv[i(ssh) - 1 : i(ssh) + 3] == ["--tmpfs", ssh, "--remount-ro", ssh]
     netrc = str(host.home / ".netrc")
     assert argv[i(netrc) - 2 : i(netrc) + 1] == ["--ro-bind", "/dev/null", netrc]
+    assert i(ssh) > i(binds[0])  # no bind re-exposes a hidden path
     for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
         assert flag in argv
     assert argv[i("--cap-drop") + 1] == "ALL"
     assert "--share-net" not in argv
     assert argv[-2:] == ["--", "true"]
     read_only = provider.confine(["true"], host.policy("read-only")).argv
-    assert "--bind" not in read_only and "--ro-bind" in read_only
+    assert "--bind-try" not in read_only and "--ro-bind" in read_only
     networked = provider.confine(["true"], host.policy("read-only"), network=True).argv
     assert "--share-net" in networked
 
@@ -219,12 +219,14 @@ async def test_workspace_write_writes_reach_the_host(host: Host, variant: str) -
     ran = await run_confined(
         make_provider(variant, host),
         host.policy("workspace-write"),
-        "echo made > new.txt && mkdir -p sub && echo deep > sub/f && chmod 700 sub/f && "
+        "echo more >> file.txt && echo made > src/new.txt && mkdir -p src/sub && "
+        "echo deep > src/sub/f && chmod 700 src/sub/f && mv src/new.txt src/moved.txt && "
         'echo t > "$TMPDIR/scratch" && cat "$TMPDIR/scratch"',
     )
-    assert (ran.returncode, ran.stdout) == (0, "t\n")
-    assert (host.ws / "new.txt").read_text() == "made\n"
-    assert stat.S_IMODE((host.ws / "sub" / "f").stat().st_mode) == 0o700
+    assert (ran.returncode, ran.stdout) == (0, "t\n"), ran.stderr
+    assert (host.ws / "file.txt").read_text() == "workspace file\nmore\n"
+    assert (host.ws / "src" / "moved.txt").read_text() == "made\n"
+    assert stat.S_IMODE((host.ws / "src" / "sub" / "f").stat().st_mode) == 0o700
     if ran.command.temp_dir is not None:  # Landlock's private temp dir is gone after close()
         assert not os.path.exists(ran.command.temp_dir)
 
@@ -232,12 +234,12 @@ async def test_workspace_write_writes_reach_the_host(host: Host, variant: str) -
 @pytest.mark.bwrap
 async def test_bwrap_workspace_under_tmp_stays_visible(tmp_path: Path) -> None:
     ws = Path(os.path.realpath(tmp_path)) / "ws"
-    ws.mkdir()
+    (ws / "src").mkdir(parents=True)
     provider = make_provider("bwrap")
     policy = SandboxExecutionPolicy(SandboxMode.WORKSPACE_WRITE, str(ws))
-    ran = await run_confined(provider, policy, "echo hi > inside.txt && ls /tmp")
+    ran = await run_confined(provider, policy, "echo hi > src/inside.txt && ls /tmp")
     assert ran.returncode == 0
-    assert (ws / "inside.txt").read_text() == "hi\n"
+    assert (ws / "src" / "inside.txt").read_text() == "hi\n"
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -339,22 +341,27 @@ async def test_credentials_inside_a_writable_workspace_stay_hidden(
 
 
 # -- runner failures ----------------------------------------------------------------------------
+@pytest.mark.bwrap
 async def test_missing_runner_is_unavailable(host: Host, tmp_path: Path) -> None:
-    provider = SandboxProvider(runner_command=str(tmp_path / "no-such-runner"))
-    command = provider.confine(["true"], host.policy("read-only"))
+    runner, _ = passing_runner(tmp_path, "exit 1")
+    provider = SandboxProvider(runner_command=str(runner))
+    command = provider.confine(["true"], host.policy("read-only"))  # probed: it works
+    runner.unlink()  # then it is gone by the time the command starts
     with pytest.raises(SandboxUnavailableError, match="cannot execute the sandbox runner") as err:
         await spawn(command, cwd=str(host.ws))
     assert dict(err.value.reasons) == {
-        "bwrap": f"cannot execute the sandbox runner {tmp_path / 'no-such-runner'}: "
-        "No such file or directory"
+        "bwrap": f"cannot execute the sandbox runner {runner}: No such file or directory"
     }
 
 
+@pytest.mark.bwrap
 async def test_runner_failure_rule_outranks_a_denial_signature(host: Host, tmp_path: Path) -> None:
-    runner = fake_runner(
+    runner, armed = passing_runner(
         tmp_path, 'echo "bwrap: Can\'t mount tmpfs on /tmp: Read-only file system" >&2; exit 1'
     )
     provider = SandboxProvider(runner_command=str(runner))
+    assert provider.backend_name() == "bwrap"
+    armed.touch()
     ran = await run_confined(provider, host.policy("read-only"), "true")
     stderr = "bwrap: Can't mount tmpfs on /tmp: Read-only file system\n"
     assert ran.stderr == stderr
@@ -365,6 +372,103 @@ async def test_runner_failure_rule_outranks_a_denial_signature(host: Host, tmp_p
     )
     assert ran.command.runner_failure(1, "bash: x: Read-only file system\n") is None
     assert ran.command.runner_failure(0, stderr) is None
+
+
+def test_runner_command_is_probed_like_bwrap(host: Host, tmp_path: Path) -> None:
+    """The attack of issue 11: a pass-through "runner" is refused by the probe, never used."""
+    liar = fake_runner(tmp_path, 'while [ "$1" != "--" ]; do shift; done; shift; exec "$@"')
+    provider = SandboxProvider(runner_command=str(liar), disable="landlock")
+    with pytest.raises(SandboxUnavailableError) as err:
+        provider.confine(["bash", "-c", f"echo ran > {host.outside}/ran"], host.policy("read-only"))
+    assert dict(err.value.reasons) == {
+        "bwrap": "a write inside the read-only probe was not refused",
+        "landlock": "disabled by TETHER_SANDBOX_DISABLE/config",
+    }
+    assert not (host.outside / "ran").exists()
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("option", ["runner_command", "bwrap_path"])
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+def test_runner_inside_the_workspace_is_refused(host: Host, option: str, mode: str) -> None:
+    runner, _ = passing_runner(host.ws, "exit 1")
+    provider = SandboxProvider(**{option: str(runner)})  # type: ignore[arg-type]
+    assert provider.backend_name() == "bwrap"  # it passes the probe...
+    with pytest.raises(SandboxError) as err:  # ...and is still refused where commands write
+        provider.confine(["true"], host.policy(mode))
+    assert err.value.code == "SANDBOX_CONFIG"
+    assert str(err.value) == (
+        f"the sandbox runner {runner} lies inside the workspace {host.ws}, where a confined "
+        "command could rewrite it and run unconfined next time; install it outside the "
+        "workspace (for example in /usr/local/bin) and point runner_command or bwrap_path there"
+    )
+
+
+def planted_bwrap(directory: Path, marker: Path) -> Path:
+    """A ``bwrap`` a confined command could have planted: running it at all is the escape."""
+    directory.mkdir(parents=True, exist_ok=True)
+    bwrap = directory / "bwrap"
+    bwrap.write_text(f'#!/bin/sh\necho ran > {marker}\nexec {shutil.which("bwrap")} "$@"\n')
+    bwrap.chmod(0o755)
+    return bwrap
+
+
+def test_a_configured_runner_inside_the_workspace_is_refused_before_it_runs(host: Host) -> None:
+    marker = host.outside / "runner-ran"
+    runner = planted_bwrap(host.ws / "src", marker)
+    provider = SandboxProvider(runner_command=str(runner), home=str(host.home))
+    with pytest.raises(SandboxError) as err:
+        provider.check_workspace(str(host.ws))
+    assert err.value.code == "SANDBOX_CONFIG"
+    assert str(err.value).startswith(f"the sandbox runner {runner} lies inside the workspace")
+    assert not marker.exists()
+
+
+def test_a_bwrap_found_inside_the_workspace_is_never_run(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = host.outside / "runner-ran"
+    planted = planted_bwrap(host.ws / "src", marker)
+    monkeypatch.setenv("PATH", f"{planted.parent}:{os.environ['PATH']}")
+    provider = SandboxProvider(home=str(host.home))
+    provider.check_workspace(str(host.ws))
+    assert provider.backend_name() == "landlock"
+    bwrap = provider.reports()[0]
+    assert (bwrap.status, bwrap.reason.split(",")[0]) == (
+        "rejected",
+        f"the sandbox runner {planted} lies inside the workspace {host.ws}",
+    )
+    assert not marker.exists()
+
+
+@pytest.mark.bwrap
+def test_relative_path_entries_never_find_bwrap(
+    host: Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = host.outside / "runner-ran"
+    planted_bwrap(tmp_path / "bin", marker)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"bin:{os.environ['PATH']}")
+    provider = SandboxProvider(backends=("bwrap",), disable=())
+    assert provider.backend_name() == "bwrap"
+    assert provider.confine(["true"], host.policy("read-only")).runner == shutil.which(
+        "bwrap", path=os.environ["PATH"].split(":", 1)[1]
+    )
+    assert not marker.exists()
+
+
+def test_landlock_launcher_inside_the_workspace_is_refused(host: Host) -> None:
+    launcher_dir = os.path.dirname(LAUNCHER_PATH)
+    workspace = os.path.dirname(os.path.dirname(launcher_dir))  # the checkout's src/
+    provider = make_provider("landlock")
+    policy = SandboxExecutionPolicy(SandboxMode.READ_ONLY, workspace)
+    with pytest.raises(SandboxError) as err:
+        provider.confine(["true"], policy)
+    assert err.value.code == "SANDBOX_CONFIG"
+    assert str(err.value).startswith(
+        f"the sandbox runner {launcher_dir} lies inside the workspace {workspace}, where a "
+        "confined command could rewrite it"
+    )
 
 
 async def test_landlock_launcher_failure_exits_125_with_its_line(host: Host) -> None:
@@ -433,12 +537,13 @@ def test_confined_env_is_an_allowlist_without_secrets() -> None:
     assert unconfined_env(source) == {k: v for k, v in source.items() if k != "OPENAI_API_KEY"}
 
 
-def test_hidden_paths_are_the_existing_credential_paths(host: Host) -> None:
+def test_hidden_paths_are_the_credential_paths_existing_or_not(host: Host) -> None:
     assert ".ssh" in CREDENTIAL_PATHS
-    assert hidden_paths({}, home=str(host.home)) == [
-        str(host.home / ".ssh"),
-        str(host.home / ".netrc"),
-    ]
+    rules = path_rules({}, home=str(host.home))
+    assert rules.present == (str(host.home / ".ssh"), str(host.home / ".netrc"))
+    assert [str(host.home / rel) for rel in CREDENTIAL_PATHS] == list(
+        rules.hidden[: len(CREDENTIAL_PATHS)]
+    )
 
 
 def test_readable_roots_cover_everything_but_the_hidden(host: Host) -> None:

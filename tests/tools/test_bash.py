@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from proc_support import gone, processes_with
+from runner_support import passing_runner
 from tether.kernel import Context, Kernel, Runtime, resolve_plugin
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider
+from tether.sandbox.backends import CLOSED_ROOT_NOTE
 from tether.signals import AbortSignal
 from tether.tools.base import ToolCall, ToolResult
 from tether.tools.bash import BashTool
@@ -35,7 +37,7 @@ MARKER_RO = "[sandbox: file access denied under read-only mode]"
 def ws() -> Iterator[Path]:
     # Under /var/tmp: bubblewrap's private /tmp would hide "outside" targets under /tmp.
     root = Path(os.path.realpath(tempfile.mkdtemp(prefix="tether-bash-", dir="/var/tmp")))
-    (root / "ws").mkdir()
+    (root / "ws" / "src").mkdir(parents=True)
     (root / "outside").mkdir()
     try:
         yield root / "ws"
@@ -195,11 +197,47 @@ async def test_workspace_write_denial_names_its_mode(ws: Path, backend: str) -> 
     result = await run(
         context(provider_for(backend)),
         policy(ws, "workspace-write"),
-        command=f"echo ok > inside.txt; echo x > {outside}",
+        command=f"echo ok > src/inside.txt; echo x > {outside}",
     )
-    assert result.content.endswith("[sandbox: file access denied under workspace-write mode]")
-    assert (ws / "inside.txt").read_text() == "ok\n"
+    assert result.content.endswith(
+        "[sandbox: file access denied under workspace-write mode]\n" + CLOSED_ROOT_NOTE
+    )
+    assert (ws / "src" / "inside.txt").read_text() == "ok\n"
     assert not outside.exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_new_entry_in_the_workspace_root_is_denied_with_a_way_out(
+    ws: Path, backend: str
+) -> None:
+    result = await run(
+        context(provider_for(backend)), policy(ws, "workspace-write"), command="touch new.txt"
+    )
+    error = "Read-only file system" if backend == "bwrap" else "Permission denied"
+    assert result.content == (
+        f"[stderr]\ntouch: cannot touch 'new.txt': {error}\nexit code: 1\n"
+        "[sandbox: file access denied under workspace-write mode]\n"
+        "[sandbox: commands cannot create, remove or rename entries directly in the workspace "
+        "root; its existing files and everything inside its existing directories stay "
+        "writable. The write and edit tools can create files there (writing a file into a new "
+        "directory creates the directory for the next command)]"
+    )
+    assert result.details["sandbox_denied"] is True
+    assert sorted(os.listdir(ws)) == ["src"]
+
+
+@pytest.mark.bwrap
+async def test_removing_a_bound_entry_counts_as_a_denial(ws: Path) -> None:
+    """With the root open (``open_workspace_root``), control entries are bound read-only over
+    it: removing one fails with EBUSY, which is a sandbox denial like EROFS."""
+    (ws / ".git").mkdir()
+    provider = SandboxProvider(backends=("bwrap",), disable=(), open_workspace_root=True)
+    result = await run(context(provider), policy(ws, "workspace-write"), command="rmdir .git")
+    assert result.content == (
+        "[stderr]\nrmdir: failed to remove '.git': Device or resource busy\nexit code: 1\n"
+        "[sandbox: file access denied under workspace-write mode]"
+    )
+    assert (ws / ".git").is_dir()
 
 
 async def test_no_marker_without_confinement(ws: Path) -> None:
@@ -214,13 +252,17 @@ async def test_no_marker_without_confinement(ws: Path) -> None:
     assert "sandbox_denied" not in result.details
 
 
+@pytest.mark.bwrap
 async def test_missing_runner_is_infrastructure_failure(ws: Path, tmp_path: Path) -> None:
-    provider = SandboxProvider(runner_command=str(tmp_path / "no-such-bwrap"))
-    marker = ws / "ran.txt"
+    runner, _ = passing_runner(tmp_path, "exit 1")
+    provider = SandboxProvider(runner_command=str(runner), disable="landlock")
+    assert provider.backend_name() == "bwrap"  # probed while it was there
+    runner.unlink()
+    marker = ws / "src" / "ran.txt"
     result = await run(context(provider), policy(ws, "read-only"), command=f"touch {marker}")
     assert result.content == (
         "Error: SANDBOX_UNAVAILABLE: cannot execute the sandbox runner "
-        f"{tmp_path / 'no-such-bwrap'}: No such file or directory; the command was not run"
+        f"{runner}: No such file or directory; the command was not run"
     )
     assert result.is_error is True
     assert result.details["sandbox_unavailable"] is True
@@ -229,19 +271,17 @@ async def test_missing_runner_is_infrastructure_failure(ws: Path, tmp_path: Path
     assert not marker.exists()
 
 
+@pytest.mark.bwrap
 async def test_runner_setup_error_is_infrastructure_failure_not_denial(
     ws: Path, tmp_path: Path
 ) -> None:
-    runner = tmp_path / "fake-bwrap"
-    runner.write_text(
-        "#!/bin/sh\necho 'bwrap: Can'\"'\"'t bind mount /: Read-only file system' >&2\nexit 1\n"
+    runner, armed = passing_runner(
+        tmp_path, "echo 'bwrap: Can'\"'\"'t bind mount /: Read-only file system' >&2; exit 1"
     )
-    runner.chmod(0o755)
-    result = await run(
-        context(SandboxProvider(runner_command=str(runner))),
-        policy(ws, "read-only"),
-        command="true",
-    )
+    provider = SandboxProvider(runner_command=str(runner), disable="landlock")
+    assert provider.backend_name() == "bwrap"
+    armed.touch()
+    result = await run(context(provider), policy(ws, "read-only"), command="true")
     assert result.content == (
         "Error: SANDBOX_UNAVAILABLE: bubblewrap could not set up the sandbox: "
         "bwrap: Can't bind mount /: Read-only file system; the command did not run"
@@ -251,6 +291,22 @@ async def test_runner_setup_error_is_infrastructure_failure_not_denial(
         "Read-only file system"
     }
     assert "[sandbox:" not in result.content
+
+
+@pytest.mark.bwrap
+async def test_runner_inside_the_workspace_is_refused_cleanly(ws: Path) -> None:
+    runner, _ = passing_runner(ws / "src", "exit 1")
+    provider = SandboxProvider(runner_command=str(runner), disable="landlock")
+    marker = ws / "src" / "ran.txt"
+    result = await run(context(provider), policy(ws, "workspace-write"), command=f"touch {marker}")
+    assert result.content == (
+        f"Error: SANDBOX_CONFIG: the sandbox runner {runner} lies inside the workspace {ws}, "
+        "where a confined command could rewrite it and run unconfined next time; install it "
+        "outside the workspace (for example in /usr/local/bin) and point runner_command or "
+        "bwrap_path there; the command was not run"
+    )
+    assert result.details == {"code": "SANDBOX_CONFIG"}
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
@@ -298,13 +354,13 @@ async def test_no_policy_refuses(ws: Path) -> None:
 async def test_execute_takes_the_effective_policy(ws: Path) -> None:
     """The escalation ladder widens one call by passing a wider policy to ``execute``."""
     tool, c = call(
-        context(provider_for("landlock")), policy(ws, "read-only"), command="echo w > w.txt"
+        context(provider_for("landlock")), policy(ws, "read-only"), command="echo w > src/w.txt"
     )
     denied = await tool.run(c)
     assert denied.details["sandbox_denied"] is True
     granted = await tool.execute(c, policy(ws, "workspace-write"))
     assert granted.content == "exit code: 0"
-    assert (ws / "w.txt").read_text() == "w\n"
+    assert (ws / "src" / "w.txt").read_text() == "w\n"
 
 
 # -- timeout and cancellation kill the whole group ----------------------------------------------

@@ -18,6 +18,7 @@ import pytest
 
 from proc_support import gone, processes_with
 from tether.kernel import Kernel, PluginHandle, resolve_plugin
+from tether.sandbox.backends import CLOSED_ROOT_NOTE
 from tether.signals import AbortSignal
 from tether.tools.base import ToolResult
 from tether.tools.pipeline import ToolRuntime
@@ -60,7 +61,7 @@ class Rig:
 @pytest.fixture
 def ws() -> Iterator[Path]:
     root = Path(os.path.realpath(tempfile.mkdtemp(prefix="tether-jobs-", dir="/var/tmp")))
-    (root / "ws").mkdir()
+    (root / "ws" / "src").mkdir(parents=True)
     (root / "outside").mkdir()
     try:
         yield root / "ws"
@@ -150,14 +151,15 @@ async def test_job_kill_stops_everything_the_job_started(rig: Rig) -> None:
 async def test_background_job_is_confined_like_a_foreground_command(rig: Rig) -> None:
     outside = rig.ws.parent / "outside" / "bg.txt"
     await rig.call(
-        "bash", command=f"echo in > in.txt; echo out > {outside}", run_in_background=True
+        "bash", command=f"echo in > src/in.txt; echo out > {outside}", run_in_background=True
     )
     result = await rig.call("job_output", job_id="job-1", wait=True)
     assert result.content.endswith(
-        "exit code: 1\n[sandbox: file access denied under workspace-write mode]"
+        "exit code: 1\n[sandbox: file access denied under workspace-write mode]\n"
+        + CLOSED_ROOT_NOTE
     )
     assert result.details["sandbox_denied"] is True
-    assert (rig.ws / "in.txt").read_text() == "in\n"
+    assert (rig.ws / "src" / "in.txt").read_text() == "in\n"
     assert not outside.exists()
 
 
@@ -207,7 +209,7 @@ async def test_background_without_the_jobs_service_is_refused(ws: Path) -> None:
     kernel.ctx.provide("tools", tools)
     kernel.load(resolve_plugin("bash"), {"background": False})
     assert tools.names() == ["bash"]
-    marker = ws / "ran.txt"
+    marker = ws / "src" / "ran.txt"
     result = await tools.execute(
         None,
         "c",

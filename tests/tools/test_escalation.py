@@ -225,7 +225,8 @@ async def test_denial_hint_follows_the_session_policy(tmp_path: Path) -> None:
 async def test_bash_escalation_runs_that_command_wider_once(tmp_path: Path) -> None:
     _, tools, owner, asked = compose(tmp_path)
     tools.register(BashTool())
-    target = tmp_path / "made-by-bash.txt"
+    (tmp_path / "out").mkdir()  # commands never create entries directly in the root
+    target = tmp_path / "out" / "made-by-bash.txt"
     command = f"echo hi > {target}"
     raw = json.dumps({"command": command, **ESCALATE})
     result = await tools.execute(owner, "b1", "bash", raw, AbortSignal())  # type: ignore[arg-type]

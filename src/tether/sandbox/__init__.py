@@ -10,14 +10,20 @@ and nothing runs. ``tether doctor`` prints :func:`describe_backends`. See ``docs
 from tether.sandbox.backends import BwrapBackend, LandlockBackend, Probe, Profile
 from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
 from tether.sandbox.environment import (
-    CREDENTIAL_PATHS,
     DEFAULT_ENV_ALLOW,
     confined_env,
-    hidden_paths,
     is_secret_name,
     unconfined_env,
 )
 from tether.sandbox.errors import SandboxError, SandboxUnavailableError
+from tether.sandbox.paths import (
+    CONTROL_NAMES,
+    CREDENTIAL_PATHS,
+    PathRules,
+    default_rules,
+    path_rules,
+    rules_for,
+)
 from tether.sandbox.process import STOP_GRACE, CommandProcess, kill, kill_group, spawn, stop
 from tether.sandbox.provider import (
     CHAIN,
@@ -33,6 +39,7 @@ SANDBOX_SERVICE = "sandbox"
 
 __all__ = [
     "CHAIN",
+    "CONTROL_NAMES",
     "CREDENTIAL_PATHS",
     "DEFAULT_ENV_ALLOW",
     "DISABLE_ENV",
@@ -46,6 +53,7 @@ __all__ = [
     "ConfinedCommand",
     "Enforcement",
     "LandlockBackend",
+    "PathRules",
     "Probe",
     "Profile",
     "RunnerFailureRule",
@@ -53,11 +61,13 @@ __all__ = [
     "SandboxProvider",
     "SandboxUnavailableError",
     "confined_env",
+    "default_rules",
     "describe_backends",
-    "hidden_paths",
     "is_secret_name",
     "kill",
     "kill_group",
+    "path_rules",
+    "rules_for",
     "spawn",
     "stop",
     "unconfined",

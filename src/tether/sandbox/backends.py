@@ -13,12 +13,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Protocol
 
 from tether.policy import SandboxMode
 from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
 from tether.sandbox.environment import FALLBACK_PATH
+from tether.sandbox.errors import SandboxError
 from tether.sandbox.landlock_exec import (
     FULL_ENFORCEMENT_ABI,
     LAUNCHER_EXIT,
@@ -28,7 +29,18 @@ from tether.sandbox.landlock_exec import (
     LandlockError,
     LandlockSpec,
     abi_version,
+    writable_cover,
 )
+from tether.sandbox.paths import below
+
+CLOSED_ROOT_NOTE: Final = (
+    "[sandbox: commands cannot create, remove or rename entries directly in the workspace "
+    "root; its existing files and everything inside its existing directories stay writable. "
+    "The write and edit tools can create files there (writing a file into a new directory "
+    "creates the directory for the next command)]"
+)
+"""Appended to a denied command's result while the workspace root is not writable itself
+(see :func:`tether.sandbox.landlock_exec.writable_cover`)."""
 
 PROBE_TIMEOUT: Final = 10.0
 """Seconds a functional probe may take before the backend counts as unusable."""
@@ -52,9 +64,35 @@ class Profile:
     workspace: str
     env: Mapping[str, str]
     hidden: tuple[str, ...] = ()
-    protected: tuple[str, ...] = ()
-    """Paths kept read-only even inside a writable workspace (``.git``, tether's data)."""
+    """Canonical paths, existing or not, the command may neither read nor change."""
+    control: tuple[str, ...] = ()
+    """Canonical paths, existing or not, the command may read but never change, even inside
+    a writable workspace (``tether.toml``, ``.git``, ...)."""
     network: bool = False
+    open_root: bool = False
+    """bubblewrap only: bind the workspace root writable as a whole (``open_workspace_root``);
+    control and hidden paths missing at start can then be created directly in it."""
+
+    @property
+    def closed_root(self) -> bool:
+        """Under workspace-write, the workspace root itself is not writable (its entries are
+        granted one by one), so nothing can be created, removed or renamed directly in it."""
+        return self.mode is SandboxMode.WORKSPACE_WRITE and not self.open_root
+
+
+def check_runner(files: Sequence[str], workspace: str) -> None:
+    """Refuse a runner that a confined command could rewrite: one of ``files`` (the runner's
+    program and what it loads) resolves inside the workspace."""
+    for path in files:
+        real = os.path.realpath(path)
+        if below(real, workspace):
+            raise SandboxError(
+                f"the sandbox runner {real} lies inside the workspace {workspace}, where a "
+                "confined command could rewrite it and run unconfined next time; install it "
+                "outside the workspace (for example in /usr/local/bin) and point "
+                "runner_command or bwrap_path there",
+                code="SANDBOX_CONFIG",
+            )
 
 
 class Backend(Protocol):
@@ -64,6 +102,10 @@ class Backend(Protocol):
 
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand: ...
 
+    def runner_files(self) -> tuple[str, ...]:
+        """The files whose change would change what confines a command."""
+        ...
+
 
 # -- bubblewrap ---------------------------------------------------------------------------------
 class BwrapBackend:
@@ -72,27 +114,39 @@ class BwrapBackend:
 
     name: BackendName = "bwrap"
     denial_signatures: Final = ("Read-only file system",)
+    busy_signature: Final = "Device or resource busy"
+    """Removing or renaming an entry bound over the workspace fails with ``EBUSY``: a denial
+    under workspace-write."""
     runner_failure_rules: Final = (
         RunnerFailureRule(1, "bwrap: ", "bubblewrap could not set up the sandbox"),
     )
 
-    def __init__(self, path: str | None = None, *, asserted: bool = False) -> None:
-        """``path``: the bwrap binary (default: ``bwrap`` on ``PATH``). ``asserted``: an
-        operator vouches for ``path`` as a bwrap-compatible runner; it is not probed."""
+    def __init__(self, path: str | None = None) -> None:
+        """``path``: the bwrap binary or a bwrap-compatible runner (default: ``bwrap`` on
+        ``PATH``). Whatever it is, it is probed before any command uses it."""
         self.path = path
-        self.asserted = asserted
+        self._found: str | None = None
 
     def _binary(self) -> str | None:
+        """The runner: ``path``, else ``bwrap`` on ``PATH`` as first found (the one probed).
+        Relative ``PATH`` entries are skipped: they name the working directory, often the
+        workspace, where a confined command could plant a ``bwrap``."""
         if self.path is not None:
             return self.path
-        return shutil.which("bwrap")
+        if self._found is None:
+            entries = os.environ.get("PATH", FALLBACK_PATH).split(os.pathsep)
+            search = os.pathsep.join(e for e in entries if os.path.isabs(e))
+            self._found = shutil.which("bwrap", path=search)
+        return self._found
+
+    def runner_files(self) -> tuple[str, ...]:
+        binary = self._binary()
+        return () if binary is None else (binary,)
 
     def probe(self) -> Probe:
         binary = self._binary()
         if binary is None:
             return Probe(False, "bwrap is not installed (not found on PATH)")
-        if self.asserted:
-            return Probe(True, f"operator-asserted runner {binary} (not probed)")
         if not os.access(binary, os.X_OK):
             return Probe(False, f"{binary} is not executable")
         with tempfile.TemporaryDirectory(prefix="tether-probe-") as top:
@@ -123,20 +177,21 @@ class BwrapBackend:
         return Probe(True, f"{_bwrap_version(binary)} at {binary}")
 
     def build(self, binary: str, argv: Sequence[str], profile: Profile) -> list[str]:
-        ws = profile.workspace
-        writable = profile.mode is SandboxMode.WORKSPACE_WRITE
         out = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         # The workspace is bound *after* the private /tmp, or a workspace under /tmp would
         # disappear under the tmpfs.
-        out += ["--tmpfs", "/tmp", "--bind" if writable else "--ro-bind", ws, ws]
-        if writable:
-            for path in profile.protected:
-                if os.path.lexists(path):
-                    out += ["--ro-bind", path, path]
+        out += ["--tmpfs", "/tmp", *_workspace_binds(profile)]
+        # After the workspace binds, so that no bind re-exposes a hidden path below it. A path
+        # below one masked already is covered by that mask (and has no mount point left).
+        masked: list[str] = []
         for path in profile.hidden:
-            if os.path.isdir(path):
+            directory = os.path.isdir(path)
+            if not (directory or os.path.lexists(path)) or any(below(path, t) for t in masked):
+                continue
+            masked.append(path)
+            if directory:
                 out += ["--tmpfs", path, "--remount-ro", path]
-            elif os.path.lexists(path):
+            else:
                 out += ["--ro-bind", "/dev/null", path]
         out += ["--unshare-all"]
         if profile.network:
@@ -149,21 +204,52 @@ class BwrapBackend:
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand:
         binary = self._binary() or "bwrap"
         env = {**profile.env, "TMPDIR": "/tmp"}
-        profile = Profile(
-            profile.mode, profile.workspace, env, profile.hidden, profile.protected, profile.network
-        )
+        profile = replace(profile, env=env)
+        signatures: tuple[str, ...] = self.denial_signatures
+        if profile.mode is SandboxMode.WORKSPACE_WRITE:
+            signatures = (*signatures, self.busy_signature)
         return ConfinedCommand(
             argv=tuple(self.build(binary, argv, profile)),
             env=env,
             mode=profile.mode,
             backend="bwrap",
             enforcement="full",
-            denial_signatures=self.denial_signatures,
+            denial_signatures=signatures,
             runner_failure_rules=self.runner_failure_rules,
             command=tuple(argv),
             runner=binary,
             network=profile.network,
+            denial_note=CLOSED_ROOT_NOTE if profile.closed_root else None,
         )
+
+
+def _workspace_binds(profile: Profile) -> list[str]:
+    """The workspace's mounts: read-only under read-only; under workspace-write, the root
+    and every directory on the way to a control or hidden path read-only, with their other
+    entries bound writable one by one (:func:`writable_cover`). ``open_root`` binds the root
+    writable instead, with its existing control entries bound read-only over it."""
+    ws = profile.workspace
+    if profile.mode is not SandboxMode.WORKSPACE_WRITE:
+        return ["--ro-bind", ws, ws]
+    carve = {*profile.hidden, *profile.control}
+    granted, walked = writable_cover(ws, carve)
+    if not walked:
+        return ["--bind" if granted else "--ro-bind", ws, ws]
+    if not profile.open_root:
+        out = ["--ro-bind", ws, ws]
+        for path in granted:
+            out += ["--bind-try", path, path]
+        return out
+    out = ["--bind", ws, ws]
+    for directory in walked[1:]:
+        out += ["--ro-bind-try", directory, directory]
+    for path in granted:
+        if os.path.dirname(path) != ws:
+            out += ["--bind-try", path, path]
+    for path in profile.control:
+        if os.path.dirname(path) == ws and os.path.lexists(path):
+            out += ["--ro-bind-try", path, path]
+    return out
 
 
 def _bwrap_version(binary: str) -> str:
@@ -238,6 +324,11 @@ class LandlockBackend:
         self.python = python or sys.executable
         self.abi = 0
 
+    def runner_files(self) -> tuple[str, ...]:
+        """The interpreter, and the directory of the launcher and the fork server (each
+        loads the modules beside it)."""
+        return (self.python, os.path.dirname(LAUNCHER_PATH))
+
     def probe(self) -> Probe:
         try:
             abi = abi_version()
@@ -267,12 +358,14 @@ class LandlockBackend:
             env["TMPDIR"] = temp_dir
         else:
             env.pop("TMPDIR", None)
-        spec = LandlockSpec(writable, profile.hidden, profile.network)
+        spec = LandlockSpec(writable, profile.hidden, profile.network, profile.control)
         launcher = [self.python, "-I", "-S", LAUNCHER_PATH]
         for path in spec.writable:
             launcher += ["--rw", path]
         for path in spec.hidden:
             launcher += ["--hide", path]
+        for path in spec.readonly:
+            launcher += ["--ro", path]
         if spec.network:
             launcher.append("--net")
         for key, value in env.items():
@@ -293,6 +386,7 @@ class LandlockBackend:
                 landlock=spec,
                 fast_path=self.fast_path,
                 temp_dir=temp_dir,
+                denial_note=CLOSED_ROOT_NOTE if writable else None,
             )
         except BaseException:
             if temp_dir is not None:
@@ -302,6 +396,7 @@ class LandlockBackend:
 
 
 __all__ = [
+    "CLOSED_ROOT_NOTE",
     "LAUNCHER_PATH",
     "PROBE_TIMEOUT",
     "Backend",
@@ -309,4 +404,5 @@ __all__ = [
     "LandlockBackend",
     "Probe",
     "Profile",
+    "check_runner",
 ]

@@ -77,6 +77,9 @@ class ConfinedCommand:
     """Landlock only: spawn ``command`` through the fork server instead of the launcher."""
     temp_dir: str | None = field(default=None, compare=False)
     """A private temp directory made for this command (removed by :meth:`close`)."""
+    denial_note: str | None = None
+    """What to tell the model after a denial, beyond the marker (set while the workspace
+    root is not writable itself: nothing can be created, removed or renamed directly in it)."""
 
     @property
     def confined(self) -> bool:

@@ -41,7 +41,6 @@ from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.errors import SandboxError
 from tether.sandbox.landlock_exec import (
     LandlockError,
-    LandlockSpec,
     build_ruleset,
     recv_with_fds,
     writable_roots,
@@ -374,7 +373,10 @@ class ForkServer:
         argv, env = list(command.command), dict(command.env)
         if any("\0" in text for text in (*argv, *env, *env.values())):
             raise SandboxError("embedded null byte in argv or env", code="SANDBOX_CONFIG")
-        roots = writable_roots(spec)
+        try:
+            roots = writable_roots(spec)
+        except LandlockError as err:
+            raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
         body = json.dumps(
             {"argv": argv, "env": env, "cwd": cwd or os.getcwd(), "writable": list(roots)}
         ).encode()
@@ -383,7 +385,7 @@ class ForkServer:
                 "the command and its environment are too large", code="SANDBOX_CONFIG"
             )
         try:
-            ruleset = build_ruleset(LandlockSpec(roots, spec.hidden, spec.network))
+            ruleset = build_ruleset(spec, roots=roots)
         except LandlockError as err:
             raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
         memfd = os.memfd_create("tether-request", os.MFD_CLOEXEC)

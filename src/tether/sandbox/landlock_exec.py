@@ -125,14 +125,18 @@ class LandlockError(OSError):
 class LandlockSpec:
     """What one confined command may do.
 
-    ``writable``: directories the command may modify (empty for read-only; ``/dev/null`` is
-    always writable). ``hidden``: paths whose contents must not be readable (credential
-    directories); everything else is readable. ``network``: leave TCP alone.
+    ``writable``: canonical directories (or files) the command may modify (empty for
+    read-only; ``/dev/null`` is always writable); one that is a symbolic link grants nothing. ``hidden``: paths that must be neither readable nor writable
+    (credentials, the session store); everything else is readable. ``readonly``: paths that
+    stay readable but must not change, even inside a writable directory (the workspace's
+    control files). ``hidden`` and ``readonly`` are canonical and need not exist: one that
+    is missing cannot be created. ``network``: leave TCP alone.
     """
 
     writable: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()
     network: bool = False
+    readonly: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -291,17 +295,72 @@ def _cover(top: str, hide: set[str]) -> tuple[list[str], list[str]]:
 
 
 def writable_roots(spec: LandlockSpec) -> tuple[str, ...]:
-    """The directories a command may modify beneath: ``spec.writable`` resolved, with every
-    hidden path inside one carved out the same way as for reads (a workspace that contains
-    ``~/.ssh`` is granted its siblings, not itself, so no entry can be added directly in the
-    directories on the way down to it)."""
-    hide = {os.path.realpath(h) for h in _normalised(spec.hidden)}
+    """What a command may modify beneath: each of ``spec.writable`` resolved, or, when it
+    holds a hidden or read-only path (existing or not), :func:`writable_cover` of it."""
+    folded = {c.casefold() for c in _normalised((*spec.hidden, *spec.readonly))}
+    if not folded:
+        # Nothing to carve (a fork-server pair gets the roots the harness carved already).
+        return tuple(dict.fromkeys(spec.writable))
     roots: list[str] = []
     for path in spec.writable:
-        root = os.path.realpath(path)
-        inside = {h for h in hide if h.startswith(root.rstrip("/") + "/")}
-        roots += _cover(root, inside)[0] if inside else [root]
+        roots += writable_cover(os.path.realpath(path), folded)[0]
     return tuple(dict.fromkeys(roots))
+
+
+def writable_cover(root: str, carve: set[str]) -> tuple[list[str], list[str]]:
+    """The entries to grant so that everything under ``root`` is writable except ``carve``
+    (canonical paths, existing or not), and the directories not granted themselves.
+
+    Neither a Landlock rule nor a bind mount can refuse one missing name in a writable
+    directory while allowing others, so a directory that holds a carved path (or is on the
+    way to one) is not granted: its other entries are, one by one, and the directories on
+    the way are walked the same way. No entry can then be created, removed or renamed
+    directly in those directories. Only directories and regular files are granted: a
+    symbolic link would grant its target, and a device, socket or FIFO has no business being
+    written through the workspace. Names compare case-insensitively, so ``TETHER.TOML`` on
+    such a filesystem is refused with ``tether.toml``. A ``root`` inside a carved path is
+    not granted at all; one that cannot be listed raises :class:`LandlockError`.
+    """
+    folded = {c.casefold() for c in carve}
+    key = root.casefold()
+    under = key.rstrip("/") + "/"
+    if any(key == c or key.startswith(c + "/") for c in folded):
+        return [], []
+    inside = {c for c in folded if c.startswith(under)}
+    if not inside:
+        return [root], []
+    granted: list[str] = []
+    walked: list[str] = []
+
+    def on_path(folded_path: str) -> bool:
+        prefix = folded_path + "/"
+        return any(c.startswith(prefix) for c in inside)
+
+    def walk(directory: str) -> None:
+        walked.append(directory)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError as err:
+            if directory == root:
+                raise LandlockError(err.errno, f"cannot open {root}: {err.strerror}") from err
+            return
+        for name in names:
+            path = os.path.join(directory, name)
+            folded_path = path.casefold()
+            if folded_path in inside:
+                continue
+            try:
+                kind = stat.S_IFMT(os.lstat(path).st_mode)
+            except OSError:
+                continue
+            if on_path(folded_path):
+                if kind == stat.S_IFDIR:
+                    walk(path)
+            elif kind in (stat.S_IFDIR, stat.S_IFREG):
+                granted.append(path)
+
+    walk(root)
+    return granted, walked
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,9 +436,12 @@ def _add_readable(libc: _Libc, ruleset: int, hidden: Sequence[str]) -> None:
         _add_rule(libc, ruleset, path, FS_READ, required=False)
 
 
-def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
+def build_ruleset(
+    spec: LandlockSpec, abi: int | None = None, *, roots: Sequence[str] | None = None
+) -> int:
     """A ruleset file descriptor (close-on-exec) for ``spec``. Creating it restricts nothing;
-    :func:`restrict_self` in the child does. The caller closes it after spawning."""
+    :func:`restrict_self` in the child does. The caller closes it after spawning. ``roots``:
+    :func:`writable_roots` of ``spec`` when the caller has them already."""
     abi = abi_version() if abi is None else abi
     libc = _libc()
     attr = _RulesetAttr(handled_fs(abi), 0, 0)
@@ -404,8 +466,9 @@ def build_ruleset(spec: LandlockSpec, abi: int | None = None) -> int:
         # outside the hidden paths. A hidden directory's entry names stay visible.
         _add_rule(libc, fd, "/", FS_READ_DIR)
         _add_readable(libc, fd, spec.hidden)
-        for path in writable_roots(spec):
-            _add_rule(libc, fd, path, writable_access(abi))
+        for path in writable_roots(spec) if roots is None else roots:
+            # Not through a link: an entry swapped for one since it was listed grants nothing.
+            _add_rule(libc, fd, path, writable_access(abi), required=False, follow=False)
         _add_rule(libc, fd, "/dev/null", FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE)
     except BaseException:
         os.close(fd)
@@ -422,16 +485,28 @@ def _checked(libc: _Libc, what: str, number: int, *args: object) -> int:
     return int(result)
 
 
-def _add_rule(libc: _Libc, ruleset: int, path: str, access: int, *, required: bool = True) -> None:
-    """Grant ``access`` beneath ``path``; a missing path is an error only if ``required``."""
+def _add_rule(
+    libc: _Libc,
+    ruleset: int,
+    path: str,
+    access: int,
+    *,
+    required: bool = True,
+    follow: bool = True,
+) -> None:
+    """Grant ``access`` beneath ``path``; a missing path is an error only if ``required``,
+    and a symbolic link grants nothing unless ``follow``."""
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except OSError as err:
         if not required and err.errno == errno.ENOENT:
             return  # vanished since it was listed: nothing to grant
         raise LandlockError(err.errno, f"cannot open {path}: {err.strerror}") from err
     try:
-        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISLNK(mode):
+            return
+        if not stat.S_ISDIR(mode):
             access &= _FILE_ONLY
         rule = _PathBeneathAttr(access, fd)
         _checked(
@@ -1066,8 +1141,7 @@ def _exit_like(status: int | None) -> NoReturn:
 
 # -- launcher -------------------------------------------------------------------------------
 def _parse(args: list[str]) -> tuple[LandlockSpec, dict[str, str], list[str]]:
-    writable: list[str] = []
-    hidden: list[str] = []
+    paths: dict[str, list[str]] = {"--rw": [], "--hide": [], "--ro": []}
     env: dict[str, str] = {}
     network = False
     i = 0
@@ -1077,12 +1151,13 @@ def _parse(args: list[str]) -> tuple[LandlockSpec, dict[str, str], list[str]]:
             argv = args[i + 1 :]
             if not argv:
                 raise ValueError("no command after --")
-            return LandlockSpec(tuple(writable), tuple(hidden), network), env, argv
+            writable, hidden, readonly = (tuple(paths[k]) for k in ("--rw", "--hide", "--ro"))
+            return LandlockSpec(writable, hidden, network, readonly), env, argv
         if arg == "--net":
             network = True
             i += 1
-        elif arg in ("--rw", "--hide") and i + 1 < len(args):
-            (writable if arg == "--rw" else hidden).append(args[i + 1])
+        elif arg in paths and i + 1 < len(args):
+            paths[arg].append(args[i + 1])
             i += 2
         elif arg == "--setenv" and i + 2 < len(args):
             env[args[i + 1]] = args[i + 2]

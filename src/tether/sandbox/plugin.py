@@ -8,6 +8,10 @@
 
 The chain is probed on first use, not at load, so composing it costs nothing until a command
 runs; ``tether doctor`` calls :func:`tether.sandbox.describe_backends` to probe it up front.
+
+The session store's files are hidden from commands and file tools wherever the store is: the
+plugin takes them from the composed ``sessions`` service, never from configuration (which
+could point elsewhere).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tether.kernel import Context
 from tether.sandbox.provider import CHAIN, SandboxProvider
+from tether.session import SessionStore
+from tether.session.store_files import persistence_files
 
 
 class SandboxConfig(BaseModel):
@@ -28,14 +34,20 @@ class SandboxConfig(BaseModel):
     disable: list[str] | None = None
     """Backends to turn off (default: ``TETHER_SANDBOX_DISABLE``)."""
     bwrap_path: str | None = None
+    """The bwrap binary (default: ``bwrap`` on ``PATH``); probed before use."""
     runner_command: str | None = None
-    """An operator-asserted bwrap-compatible runner, used without probing."""
+    """A bwrap-compatible runner used instead of ``bwrap_path``; probed like bwrap, and
+    refused when it lies inside the workspace."""
     landlock_fast_path: bool = True
     """Start Landlock commands through the fork server (false: the launcher, ~35 ms each)."""
     hidden_paths: list[str] = Field(default_factory=list)
     """More paths to hide from commands (credential directories are always hidden)."""
     protected_paths: list[str] = Field(default_factory=list)
-    """More paths kept read-only inside a writable workspace (e.g. a store directory)."""
+    """More control paths: readable, never writable, even inside a writable workspace."""
+    open_workspace_root: bool = False
+    """bubblewrap only: let commands create, remove and rename entries directly in the
+    workspace root, which lets them create a control file missing at start (``.git``,
+    ``tether.toml``, ...); see ``docs/sandbox.md``."""
     env_allow: list[str] = Field(default_factory=list)
     """More environment variables commands keep (globs; secret-looking names never pass)."""
 
@@ -63,8 +75,15 @@ class SandboxPlugin:
             hidden_paths=config.hidden_paths,
             protected_paths=config.protected_paths,
             env_allow=config.env_allow,
+            store_paths=[str(p) for p in persistence_files(_persistence(ctx))],
+            open_workspace_root=config.open_workspace_root,
         )
         ctx.provide("sandbox", provider)
+
+
+def _persistence(ctx: Context) -> object:
+    store = ctx.get("sessions")
+    return store.persistence if isinstance(store, SessionStore) else None
 
 
 plugin: Final = SandboxPlugin()

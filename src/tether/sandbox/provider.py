@@ -21,15 +21,18 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode, parse_sandbox_mode
-from tether.sandbox.backends import Backend, BwrapBackend, LandlockBackend, Probe, Profile
-from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement
-from tether.sandbox.environment import (
-    confined_env,
-    hidden_paths,
-    tether_data_dirs,
-    unconfined_env,
+from tether.sandbox.backends import (
+    Backend,
+    BwrapBackend,
+    LandlockBackend,
+    Probe,
+    Profile,
+    check_runner,
 )
+from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement
+from tether.sandbox.environment import confined_env, unconfined_env
 from tether.sandbox.errors import SandboxError, SandboxUnavailableError
+from tether.sandbox.paths import PathRules, path_rules
 
 DISABLE_ENV: Final = "TETHER_SANDBOX_DISABLE"
 """Comma-separated backend names an operator (or a test) turns off, e.g. ``bwrap,landlock``."""
@@ -77,15 +80,17 @@ class SandboxProvider:
     """Service ``sandbox``: confines commands under a :class:`SandboxExecutionPolicy`.
 
     ``backends``: the chain to try, in order (default bwrap then Landlock). ``disable``:
-    names to turn off (default: ``TETHER_SANDBOX_DISABLE`` from ``environ``). ``bwrap_path``:
-    the bwrap binary. ``runner_command``: an operator-asserted bwrap-compatible runner, used
-    without probing (also how tests fake a broken runner). ``landlock_fast_path``: start
-    Landlock commands through the fork server rather than the launcher process. ``hidden_paths``,
-    ``protected_paths``, ``env_allow``: additions to the credential paths hidden from
-    commands, the paths kept read-only inside a writable workspace, and the environment
-    allowlist. ``home``: the home directory whose credentials are hidden (default: the
-    harness user's and the command environment's ``$HOME``). ``environ``: the environment
-    commands derive from (default ``os.environ`` at the moment of each ``confine``).
+    names to turn off (default: ``TETHER_SANDBOX_DISABLE`` from ``environ``). ``bwrap_path``
+    or ``runner_command`` (which wins): the bwrap binary, or a bwrap-compatible runner; either
+    is probed like bwrap itself. ``landlock_fast_path``: start Landlock commands through the
+    fork server rather than the launcher process. ``hidden_paths``, ``protected_paths``,
+    ``env_allow``: additions to the hidden paths (:mod:`tether.sandbox.paths`), to the
+    control paths (readable, never writable), and to the environment allowlist.
+    ``store_paths``: the session store's files, hidden like credentials. ``open_workspace_root``:
+    under bubblewrap, bind the workspace root writable as a whole (see ``docs/sandbox.md``).
+    ``home``: the home directory whose credentials are hidden (default: the harness user's
+    and the command environment's ``$HOME``). ``environ``: the environment commands derive
+    from (default ``os.environ`` at the moment of each ``confine``).
     """
 
     def __init__(
@@ -99,6 +104,8 @@ class SandboxProvider:
         hidden_paths: Sequence[str] = (),
         protected_paths: Sequence[str] = (),
         env_allow: Sequence[str] = (),
+        store_paths: Sequence[str] = (),
+        open_workspace_root: bool = False,
         home: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
@@ -112,13 +119,14 @@ class SandboxProvider:
         self.chain: tuple[str, ...] = chain
         self.disabled: frozenset[str] = frozenset(disabled)
         self._backends: dict[str, Backend] = {
-            "bwrap": BwrapBackend(
-                runner_command or bwrap_path, asserted=runner_command is not None
-            ),
+            "bwrap": BwrapBackend(runner_command or bwrap_path),
             "landlock": LandlockBackend(fast_path=landlock_fast_path),
         }
-        self.hidden_extra = tuple(hidden_paths)
+        self.hidden_extra = tuple(os.path.abspath(p) for p in hidden_paths)
         self.protected_extra = tuple(os.path.abspath(p) for p in protected_paths)
+        self.store_paths = tuple(os.path.abspath(p) for p in store_paths)
+        self._explicit_runner = (runner_command or bwrap_path) is not None
+        self.open_workspace_root = open_workspace_root
         self.env_allow = tuple(env_allow)
         self.home = home
         self._environ = environ
@@ -231,21 +239,72 @@ class SandboxProvider:
                 mode=mode.value,
                 reasons={name: "workspace root missing"},
             )
+        backend = self._backends[name]
+        check_runner(backend.runner_files(), workspace)
+        rules = self.path_rules(source)
+        rules.refuse_workspace(workspace)
         profile = Profile(
             mode=mode,
             workspace=workspace,
             env=confined_env(source, allow=self.env_allow, extra=extra_env),
-            hidden=tuple(hidden_paths(source, home=self.home, extra=self.hidden_extra)),
-            protected=tuple(self._protected(workspace, source)),
+            hidden=rules.hidden,
+            control=rules.control(workspace),
             network=network,
+            open_root=self.open_workspace_root,
         )
-        return self._backends[name].confine(argv, profile)
+        return backend.confine(argv, profile)
 
-    def _protected(self, workspace: str, source: Mapping[str, str]) -> list[str]:
-        paths = [os.path.join(workspace, ".git")]
-        paths += tether_data_dirs(source, home=self.home)
-        paths += list(self.protected_extra)
-        return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.lexists(p)))
+    # -- paths ----------------------------------------------------------------------------
+    def path_rules(self, env: Mapping[str, str] | None = None) -> PathRules:
+        """The hidden and control paths commands are confined by, and the file tools apply
+        (derived from ``env``, default the provider's environment)."""
+        source = (
+            env if env is not None else (os.environ if self._environ is None else self._environ)
+        )
+        return path_rules(
+            source,
+            home=self.home,
+            hidden=self.hidden_extra,
+            store=self.store_paths,
+            protected=self.protected_extra,
+        )
+
+    def check_workspace(self, workspace: str) -> None:
+        """Refuse, before anything runs, a workspace whose store or hidden paths this
+        provider cannot keep out of reach: the workspace inside a hidden path (the store's
+        directory among them), or, with ``open_workspace_root`` under bubblewrap, store
+        files directly in the workspace root (a command could create the missing ones, a
+        ``-journal`` that SQLite would replay among them). A runner inside the workspace is
+        refused or its backend rejected before it is ever probed."""
+        root = os.path.realpath(workspace)
+        self._reject_runners_inside(root)
+        rules = self.path_rules()
+        rules.refuse_workspace(root)
+        at_root = [p for p in rules.store if os.path.dirname(p) == root]
+        if at_root and self.open_workspace_root and self.backend_name() == "bwrap":
+            raise SandboxError(
+                f"the session store's files lie directly in the workspace root {root} and "
+                "open_workspace_root is on, so a confined command could create the missing "
+                f"ones ({', '.join(os.path.basename(p) for p in at_root)}); keep the store "
+                "outside the workspace (--store sqlite:///ABS/PATH.db) or turn "
+                "open_workspace_root off",
+                code="STORE_UNPROTECTED",
+            )
+
+    def _reject_runners_inside(self, root: str) -> None:
+        """A runner a confined command could rewrite is never run, not even to probe it: an
+        explicitly configured one is an error, one merely found (``bwrap`` on ``PATH``, the
+        Landlock launcher) rejects its backend, with the reason."""
+        with self._lock:
+            for name in self.chain:
+                if name in self.disabled or name in self._probes:
+                    continue
+                try:
+                    check_runner(self._backends[name].runner_files(), root)
+                except SandboxError as err:
+                    if name == "bwrap" and self._explicit_runner:
+                        raise
+                    self._probes[name] = Probe(False, str(err))
 
 
 def unconfined(

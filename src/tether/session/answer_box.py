@@ -15,6 +15,8 @@ leaves ``<id>.answered`` so a second answerer is told it came too late.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
 import os
 import socket
@@ -189,14 +191,25 @@ class AnswerBox:
         self._leave_answered(approval_id, answer)
         return answer
 
+    def prepare(self) -> None:
+        """Create the box directory (0700) if it is missing. The harness does this before any
+        command runs, so the sandbox hides a directory that already exists."""
+        try:
+            with contextlib.suppress(FileExistsError):
+                self.directory.mkdir(mode=0o700, parents=True)
+            if self.directory.is_symlink() or not self.directory.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+        except OSError as err:
+            raise AnswerBoxError(
+                f"cannot use the answer box {self.directory} ({err.strerror or err}): move "
+                "or remove what is there, or use another store"
+            ) from err
+
     def _write_marker(self, approval_id: str, marker: WaitMarker) -> FileIdentity:
         """Create ``<id>.wait`` afresh (never through a planted file or link); its identity."""
         path = self._path(approval_id, MARKER)
         data = json.dumps({"pid": marker.pid, "host": marker.host, "socket": marker.socket})
-        try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError as err:
-            raise _unusable(path, err.strerror or str(err)) from err
+        self.prepare()
         for _ in range(3):
             try:
                 path.unlink(missing_ok=True)  # planted before the wait began: already reported

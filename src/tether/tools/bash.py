@@ -34,6 +34,7 @@ from tether.sandbox import (
     SANDBOX_SERVICE,
     CommandProcess,
     ConfinedCommand,
+    SandboxError,
     SandboxUnavailableError,
     kill,
     kill_group,
@@ -337,6 +338,8 @@ def render(
     if outcome.denied:
         details["sandbox_denied"] = True
         parts.append(denial_marker(command.mode.value))
+        if command.denial_note is not None:
+            parts.append(command.denial_note)
     failed = outcome.status != "running" and (
         outcome.status != "exited" or outcome.exit_code != 0 or outcome.denied
     )
@@ -427,6 +430,8 @@ class BashTool:
             )
         except SandboxUnavailableError as err:
             return unavailable_result(err)
+        except SandboxError as err:
+            return ToolResult.error(f"{err.code}: {err}; the command was not run", code=err.code)
         except OSError as err:
             return ToolResult.error(f"cannot start {SHELL}: {err.strerror or err}")
         if jobs is not None:

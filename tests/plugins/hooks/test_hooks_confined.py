@@ -17,7 +17,7 @@ from tether.tools.pipeline import ToolRuntime
 
 async def run_with_hook(tmp_path: Path, hook: str, mode: str) -> Agent:
     workspace = tmp_path / "ws"
-    workspace.mkdir()
+    (workspace / "src").mkdir(parents=True)  # commands write below the root, not in it
     kernel = Kernel()
     store = SessionStore()
     kernel.ctx.provide("sessions", store)
@@ -64,7 +64,7 @@ async def run_with_hook(tmp_path: Path, hook: str, mode: str) -> Agent:
 async def test_a_hook_cannot_write_outside_the_workspace(tmp_path: Path) -> None:
     outside = Path("/var/tmp") / f"tether-hook-{tmp_path.name}.txt"
     outside.unlink(missing_ok=True)
-    inside = tmp_path / "ws" / "hook-was-here.txt"
+    inside = tmp_path / "ws" / "src" / "hook-was-here.txt"
     hook = f"echo escaped > {outside}; echo ok > {inside}; exit 0"
     agent = await run_with_hook(tmp_path, hook, "workspace-write")
     try:
@@ -77,7 +77,7 @@ async def test_a_hook_cannot_write_outside_the_workspace(tmp_path: Path) -> None
 
 
 async def test_a_hook_under_read_only_cannot_write_at_all(tmp_path: Path) -> None:
-    inside = tmp_path / "ws" / "hook-was-here.txt"
+    inside = tmp_path / "ws" / "src" / "hook-was-here.txt"
     agent = await run_with_hook(tmp_path, f"echo ok > {inside} || exit 0", "read-only")
     assert not inside.exists()
     results = [

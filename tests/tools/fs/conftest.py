@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +63,9 @@ def host(tmp_path: Path) -> Iterator[Host]:
     yield Host(top, ws, outside)
 
 
-def make_call(tool: Tool, policy: SandboxExecutionPolicy | None, **args: Any) -> ToolCall:
+def make_call(
+    tool: Tool, policy: SandboxExecutionPolicy | None, *, ctx: Context | None = None, **args: Any
+) -> ToolCall:
     """A call as the pipeline would build it (arguments validated by the tool's model)."""
     return ToolCall(
         call_id="call-1",
@@ -70,13 +74,43 @@ def make_call(tool: Tool, policy: SandboxExecutionPolicy | None, **args: Any) ->
         raw_arguments=json.dumps(args),
         agent=None,
         signal=AbortSignal(),
-        ctx=Context(Runtime()),
+        ctx=ctx or Context(Runtime()),
         policy=policy,
     )
 
 
-async def run_tool(tool: Tool, policy: SandboxExecutionPolicy | None, **args: Any) -> ToolResult:
-    return await tool.run(make_call(tool, policy, **args))
+async def run_tool(
+    tool: Tool, policy: SandboxExecutionPolicy | None, *, ctx: Context | None = None, **args: Any
+) -> ToolResult:
+    return await tool.run(make_call(tool, policy, ctx=ctx, **args))
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Atomically swap two names (renameat2 RENAME_EXCHANGE): ``a`` is never missing."""
+    rc = _libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(a))
+
+
+@dataclass
+class Swapper:
+    """A thread that keeps swapping two names (``real`` and ``link``) until ``stop``."""
+
+    real: Path
+    link: Path
+    stop: threading.Event
+    swaps: int = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            exchange(self.real, self.link)
+            self.swaps += 1
 
 
 def marker(mode: str) -> str:

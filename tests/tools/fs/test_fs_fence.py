@@ -7,7 +7,6 @@ next to the workspace), not only through the result text.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import threading
 from dataclasses import dataclass
@@ -16,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from tether.sandbox import default_rules
 from tether.tools.base import Tool, ToolResult
 from tether.tools.fs import EditTool, ReadTool, SandboxDenied, WriteTool, plan_write
 from tether.tools.fs.fence import existing_entry, open_existing, open_parent
 
-from .conftest import RESTRICTED, Host, marker, run_tool
+from .conftest import RESTRICTED, Host, Swapper, exchange, marker, run_tool
 
 WRITE = WriteTool()
 EDIT = EditTool()
@@ -220,33 +220,6 @@ async def test_hard_link_to_outside_file_is_never_written_through(
 
 # -- rename races -------------------------------------------------------------------------------
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
-
-
-def exchange(a: Path, b: Path) -> None:
-    """Atomically swap two names (renameat2 RENAME_EXCHANGE): ``a`` is never missing."""
-    rc = _libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), str(a))
-
-
-@dataclass
-class Swapper:
-    """A thread that keeps swapping ``ws/d`` between a real directory and a link to outside."""
-
-    real: Path
-    link: Path
-    stop: threading.Event
-    swaps: int = 0
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            exchange(self.real, self.link)
-            self.swaps += 1
-
 
 def _race_layout(host: Host) -> Swapper:
     (host.ws / "d").mkdir()
@@ -318,7 +291,7 @@ async def test_directory_swapped_for_link_after_the_check_is_refused(host: Host)
     """Deterministic form of the race: the swap lands between plan and walk."""
     swapper = _race_layout(host)
     before = host.snapshot_outside()
-    plan = plan_write(host.policy("workspace-write"), "d/new/f.txt")
+    plan = plan_write(host.policy("workspace-write"), "d/new/f.txt", rules=default_rules())
     assert plan.parts == ("d", "new", "f.txt")
 
     exchange(swapper.real, swapper.link)  # ws/d is now a link to outside
@@ -336,7 +309,7 @@ async def test_directory_swapped_for_link_after_the_check_is_refused(host: Host)
 async def test_file_swapped_for_link_after_the_check_is_refused(host: Host) -> None:
     (host.ws / "f.txt").write_text("inside\n")
     before = host.snapshot_outside()
-    plan = plan_write(host.policy("workspace-write"), "f.txt")
+    plan = plan_write(host.policy("workspace-write"), "f.txt", rules=default_rules())
 
     (host.ws / "f.txt").unlink()
     (host.ws / "f.txt").symlink_to(host.outside / "secret.txt")

@@ -119,7 +119,7 @@ async def _demo(json_output: bool, store: str) -> bool:
                 and root.last_result.stop_reason == "completed"
                 and not outside.exists()
                 and not (workspace / "NOTES.md").exists()
-                and (workspace / "build.log").exists()
+                and (workspace / "build" / "build.log").exists()
             )
             assert harness.store.persistence is not None
             tree = await lineage_tree(harness.store.persistence, root.id)
@@ -131,7 +131,8 @@ async def _demo(json_output: bool, store: str) -> bool:
                     f"\nNOTES.md written by the read-only reviewer: {(workspace / 'NOTES.md').exists()}"
                 )
                 say(
-                    f"build.log written by the builder's confined command: {(workspace / 'build.log').exists()}"
+                    "build/build.log written by the builder's confined command: "
+                    f"{(workspace / 'build' / 'build.log').exists()}"
                 )
                 say(f"file outside the workspace created: {outside.exists()}")
                 say(f"the logs are stored in {store}; look again with:")

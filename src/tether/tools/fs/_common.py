@@ -1,4 +1,5 @@
-"""Shared pieces of the file tools: running blocking work off the loop, and sniffing content."""
+"""Shared pieces of the file tools: running blocking work off the loop, sniffing content, and
+keeping hidden paths (:mod:`tether.sandbox.paths`) out of every read."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ import stat
 from collections.abc import Callable
 from typing import Final, TypeVar
 
+from tether.sandbox import SANDBOX_SERVICE, PathRules, rules_for
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.fs.fence import FileToolError, error_result, os_reason
+from tether.tools.fs.fence import (
+    FencePolicy,
+    FileToolError,
+    error_result,
+    hidden_error,
+    os_reason,
+    refuse_hidden,
+)
 
 A = TypeVar("A", bound=ToolArgs)
 
@@ -56,19 +65,49 @@ async def run_blocking(display: str, fn: Callable[[], ToolResult]) -> ToolResult
         return ToolResult.error(os_reason(err, display))
 
 
-def open_regular_for_read(path: str, display: str) -> int:
-    """Open ``path`` (links followed) for reading, refusing directories and special files.
+def call_rules(call: ToolCall) -> PathRules:
+    """The hidden and control paths for ``call`` (the ``sandbox`` service's, else the
+    defaults); a failure to work them out refuses the call rather than hiding less."""
+    try:
+        return rules_for(call.ctx.get(SANDBOX_SERVICE))
+    except Exception as err:
+        raise FileToolError(
+            f"cannot tell which paths are hidden ({err}); the file tools refuse to run"
+        ) from err
+
+
+def mode_of(policy: FencePolicy | None) -> str | None:
+    return None if policy is None else str(policy.mode)
+
+
+def open_checked(
+    path: str, flags: int, rules: PathRules, display: str, mode: str | None, verb: str
+) -> tuple[int, os.stat_result]:
+    """Open ``path`` (its name checked first, so a hidden one is never even opened), then
+    check what was opened (:func:`refuse_hidden`); the descriptor and its ``stat``."""
+    if rules.hides(os.path.realpath(path)):
+        raise hidden_error(display, mode, verb)
+    fd = os.open(path, flags | os.O_CLOEXEC)
+    try:
+        return fd, refuse_hidden(fd, rules, display, mode, verb)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular_for_read(path: str, display: str, rules: PathRules, mode: str | None) -> int:
+    """Open ``path`` (links followed) for reading, refusing hidden paths, directories and
+    special files.
 
     ``O_NONBLOCK`` keeps a FIFO from blocking the open; anything that is not a regular file
     (FIFO, device, socket) is refused because reading it may never end.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, st = open_checked(path, os.O_RDONLY | os.O_NONBLOCK, rules, display, mode, "read")
     except IsADirectoryError as err:
         raise FileToolError(f"{display} is a directory; use ls to list it") from err
     except OSError as err:
         raise FileToolError(os_reason(err, display)) from err
-    st = os.fstat(fd)
     if stat.S_ISDIR(st.st_mode):
         os.close(fd)
         raise FileToolError(f"{display} is a directory; use ls to list it")

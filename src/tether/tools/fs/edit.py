@@ -9,8 +9,16 @@ from typing import Final
 from pydantic import Field
 
 from tether.policy.escalation import EffectNoun
+from tether.sandbox import PathRules
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.fs._common import SNIFF_BYTES, args_of, encode_text, plural, run_blocking
+from tether.tools.fs._common import (
+    SNIFF_BYTES,
+    args_of,
+    call_rules,
+    encode_text,
+    plural,
+    run_blocking,
+)
 from tether.tools.fs.fence import (
     FencePolicy,
     FileToolError,
@@ -55,7 +63,9 @@ class EditTool:
     async def run(self, call: ToolCall) -> ToolResult:
         args = args_of(call, EditArgs)
         policy = call.policy
-        return await run_blocking(args.path, lambda: edit_file(policy, args))
+        return await run_blocking(
+            args.path, lambda: edit_file(policy, args, rules=call_rules(call))
+        )
 
 
 def _read_text(plan: WritePlan, parent: int) -> str:
@@ -97,11 +107,13 @@ def unified_diff(before: str, after: str, display: str) -> str:
     return "".join(out)
 
 
-def edit_file(policy: FencePolicy | None, args: EditArgs, *, mode: str | None = None) -> ToolResult:
+def edit_file(
+    policy: FencePolicy | None, args: EditArgs, *, rules: PathRules, mode: str | None = None
+) -> ToolResult:
     """The blocking body of ``edit`` (``mode``: a mode granted for this call only)."""
     if args.old_string == args.new_string:
         raise FileToolError("old_string and new_string are identical; nothing to change")
-    plan = plan_write(policy, args.path, mode=mode)
+    plan = plan_write(policy, args.path, rules=rules, mode=mode)
     with open_parent(plan, create=False) as parent:
         before = _read_text(plan, parent)
         count = before.count(args.old_string)

@@ -1,9 +1,10 @@
 """The in-process file fence: where a file tool may write, decided by the call's sandbox mode.
 
 The fs tools are not run under the OS sandbox (they live in this process), so they enforce the
-mode themselves (behaviour.md §2.2): ``read-only`` refuses every write, ``workspace-write``
-allows writes only under the workspace root (``.git`` excluded), ``danger-full-access`` does not
-fence. Reads are never fenced, as in the reference.
+mode themselves: ``read-only`` refuses every write, ``workspace-write`` allows writes only
+under the workspace root, never to a hidden or control path (:mod:`tether.sandbox.paths`;
+``.git`` at any depth), ``danger-full-access`` does not fence writes. Reads are not fenced by
+the mode, but no mode reads a hidden path (see :mod:`tether.tools.fs._common`).
 
 Checking a path and then opening it by name would let anything that swaps a directory for a
 symbolic link in between redirect the write (TOCTOU). So in ``workspace-write`` the check only
@@ -36,6 +37,7 @@ from typing import Final, Protocol
 
 from tether.errors import TetherError
 from tether.policy import SandboxMode
+from tether.sandbox import PathRules
 from tether.tools.base import ToolResult
 
 # The vocabulary lives in tether.policy (one home); these names keep the fence readable.
@@ -87,6 +89,37 @@ def sandbox_denial(reason: str, mode: str) -> ToolResult:
     """``Error: <reason> [sandbox: file access denied under <mode> mode]``."""
     mode = str(mode)
     return ToolResult.error(f"{reason} {denial_marker(mode)}", sandbox_denied=True, mode=mode)
+
+
+HIDDEN_REASON: Final = "it is hidden from every agent (it holds credentials or tether's own state)"
+
+
+def hidden_error(display: str, mode: str | None, verb: str) -> FileToolError:
+    """A hidden path was asked for: denied (with the marker when the call has a mode)."""
+    reason = f"cannot {verb} {display}: {HIDDEN_REASON}"
+    return SandboxDenied(reason, mode) if mode is not None else FileToolError(reason)
+
+
+def opened_location(fd: int, display: str) -> str:
+    """Where the descriptor ``fd`` really is (links and ``..`` resolved by the kernel)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError as err:
+        raise FileToolError(
+            f"cannot tell where {display} leads (/proc is not available: {err.strerror}); "
+            "the file tools refuse it"
+        ) from err
+
+
+def refuse_hidden(
+    fd: int, rules: PathRules, display: str, mode: str | None, verb: str
+) -> os.stat_result:
+    """Check what ``fd`` actually opened, not the name it was opened by, so that a link or a
+    directory swapped in after a check cannot lead to a hidden path; returns its ``stat``."""
+    st = os.fstat(fd)
+    if rules.hides(opened_location(fd, display), st):
+        raise hidden_error(display, mode, verb)
+    return st
 
 
 def error_result(err: FileToolError) -> ToolResult:
@@ -147,6 +180,7 @@ class WritePlan:
     confined: bool
     root: str
     parts: tuple[str, ...]
+    rules: PathRules
 
     @property
     def name(self) -> str:
@@ -174,8 +208,10 @@ def _stable_realpath(target: str, display: str, mode: SandboxMode) -> str:
     )
 
 
-def plan_write(policy: FencePolicy | None, path: str, *, mode: str | None = None) -> WritePlan:
-    """Check that ``path`` may be written under ``policy`` and plan the write.
+def plan_write(
+    policy: FencePolicy | None, path: str, *, rules: PathRules, mode: str | None = None
+) -> WritePlan:
+    """Check that ``path`` may be written under ``policy`` and ``rules`` and plan the write.
 
     ``mode`` overrides ``policy.mode`` for this one call: the hook a later sandbox escalation
     (a mode granted for one call) will use. Raises :class:`SandboxDenied` or
@@ -201,7 +237,7 @@ def plan_write(policy: FencePolicy | None, path: str, *, mode: str | None = None
         head, tail = os.path.split(real)
         if not tail:
             raise FileToolError(f"{path} is a directory")
-        return WritePlan(effective, path, False, head, (tail,))
+        return WritePlan(effective, path, False, head, (tail,), rules)
 
     # The policy's root is canonical by contract; canonicalising again costs little and keeps
     # a hand-built policy with a linked root from refusing every write as "outside".
@@ -223,7 +259,15 @@ def plan_write(policy: FencePolicy | None, path: str, *, mode: str | None = None
         raise SandboxDenied(
             f"cannot write {path}: .git inside the workspace is protected", effective
         )
-    return WritePlan(effective, path, True, root, parts)
+    if rules.hides(real):
+        raise SandboxDenied(f"cannot write {path}: {HIDDEN_REASON}", effective)
+    if rules.controls(real, root):
+        raise SandboxDenied(
+            f"cannot write {path}: it is a control file (tether, git or another tool acts "
+            "on it outside the sandbox); only the user may change it",
+            effective,
+        )
+    return WritePlan(effective, path, True, root, parts, rules)
 
 
 def _symlink_denial(plan: WritePlan, component: str) -> SandboxDenied:
@@ -330,7 +374,8 @@ def existing_entry(plan: WritePlan, parent_fd: int) -> os.stat_result | None:
 
 
 def open_existing(plan: WritePlan, parent_fd: int) -> int:
-    """Open the existing file ``plan.name`` for reading (never through a link when confined)."""
+    """Open the existing file ``plan.name`` for reading (never through a link when confined,
+    never a hidden file in any mode: what was opened is checked, not its name)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if plan.confined:
         flags |= os.O_NOFOLLOW
@@ -342,7 +387,11 @@ def open_existing(plan: WritePlan, parent_fd: int) -> int:
         if isinstance(err, FileNotFoundError | IsADirectoryError | PermissionError):
             raise FileToolError(os_reason(err, plan.display)) from err
         raise
-    st = os.fstat(fd)
+    try:
+        st = refuse_hidden(fd, plan.rules, plan.display, plan.mode, "edit")
+    except BaseException:
+        os.close(fd)
+        raise
     if stat.S_ISDIR(st.st_mode):
         os.close(fd)
         raise FileToolError(f"{plan.display} is a directory")
@@ -385,6 +434,7 @@ def replace_file(plan: WritePlan, parent_fd: int, data: bytes) -> bool:
 
 __all__ = [
     "DANGER_FULL_ACCESS",
+    "HIDDEN_REASON",
     "NO_POLICY_REASON",
     "PROTECTED_COMPONENT",
     "READ_ONLY",
@@ -398,10 +448,13 @@ __all__ = [
     "display_path",
     "error_result",
     "existing_entry",
+    "hidden_error",
     "open_existing",
     "open_parent",
+    "opened_location",
     "os_reason",
     "plan_write",
+    "refuse_hidden",
     "replace_file",
     "resolve_path",
     "sandbox_denial",

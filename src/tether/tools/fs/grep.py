@@ -1,26 +1,36 @@
-"""``grep``: a regular expression over the text files under a path. Reads are not fenced."""
+"""``grep``: a regular expression over the text files under a path, never a hidden one."""
 
 from __future__ import annotations
 
 import os
 import re
 import stat
-from collections.abc import Iterator
 from typing import Final
 
 from pydantic import Field
 
+from tether.sandbox import PathRules
 from tether.signals import AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.fs._common import SNIFF_BYTES, args_of, looks_binary, plural, run_blocking
+from tether.tools.fs._common import (
+    SNIFF_BYTES,
+    args_of,
+    call_rules,
+    looks_binary,
+    mode_of,
+    open_checked,
+    plural,
+    run_blocking,
+)
 from tether.tools.fs.fence import (
-    PROTECTED_COMPONENT,
     FencePolicy,
     FileToolError,
     display_path,
+    hidden_error,
     resolve_path,
 )
 from tether.tools.fs.listing import DEFAULT_MAX_VISITED, expand_braces, glob_regex
+from tether.tools.fs.walk import open_entry, open_root, tree
 
 DEFAULT_MAX_MATCHES: Final = 500
 MAX_LINE_CHARS: Final = 500
@@ -42,57 +52,13 @@ class GrepArgs(ToolArgs):
     ignore_case: bool = Field(default=False, description="Match case-insensitively.")
 
 
-def _entries(directory: str, prefix: str, budget: list[int]) -> list[tuple[str, str, bool]]:
-    """``(absolute, relative, is_dir)`` for one directory, sorted as full paths sort."""
-    try:
-        with os.scandir(directory) as it:
-            entries = list(it)
-    except OSError:
-        return []
-    out: list[tuple[str, str, bool]] = []
-    for entry in entries:
-        budget[0] -= 1
-        if budget[0] < 0:
-            break
-        if entry.name == PROTECTED_COMPONENT:
-            continue
-        try:
-            mode = entry.stat(follow_symlinks=False).st_mode
-        except OSError:
-            continue
-        if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
-            out.append((entry.path, prefix + entry.name, stat.S_ISDIR(mode)))
-    # A directory sorts by its name plus "/" so that "a.txt" comes before "a/x".
-    out.sort(key=lambda e: e[1] + "/" if e[2] else e[1])
-    return out
-
-
-def _files(root: str, budget: list[int]) -> Iterator[tuple[str, str]]:
-    """``(absolute, relative)`` regular files below ``root`` in path order.
-
-    Links are not followed and ``.git`` is skipped; ``budget[0]`` counts down the entries
-    that may still be visited.
-    """
-    stack = [iter(_entries(root, "", budget))]
-    while stack:
-        item = next(stack[-1], None)
-        if item is None:
-            stack.pop()
-            continue
-        path, rel, is_dir = item
-        if is_dir:
-            if budget[0] >= 0:
-                stack.append(iter(_entries(path, rel + "/", budget)))
-        else:
-            yield path, rel
-
-
 class GrepTool:
     name: str = "grep"
     description: str = (
         "Search text files for a regular expression. Prints `path:line:text` for each matching "
         "line, in path order. Searches the workspace unless `path` names a file or directory; "
-        "`glob` filters file names. Binary files and `.git` are skipped."
+        "`glob` filters file names. Binary files, `.git` and hidden paths (credentials, "
+        "tether's own state) are skipped."
     )
     Args: type[ToolArgs] = GrepArgs
 
@@ -105,9 +71,13 @@ class GrepTool:
     async def run(self, call: ToolCall) -> ToolResult:
         args = args_of(call, GrepArgs)
         policy = call.policy
-        return await run_blocking(args.path or ".", lambda: self._grep(policy, args, call.signal))
+        return await run_blocking(
+            args.path or ".", lambda: self._grep(policy, args, call.signal, call_rules(call))
+        )
 
-    def _grep(self, policy: FencePolicy | None, args: GrepArgs, signal: AbortSignal) -> ToolResult:
+    def _grep(
+        self, policy: FencePolicy | None, args: GrepArgs, signal: AbortSignal, rules: PathRules
+    ) -> ToolResult:
         try:
             regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
         except re.error as err:
@@ -121,52 +91,42 @@ class GrepTool:
 
         root = resolve_path(policy, args.path or ".")
         shown_root = args.path or "."
+        mode = mode_of(policy)
+        if rules.hides(os.path.realpath(root)):
+            raise hidden_error(shown_root, mode, "search")
         try:
             st = os.stat(root)
         except FileNotFoundError as err:
             raise FileToolError(f"path not found: {shown_root}") from err
         budget = [self.max_visited]
+        out: list[str] = []
+        counts = [0, 0]  # binary, large
         if stat.S_ISDIR(st.st_mode):
-            files: Iterator[tuple[str, str]] = _files(root, budget)
+            walk = open_root(root, rules, shown_root, mode, "search")
+            try:
+                for entry, parent in tree(walk, rules, budget):
+                    if signal.aborted or len(out) > self.max_matches:
+                        break
+                    if entry.is_dir or not _wanted(entry.rel, args.glob, name_filters):
+                        continue
+                    fd = open_entry(entry, parent, rules)
+                    if fd is not None:
+                        shown = display_path(policy, os.path.join(root, entry.rel))
+                        self._search(fd, shown, regex, out, counts)
+            finally:
+                os.close(walk.fd)
         elif stat.S_ISREG(st.st_mode):
-            files = iter([(root, os.path.basename(root))])
+            name = os.path.basename(root)
+            if _wanted(name, args.glob, name_filters):
+                fd, _ = open_checked(
+                    root, os.O_RDONLY | os.O_NONBLOCK, rules, shown_root, mode, "search"
+                )
+                self._search(fd, display_path(policy, root), regex, out, counts)
         else:
             raise FileToolError(f"{shown_root} is not a regular file or directory")
-
-        out: list[str] = []
-        binary = large = 0
-        full = False
-        for path, rel in files:
-            if signal.aborted:
-                break
-            if name_filters:
-                subject = rel if "/" in (args.glob or "") else os.path.basename(rel)
-                if not any(f.fullmatch(subject) for f in name_filters):
-                    continue
-            try:
-                with open(path, "rb") as f:
-                    if os.fstat(f.fileno()).st_size > MAX_FILE_BYTES:
-                        large += 1
-                        continue
-                    if looks_binary(f.read(SNIFF_BYTES)):
-                        binary += 1
-                        continue
-                    f.seek(0)
-                    shown = display_path(policy, path)
-                    for number, raw in enumerate(f, start=1):
-                        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                        if not regex.search(line):
-                            continue
-                        if len(out) == self.max_matches:
-                            full = True
-                            break
-                        if len(line) > MAX_LINE_CHARS:
-                            line = line[:MAX_LINE_CHARS] + "…"
-                        out.append(f"{shown}:{number}:{line}")
-            except OSError:
-                continue
-            if full:
-                break
+        full = len(out) > self.max_matches
+        del out[self.max_matches :]
+        binary, large = counts
 
         notes: list[str] = []
         if full:
@@ -186,6 +146,40 @@ class GrepTool:
         return ToolResult(
             "\n".join(lines + notes), details={"matches": len(out), "truncated": full}
         )
+
+    def _search(
+        self, fd: int, shown: str, regex: re.Pattern[str], out: list[str], counts: list[int]
+    ) -> None:
+        """Append ``shown:N:line`` for each matching line of the open file ``fd`` (closed
+        here), at most one past ``max_matches`` (which says the output was cut)."""
+        with os.fdopen(fd, "rb") as f:
+            if os.fstat(f.fileno()).st_size > MAX_FILE_BYTES:
+                counts[1] += 1
+                return
+            try:
+                if looks_binary(f.read(SNIFF_BYTES)):
+                    counts[0] += 1
+                    return
+                f.seek(0)
+                for number, raw in enumerate(f, start=1):
+                    line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                    if not regex.search(line):
+                        continue
+                    if len(out) == self.max_matches:
+                        out.append("")  # the sentinel: one more match than is shown
+                        return
+                    if len(line) > MAX_LINE_CHARS:
+                        line = line[:MAX_LINE_CHARS] + "…"
+                    out.append(f"{shown}:{number}:{line}")
+            except OSError:
+                return
+
+
+def _wanted(rel: str, glob: str | None, filters: list[re.Pattern[str]]) -> bool:
+    if not filters:
+        return True
+    subject = rel if "/" in (glob or "") else os.path.basename(rel)
+    return any(f.fullmatch(subject) for f in filters)
 
 
 __all__ = ["DEFAULT_MAX_MATCHES", "GrepArgs", "GrepTool"]

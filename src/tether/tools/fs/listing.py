@@ -1,27 +1,27 @@
-"""``ls`` (one directory) and ``glob`` (paths matching a pattern). Reads are not fenced."""
+"""``ls`` (one directory) and ``glob`` (paths matching a pattern), never into hidden paths."""
 
 from __future__ import annotations
 
 import os
 import re
 import stat
-from collections.abc import Iterator
 from typing import Final
 
 from pydantic import Field
 
+from tether.sandbox import PathRules
 from tether.session import JsonValue
 from tether.signals import AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.fs._common import args_of, run_blocking
+from tether.tools.fs._common import args_of, call_rules, mode_of, run_blocking
 from tether.tools.fs.fence import (
-    PROTECTED_COMPONENT,
     FencePolicy,
     FileToolError,
     display_path,
     os_reason,
     resolve_path,
 )
+from tether.tools.fs.walk import open_root, tree
 
 DEFAULT_MAX_ENTRIES: Final = 1000
 DEFAULT_MAX_VISITED: Final = 200_000
@@ -35,13 +35,13 @@ class LsArgs(ToolArgs):
     )
 
 
-def _ls_name(entry: os.DirEntry[str]) -> str:
-    if entry.is_symlink():
+def _ls_name(entry: os.DirEntry[str], st: os.stat_result, directory: int) -> str:
+    if stat.S_ISLNK(st.st_mode):
         try:
-            return f"{entry.name} -> {os.readlink(entry.path)}"
+            return f"{entry.name} -> {os.readlink(entry.name, dir_fd=directory)}"
         except OSError:
             return f"{entry.name} -> ?"
-    if entry.is_dir(follow_symlinks=False):
+    if stat.S_ISDIR(st.st_mode):
         return entry.name + "/"
     return entry.name
 
@@ -50,7 +50,8 @@ class LsTool:
     name: str = "ls"
     description: str = (
         "List one directory: entries sorted by name, directories end with `/`, symbolic links "
-        "show their target. Relative paths are under the workspace."
+        "show their target; hidden paths (credentials, tether's own state) are left out. "
+        "Relative paths are under the workspace."
     )
     Args: type[ToolArgs] = LsArgs
 
@@ -60,18 +61,35 @@ class LsTool:
     async def run(self, call: ToolCall) -> ToolResult:
         args = args_of(call, LsArgs)
         target = resolve_path(call.policy, args.path)
-        return await run_blocking(args.path, lambda: self._ls(target, args.path))
+        mode = mode_of(call.policy)
+        return await run_blocking(
+            args.path, lambda: self._ls(target, args.path, call_rules(call), mode)
+        )
 
-    def _ls(self, target: str, display: str) -> ToolResult:
+    def _ls(self, target: str, display: str, rules: PathRules, mode: str | None) -> ToolResult:
         try:
-            with os.scandir(target) as it:
-                names = sorted(_ls_name(e) for e in it)
+            root = open_root(target, rules, display, mode, "list")
         except FileNotFoundError as err:
             raise FileToolError(f"directory not found: {display}") from err
         except NotADirectoryError as err:
             raise FileToolError(f"{display} is not a directory") from err
         except OSError as err:
             raise FileToolError(os_reason(err, display)) from err
+        names: list[str] = []
+        try:
+            with os.scandir(root.fd) as it:
+                for entry in it:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if not rules.hides_entry(os.path.join(root.real, entry.name), st):
+                        names.append(_ls_name(entry, st, root.fd))
+        except OSError as err:
+            raise FileToolError(os_reason(err, display)) from err
+        finally:
+            os.close(root.fd)
+        names.sort()
         details: dict[str, JsonValue] = {"path": os.path.normpath(target), "entries": len(names)}
         if not names:
             return ToolResult(EMPTY_DIRECTORY, details=details)
@@ -205,7 +223,7 @@ class GlobTool:
         "Find files and directories whose path matches a glob pattern (relative to the "
         "workspace or to `path`). `*` and `?` match within one path component, `**` across "
         "components, `{a,b}` alternatives. Results are sorted; directories end with `/`; "
-        "`.git` directories are skipped."
+        "`.git` directories and hidden paths (credentials, tether's own state) are skipped."
     )
     Args: type[ToolArgs] = GlobArgs
 
@@ -219,11 +237,15 @@ class GlobTool:
         args = args_of(call, GlobArgs)
         policy = call.policy
         return await run_blocking(
-            args.path or args.pattern, lambda: self._glob(policy, args, call.signal)
+            args.path or args.pattern,
+            lambda: self._glob(policy, args, call.signal, call_rules(call)),
         )
 
-    def _glob(self, policy: FencePolicy | None, args: GlobArgs, signal: AbortSignal) -> ToolResult:
+    def _glob(
+        self, policy: FencePolicy | None, args: GlobArgs, signal: AbortSignal, rules: PathRules
+    ) -> ToolResult:
         start = resolve_path(policy, args.path or ".")
+        mode = mode_of(policy)
         if args.path is not None and not os.path.isdir(start):
             if os.path.lexists(start):
                 raise FileToolError(f"{args.path} is not a directory")
@@ -242,16 +264,23 @@ class GlobTool:
             except re.error as err:
                 raise FileToolError(f"invalid glob pattern {args.pattern}: {err}") from err
             depth = None if "**" in rest.split("/") else rest.count("/") + 1
-            for rel, is_dir in _walk(base, depth):
-                visited += 1
-                if visited > self.max_visited or signal.aborted:
-                    stopped = True
-                    break
-                if regex.fullmatch(rel):
-                    full = os.path.join(base, rel)
-                    matches.add(full)
-                    if is_dir:
-                        dirs.add(full)
+            try:
+                root = open_root(base, rules, args.path or literal or ".", mode, "list")
+            except OSError:
+                continue  # no such directory: nothing matches
+            try:
+                for entry, _ in tree(root, rules, depth=depth, every_kind=True):
+                    visited += 1
+                    if visited > self.max_visited or signal.aborted:
+                        stopped = True
+                        break
+                    if regex.fullmatch(entry.rel):
+                        full = os.path.join(base, entry.rel)
+                        matches.add(full)
+                        if entry.is_dir:
+                            dirs.add(full)
+            finally:
+                os.close(root.fd)
             if stopped:
                 break
         shown = sorted(display_path(policy, m) + ("/" if m in dirs else "") for m in matches)
@@ -270,32 +299,6 @@ class GlobTool:
                 else "\n[search cancelled]"
             )
         return ToolResult(text, details=details)
-
-
-def _walk(base: str, depth: int | None) -> Iterator[tuple[str, bool]]:
-    """``(relative path, is directory)`` below ``base``, not following links, skipping ``.git``.
-
-    ``depth`` bounds how many components deep the walk goes (``None``: unbounded).
-    """
-    stack: list[tuple[str, str, int]] = [(base, "", 0)]
-    while stack:
-        directory, prefix, level = stack.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name == PROTECTED_COMPONENT:
-                continue
-            rel = prefix + entry.name
-            try:
-                is_dir = stat.S_ISDIR(entry.stat(follow_symlinks=False).st_mode)
-            except OSError:
-                continue
-            yield rel, is_dir
-            if is_dir and (depth is None or level + 1 < depth):
-                stack.append((entry.path, rel + "/", level + 1))
 
 
 __all__ = [

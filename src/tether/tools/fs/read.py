@@ -12,7 +12,9 @@ from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs._common import (
     SNIFF_BYTES,
     args_of,
+    call_rules,
     looks_binary,
+    mode_of,
     open_regular_for_read,
     plural,
     run_blocking,
@@ -83,11 +85,13 @@ class ReadTool:
         args = args_of(call, ReadArgs)
         target = resolve_path(call.policy, args.path)
         return await run_blocking(
-            args.path, lambda: self._read(target, args.path, args.offset, args.limit)
+            args.path, lambda: self._read(call, target, args.path, args.offset, args.limit)
         )
 
-    def _read(self, target: str, display: str, offset: int, limit: int) -> ToolResult:
-        fd = open_regular_for_read(target, display)
+    def _read(
+        self, call: ToolCall, target: str, display: str, offset: int, limit: int
+    ) -> ToolResult:
+        fd = open_regular_for_read(target, display, call_rules(call), mode_of(call.policy))
         with os.fdopen(fd, "rb") as f:
             head = f.read(SNIFF_BYTES)
             if looks_binary(head):

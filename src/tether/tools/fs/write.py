@@ -5,8 +5,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from tether.policy.escalation import EffectNoun
+from tether.sandbox import PathRules
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.fs._common import args_of, encode_text, plural, run_blocking
+from tether.tools.fs._common import args_of, call_rules, encode_text, plural, run_blocking
 from tether.tools.fs.fence import FencePolicy, open_parent, plan_write, replace_file
 
 
@@ -33,14 +34,22 @@ class WriteTool:
     async def run(self, call: ToolCall) -> ToolResult:
         args = args_of(call, WriteArgs)
         policy = call.policy
-        return await run_blocking(args.path, lambda: write_file(policy, args.path, args.content))
+        return await run_blocking(
+            args.path,
+            lambda: write_file(policy, args.path, args.content, rules=call_rules(call)),
+        )
 
 
 def write_file(
-    policy: FencePolicy | None, path: str, content: str, *, mode: str | None = None
+    policy: FencePolicy | None,
+    path: str,
+    content: str,
+    *,
+    rules: PathRules,
+    mode: str | None = None,
 ) -> ToolResult:
     """The blocking body of ``write`` (``mode``: a mode granted for this call only)."""
-    plan = plan_write(policy, path, mode=mode)
+    plan = plan_write(policy, path, rules=rules, mode=mode)
     data = encode_text(content, "content")
     with open_parent(plan, create=True) as parent:
         created = replace_file(plan, parent, data)
