@@ -4,6 +4,7 @@ environment scrubbing, runner failures, danger-full-access, and the kernel plugi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -457,18 +458,29 @@ def test_relative_path_entries_never_find_bwrap(
     assert not marker.exists()
 
 
-def test_landlock_launcher_inside_the_workspace_is_refused(host: Host) -> None:
+@pytest.mark.parametrize("variant", ["landlock", "landlock-launcher"])
+async def test_tethers_own_code_in_the_workspace_runs_commands_and_stays_read_only(
+    variant: str,
+) -> None:
+    """A workspace holding tether's own package (an editable install's source): the launcher
+    there is the harness's code, which no command can change, so it confines; and a
+    workspace-write command cannot change that code."""
     launcher_dir = os.path.dirname(LAUNCHER_PATH)
     workspace = os.path.dirname(os.path.dirname(launcher_dir))  # the checkout's src/
-    provider = make_provider("landlock")
-    policy = SandboxExecutionPolicy(SandboxMode.READ_ONLY, workspace)
-    with pytest.raises(SandboxError) as err:
-        provider.confine(["true"], policy)
-    assert err.value.code == "SANDBOX_CONFIG"
-    assert str(err.value).startswith(
-        f"the sandbox runner {launcher_dir} lies inside the workspace {workspace}, where a "
-        "confined command could rewrite it"
-    )
+    probe = os.path.join(launcher_dir, f".probe-{uuid.uuid4().hex[:8]}")
+    policy = SandboxExecutionPolicy(SandboxMode.WORKSPACE_WRITE, workspace)
+    code = Path(LAUNCHER_PATH).read_bytes()
+    try:
+        ran = await run_confined(
+            make_provider(variant), policy, f"echo x > {probe}; echo '#' >> {LAUNCHER_PATH}"
+        )
+        assert ran.returncode != 0
+        assert "Permission denied" in ran.stderr
+        assert not os.path.exists(probe)
+        assert Path(LAUNCHER_PATH).read_bytes() == code
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(probe)
 
 
 async def test_landlock_launcher_failure_exits_125_with_its_line(host: Host) -> None:

@@ -31,7 +31,7 @@ from tether.sandbox.landlock_exec import (
     abi_version,
     writable_cover,
 )
-from tether.sandbox.paths import below
+from tether.sandbox.paths import below, canonical, harness_paths
 
 CLOSED_ROOT_NOTE: Final = (
     "[sandbox: commands cannot create, remove or rename entries directly in the workspace "
@@ -82,10 +82,12 @@ class Profile:
 
 def check_runner(files: Sequence[str], workspace: str) -> None:
     """Refuse a runner that a confined command could rewrite: one of ``files`` (the runner's
-    program and what it loads) resolves inside the workspace."""
+    program and what it loads) resolves inside the workspace, outside the harness's own code
+    (:func:`~tether.sandbox.paths.harness_paths`, which commands can never change)."""
+    kept = canonical(harness_paths())
     for path in files:
         real = os.path.realpath(path)
-        if below(real, workspace):
+        if below(real, workspace) and not any(below(real, p) for p in kept):
             raise SandboxError(
                 f"the sandbox runner {real} lies inside the workspace {workspace}, where a "
                 "confined command could rewrite it and run unconfined next time; install it "

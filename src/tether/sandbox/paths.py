@@ -9,7 +9,9 @@ Two kinds, both applied whether or not the path exists yet:
   memory).
 - **control**: readable, never writable. The workspace's control names at its root
   (``tether.toml``, ``.claude``, ``.mcp.json``, ``.git``: what tether, Claude Code settings,
-  MCP clients and git read and act on later, outside any sandbox), plus ``protected_paths``.
+  MCP clients and git read and act on later, outside any sandbox), the code the harness
+  itself runs (:func:`harness_paths`: a project ``.venv`` with tether installed in it), plus
+  ``protected_paths``.
 
 The backends turn these rules into mounts or Landlock grants (:mod:`.backends`,
 :mod:`.landlock_exec`); the file tools ask :func:`rules_for` for the rules of a call.
@@ -20,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import site
 import stat
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +107,22 @@ _XDG_MOVES: Final = (
 CONTROL_NAMES: Final = (CONFIG_FILE, ".claude", ".mcp.json", ".git")
 """Entries at the workspace root that tether, Claude Code, MCP clients or git act on later,
 outside any sandbox: readable by agents, never writable."""
+
+_PACKAGE_DIR: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""tether's own package directory (``.../tether``)."""
+
+
+def harness_paths() -> tuple[str, ...]:
+    """The code the harness runs: its interpreter's prefixes (a virtual environment), the
+    site directories it imports from at start-up (``.pth`` files there run code) and tether's
+    own package (an editable install's source). A command or file tool that could change
+    them would change what the user's next run executes, outside any sandbox, so they are
+    control paths wherever they are (they matter when they lie inside a workspace)."""
+    found = [sys.prefix, sys.exec_prefix, _PACKAGE_DIR, *site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    return tuple(dict.fromkeys(os.path.abspath(p) for p in found))
+
 
 _PROC_SECRET: Final = re.compile(r"/proc/(?:\d+|self|thread-self)(?:/task/\d+)?/(?:environ|mem)")
 
@@ -231,7 +251,8 @@ class PathRules:
     store: tuple[str, ...] = ()
     """The subset of ``hidden`` that belongs to the session store (for clearer refusals)."""
     control_extra: tuple[str, ...] = ()
-    """Control paths beyond the workspace's own names (``protected_paths``)."""
+    """Control paths beyond the workspace's own names (the harness's code,
+    ``protected_paths``)."""
     present: tuple[str, ...] = ()
     """The hidden paths that existed when the rules were made."""
     identities: frozenset[tuple[int, int]] = frozenset()
@@ -377,7 +398,8 @@ def path_rules(
     every = tuple(dict.fromkeys([*every, *store_paths]))
     present = tuple(p for p in every if p in resolver.stats)
     identities = frozenset((resolver.stats[p].st_dev, resolver.stats[p].st_ino) for p in present)
-    rules = PathRules(every, store_paths, canonical(protected, resolver), present, identities)
+    control = canonical([*protected, *harness_paths()], resolver)
+    rules = PathRules(every, store_paths, control, present, identities)
     if not resolver.followed:
         stamps = []
         for directory in sorted(resolver.consulted):
@@ -422,6 +444,7 @@ __all__ = [
     "credential_paths",
     "default_rules",
     "env_store_files",
+    "harness_paths",
     "homes",
     "path_rules",
     "rules_for",
