@@ -13,7 +13,14 @@ from tether.kernel.config import (
     read_config,
     resolve_plugin,
 )
-from tether.kernel.context import Context, Disposable, Next, Runtime, ServiceConflictError
+from tether.kernel.context import (
+    Context,
+    Disposable,
+    Runtime,
+    ServiceConflictError,
+    ServiceMissingError,
+)
+from tether.kernel.keys import Gather, Next, Notice, ServiceKey, Waterfall
 from tether.kernel.plugin import (
     DuplicatePluginError,
     FunctionPlugin,
@@ -53,9 +60,11 @@ __all__ = [
     "DuplicatePluginError",
     "FileStatus",
     "FunctionPlugin",
+    "Gather",
     "InspectedWorkspace",
     "Kernel",
     "Next",
+    "Notice",
     "Plugin",
     "PluginConfigError",
     "PluginEntry",
@@ -67,12 +76,15 @@ __all__ = [
     "PromptText",
     "Runtime",
     "ServiceConflictError",
+    "ServiceKey",
+    "ServiceMissingError",
     "TetherConfig",
     "TrustRecord",
     "TrustStore",
     "TrustStoreError",
     "UndeclaredWorkspaceFileError",
     "UnknownPluginError",
+    "Waterfall",
     "WorkspaceFiles",
     "WorkspaceTrust",
     "WorkspaceUntrustedError",

@@ -1,6 +1,7 @@
 """Runtime and Context: services, notifications, waterfalls, and disposal.
 
-Services are looked up with ``ctx.get(name)`` at the moment of use and may be absent (``None``):
+Every seam is named by a typed key (:mod:`tether.kernel.keys`) declared beside its owner.
+Services are looked up with ``ctx.get(key)`` at the moment of use and may be absent (``None``):
 a consumer that needs the approval service fails that one call closed instead of refusing to
 start. Listeners are global or scoped to one agent; a listener scoped to another agent is never
 called. Every registration returns a :class:`Disposable`, and a plugin's context disposes all
@@ -17,17 +18,34 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast, overload
 
 from tether.errors import TetherError
+from tether.kernel.keys import (
+    Gather,
+    Notice,
+    ServiceKey,
+    Waterfall,
+    WaterfallListener,
+    _Key,
+)
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+P = TypeVar("P")
 R = TypeVar("R")
-
-Next = Callable[[], Awaitable[Any]]
-"""What a waterfall listener calls to delegate to the rest of the chain."""
 
 
 class ServiceConflictError(TetherError):
     code = "SERVICE_CONFLICT"
+
+
+class ServiceMissingError(TetherError):
+    """A seam that needs a service found none composed."""
+
+    code = "SERVICE_MISSING"
+
+
+def _name(key: _Key | str) -> str:
+    return key if isinstance(key, str) else key.name
 
 
 class Disposable:
@@ -111,27 +129,86 @@ class Context:
         self._forget: Callable[[], None] | None = None
 
     # -- services ---------------------------------------------------------------------------
-    def get(self, name: str) -> Any | None:
-        """The live service called ``name``, or ``None``. Creates no dependency."""
-        return self.runtime._services.get(name)
+    @overload
+    def get(self, key: ServiceKey[T]) -> T | None: ...
+    @overload
+    def get(self, key: str) -> Any | None: ...
+    def get(self, key: ServiceKey[T] | str) -> T | Any | None:
+        """The live service for ``key``, or ``None``. Creates no dependency."""
+        return self.runtime._services.get(_name(key))
 
-    def provide(self, name: str, service: object) -> Disposable:
-        return self._track(self.runtime._provide(name, service))
+    def require(self, key: ServiceKey[T]) -> T:
+        """The live service for ``key``; :class:`ServiceMissingError` when none is composed."""
+        service = self.get(key)
+        if service is None:
+            raise ServiceMissingError(f"service {key.name!r} is not composed")
+        return service
+
+    @overload
+    def provide(self, key: ServiceKey[T], service: T) -> Disposable: ...
+    @overload
+    def provide(self, key: str, service: object) -> Disposable: ...
+    def provide(self, key: ServiceKey[T] | str, service: object) -> Disposable:
+        return self._track(self.runtime._provide(_name(key), service))
 
     # -- listeners --------------------------------------------------------------------------
+    @overload
     def on(
         self,
-        name: str,
+        key: Notice[P],
+        fn: Callable[[P], object],
+        *,
+        prepend: bool = False,
+        scope: object | None = None,
+    ) -> Disposable: ...
+    @overload
+    def on(
+        self,
+        key: Waterfall[P, R],
+        fn: WaterfallListener[P, R],
+        *,
+        prepend: bool = False,
+        scope: object | None = None,
+    ) -> Disposable: ...
+    @overload
+    def on(
+        self,
+        key: Gather[P, R],
+        fn: Callable[[P], R],
+        *,
+        prepend: bool = False,
+        scope: object | None = None,
+    ) -> Disposable: ...
+    @overload
+    def on(
+        self,
+        key: str,
+        fn: Callable[..., Any],
+        *,
+        prepend: bool = False,
+        scope: object | None = None,
+    ) -> Disposable: ...
+    def on(
+        self,
+        key: _Key | str,
         fn: Callable[..., Any],
         *,
         prepend: bool = False,
         scope: object | None = None,
     ) -> Disposable:
-        """Listen to ``name``. ``scope`` limits the listener to dispatches for that agent."""
-        return self._track(self.runtime._add_listener(name, _Listener(fn, scope), prepend))
+        """Listen to ``key``. ``scope`` limits the listener to dispatches for that agent."""
+        entry = _Listener(fn, scope)
+        return self._track(self.runtime._add_listener(_name(key), entry, prepend))
 
-    def emit(self, name: str, payload: object = None, *, scope: object | None = None) -> None:
+    @overload
+    def emit(self, key: Notice[P], payload: P, *, scope: object | None = None) -> None: ...
+    @overload
+    def emit(self, key: str, payload: object = None, *, scope: object | None = None) -> None: ...
+    def emit(
+        self, key: Notice[P] | str, payload: object = None, *, scope: object | None = None
+    ) -> None:
         """Notify every matching listener. A failing listener is logged and contained."""
+        name = _name(key)
         for entry in self.runtime._chain(name, scope):
             try:
                 result = entry.fn(payload)
@@ -140,15 +217,30 @@ class Context:
             except Exception:
                 log.exception("listener for %r failed", name)
 
-    def collect(self, name: str, payload: object, *, scope: object | None = None) -> list[Any]:
+    @overload
+    def collect(self, key: Gather[P, R], payload: P, *, scope: object | None = None) -> list[R]: ...
+    @overload
+    def collect(self, key: str, payload: object, *, scope: object | None = None) -> list[Any]: ...
+    def collect(
+        self, key: Gather[P, R] | str, payload: object, *, scope: object | None = None
+    ) -> list[R] | list[Any]:
         """Call every matching listener synchronously and return their results in order.
 
         Used for guards: each listener may only veto, so all of them run. Exceptions propagate.
         """
-        return [entry.fn(payload) for entry in self.runtime._chain(name, scope)]
+        return [entry.fn(payload) for entry in self.runtime._chain(_name(key), scope)]
 
     # Overloads so a callable fallback types as its result (a plain union makes mypy infer
     # ``Never``); the last one covers a value fallback.
+    @overload
+    async def waterfall(
+        self,
+        name: Waterfall[P, R],
+        payload: P,
+        fallback: Callable[[], Awaitable[R]] | Callable[[], R] | R,
+        *,
+        scope: object | None = None,
+    ) -> R: ...
     @overload
     async def waterfall(
         self,
@@ -178,7 +270,7 @@ class Context:
     ) -> R: ...
     async def waterfall(
         self,
-        name: str,
+        name: Waterfall[Any, R] | str,
         payload: object,
         fallback: R | Callable[[], R | Awaitable[R]],
         *,
@@ -190,7 +282,7 @@ class Context:
         fallback (a value, or a callable producing one) is the terminal ``next``. Exceptions
         propagate to the caller, which decides how to fail closed.
         """
-        chain = self.runtime._chain(name, scope)
+        chain = self.runtime._chain(_name(name), scope)
 
         async def call(index: int) -> Any:
             # A listener disposed while the chain runs (its plugin unloaded mid-question) is

@@ -80,7 +80,7 @@ class ApprovalFromStorePlugin:
         box = AnswerBox.for_store(config.store)
         seconds = config.timeout_seconds or None
 
-        async def answer(request: ApprovalRequest, next_: Next) -> object:
+        async def answer(request: ApprovalRequest, next_: Next[object]) -> object:
             approval_id = asked_id(request)
             if approval_id is None:
                 return await next_()

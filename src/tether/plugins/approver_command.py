@@ -121,7 +121,7 @@ class CommandApproverPlugin:
     def apply(self, ctx: Context, config: CommandApproverConfig) -> None:
         argv = shlex.split(config.command)
 
-        async def answer(request: ApprovalRequest, _next: Next) -> str:
+        async def answer(request: ApprovalRequest, _next: Next[object]) -> str:
             return await ask_command(argv, request, config.timeout_seconds)
 
         register_answerer(ctx, answer)

@@ -40,7 +40,7 @@ class AskToolsPlugin:
     def apply(self, ctx: Context, config: AskToolsConfig) -> None:
         guarded = frozenset(config.tools)
 
-        async def gate(call: ToolCall, next_: Next) -> object:
+        async def gate(call: ToolCall, next_: Next[object]) -> object:
             if call.name in guarded:
                 return PreDecision.ask(ask_reason(call))
             return await next_()

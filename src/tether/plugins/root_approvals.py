@@ -151,7 +151,7 @@ class Router:
         self.config = config
         self.guarded = frozenset(config.guarded)
 
-    async def gate(self, call: ToolCall, next_: Next) -> object:
+    async def gate(self, call: ToolCall, next_: Next[object]) -> object:
         if call.name not in self.guarded:
             return await next_()
         downstream = await next_()
@@ -183,7 +183,7 @@ class Router:
             )
         return PreDecision.deny(reason)
 
-    async def escalation(self, request: ApprovalRequest, next_: Next) -> object:
+    async def escalation(self, request: ApprovalRequest, next_: Next[object]) -> object:
         """Route a subagent's sandbox escalation to its root (``route_escalations``)."""
         agent = request.agent
         if agent.session.header.delegation_depth == 0:
@@ -262,7 +262,7 @@ class Router:
             f"{self.config.blocked_notice_seconds:g}s: {reason}",
         )
 
-    def on_result(self, payload: tuple[ToolCall, ToolResult], next_: Next) -> object:
+    def on_result(self, payload: tuple[ToolCall, ToolResult], next_: Next[object]) -> object:
         call, result = payload
         agent = call.agent
         if (

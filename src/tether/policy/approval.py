@@ -129,7 +129,7 @@ class PendingApproval:
     since: float
 
 
-Answerer = Callable[[ApprovalRequest, Next], object]
+Answerer = Callable[[ApprovalRequest, Next[object]], object]
 """``fn(request, next)``, sync or async: return an :class:`ApprovalOutcome` (or its string) to
 answer, or ``await next()`` and return that to delegate. Anything else counts as
 ``unavailable``."""

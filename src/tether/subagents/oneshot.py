@@ -146,7 +146,7 @@ async def run_one_shot(request: OneShotRequest) -> SubagentResult:
     assert child_ctx is not None
     written = False
 
-    async def descriptor_gate(step: PreStep, next_: Next) -> object:
+    async def descriptor_gate(step: PreStep, next_: Next[object]) -> object:
         nonlocal written
         decision = await next_()
         if decision == "enter" and not written:

@@ -140,7 +140,7 @@ class HookBridge:
         self._session_seen: set[str] = set()
 
     # -- PreToolUse ------------------------------------------------------------------------
-    async def pre_execute(self, call: ToolCall, next: Next) -> Any:
+    async def pre_execute(self, call: ToolCall, next: Next[object]) -> Any:
         service = self.service
         name = claude_tool_name(call.name)
         if not service.matching(HookEvent.PRE_TOOL_USE, name):
@@ -171,7 +171,7 @@ class HookBridge:
         return downstream
 
     # -- PostToolUse -----------------------------------------------------------------------
-    async def post_execute(self, item: tuple[ToolCall, ToolResult], next: Next) -> Any:
+    async def post_execute(self, item: tuple[ToolCall, ToolResult], next: Next[object]) -> Any:
         call, result = item
         decision = await next()
         if not isinstance(decision, PostDecision) or decision.kind == "block":
@@ -247,7 +247,7 @@ class HookBridge:
         task = self.service.spawn(run, event.value)
         self._pending.setdefault(session_id, []).append((event, task))
 
-    async def pre_step(self, step: Any, next: Next) -> Any:
+    async def pre_step(self, step: Any, next: Next[object]) -> Any:
         if getattr(step, "step", None) != 1:
             return await next()
         agent = step.agent

@@ -61,7 +61,7 @@ def register_tty_answerer(
     output = out or sys.stderr
     reader = read_line or _read_stdin
 
-    async def answer(request: ApprovalRequest, _next: Next) -> str:
+    async def answer(request: ApprovalRequest, _next: Next[object]) -> str:
         async with lock:
             for line in describe(request):
                 print(line, file=output)
@@ -72,7 +72,7 @@ def register_tty_answerer(
                     print(f"  → {outcome}", file=output)
                     return outcome
 
-    async def question(request: QuestionRequest, _next: Next) -> str | None:
+    async def question(request: QuestionRequest, _next: Next[object]) -> str | None:
         async with lock:
             print(f"Question from the agent: {request.question}", file=output)
             print("  answer > ", end="", file=output, flush=True)

@@ -314,7 +314,7 @@ class ChatApp:
         self.renderer.on_delta(agent.id, text)
         self._invalidate()
 
-    async def _on_post_execute(self, payload: tuple[Any, Any], next_: Next) -> object:
+    async def _on_post_execute(self, payload: tuple[Any, Any], next_: Next[object]) -> object:
         call, result = payload
         agent = call.agent
         if agent is not None and call.name == "edit":

@@ -134,7 +134,7 @@ class ApprovalPrompt:
         """Questions queued behind the current one."""
         self._lock = asyncio.Lock()
 
-    async def answer(self, request: ApprovalRequest, next_: Next) -> object:
+    async def answer(self, request: ApprovalRequest, next_: Next[object]) -> object:
         """The ``approval/request`` listener."""
         if not await self._queue():
             return await next_()  # nobody is at the keyboard (any more)
@@ -144,7 +144,7 @@ class ApprovalPrompt:
             self._lock.release()
             self._changed()
 
-    async def question(self, request: QuestionRequest, next_: Next) -> object:
+    async def question(self, request: QuestionRequest, next_: Next[object]) -> object:
         """The ``user/question`` listener (the agent's ``ask_user`` tool)."""
         if not await self._queue():
             return await next_()
