@@ -7,6 +7,7 @@ turns one argv and one mode into a :class:`ConfinedCommand`. Profiles follow pla
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -21,17 +22,24 @@ from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, Ru
 from tether.sandbox.environment import FALLBACK_PATH
 from tether.sandbox.landlock_exec import (
     FULL_ENFORCEMENT_ABI,
-    LAUNCHER_EXIT,
-    LAUNCHER_PREFIX,
     NETWORK_ABI,
     SCOPE_ABI,
     LandlockError,
     LandlockSpec,
     abi_version,
 )
+from tether.sandbox.socket_calls import SocketRules
+from tether.sandbox.supervisor import LAUNCHER_EXIT, LAUNCHER_PREFIX
+from tether.sandbox.syscalls import machine
 
 PROBE_TIMEOUT: Final = 10.0
 """Seconds a functional probe may take before the backend counts as unusable."""
+HERE: Final = os.path.dirname(os.path.abspath(__file__))
+LAUNCHER_PATH: Final = os.path.join(HERE, "landlock_exec.py")
+BWRAP_LAUNCHER_PATH: Final = os.path.join(HERE, "bwrap_exec.py")
+LAUNCHER_RULE: Final = RunnerFailureRule(
+    LAUNCHER_EXIT, LAUNCHER_PREFIX, "the sandbox launcher could not confine the command"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,18 @@ class Profile:
     protected: tuple[str, ...] = ()
     """Paths kept read-only even inside a writable workspace (``.git``, tether's data)."""
     network: bool = False
+    unix_sockets: tuple[str, ...] = ()
+    """Socket paths a command without network may connect to wherever they are (real paths:
+    the ``sandbox`` plugin's ``allow_unix_sockets``)."""
+
+    def socket_rules(self, roots: tuple[str, ...] = ()) -> SocketRules | None:
+        """What the supervisor of a command without network permits (``None`` with network):
+        sockets inside ``roots``, never under a protected or hidden path, and the allowed
+        ones."""
+        if self.network:
+            return None
+        excluded = tuple(dict.fromkeys((*self.protected, *self.hidden)))
+        return SocketRules(roots, excluded=excluded, allowed=self.unix_sockets)
 
 
 class Backend(Protocol):
@@ -74,13 +94,18 @@ class BwrapBackend:
     denial_signatures: Final = ("Read-only file system",)
     runner_failure_rules: Final = (
         RunnerFailureRule(1, "bwrap: ", "bubblewrap could not set up the sandbox"),
+        LAUNCHER_RULE,
     )
 
-    def __init__(self, path: str | None = None, *, asserted: bool = False) -> None:
+    def __init__(
+        self, path: str | None = None, *, asserted: bool = False, python: str | None = None
+    ) -> None:
         """``path``: the bwrap binary (default: ``bwrap`` on ``PATH``). ``asserted``: an
-        operator vouches for ``path`` as a bwrap-compatible runner; it is not probed."""
+        operator vouches for ``path`` as a bwrap-compatible runner; it is not probed.
+        ``python``: the interpreter of the launcher (:mod:`.bwrap_exec`)."""
         self.path = path
         self.asserted = asserted
+        self.python = python or sys.executable
 
     def _binary(self) -> str | None:
         if self.path is not None:
@@ -101,8 +126,15 @@ class BwrapBackend:
             target = os.path.join(ws, "probe")
             # ``true`` (not the special builtin ``:``): a failed redirection must not exit sh.
             script = 'exec 2>/dev/null; if true > "$1"; then exit 3; fi; exit 0'
+            if machine() is None:
+                return Probe(False, f"no seccomp filter for architecture {os.uname().machine}")
+            # Through the launcher, as commands without network run: the socket filter and
+            # its supervisor must let bwrap set up its namespaces.
             profile = Profile(SandboxMode.READ_ONLY, ws, {"PATH": FALLBACK_PATH})
-            argv = self.build(binary, ["/bin/sh", "-c", script, "sh", target], profile)
+            argv = self._supervised(
+                self.build(binary, ["/bin/sh", "-c", script, "sh", target], profile),
+                profile.socket_rules(),
+            )
             try:
                 done = subprocess.run(
                     argv,
@@ -141,19 +173,55 @@ class BwrapBackend:
         out += ["--unshare-all"]
         if profile.network:
             out += ["--share-net"]
+        else:
+            # No user namespace inside: one would let the command mount, and so bind a host
+            # socket over a path its supervisor lets it connect to.
+            out += ["--unshare-user", "--disable-userns"]
         out += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in profile.env.items():
             out += ["--setenv", key, value]
         return [*out, "--", *argv]
 
+    def _supervised(self, bwrap: list[str], rules: SocketRules | None) -> list[str]:
+        """``bwrap`` behind the launcher that supervises its socket calls (as is, with
+        network)."""
+        if rules is None:
+            return bwrap
+        launcher = [self.python, "-I", "-S", BWRAP_LAUNCHER_PATH]
+        return [*launcher, "--sockets", json.dumps(rules.to_json()), "--", *bwrap]
+
+    def socket_rules(self, profile: Profile) -> SocketRules | None:
+        """The workspace (workspace-write) and the private ``/tmp``, in the command's view
+        (the same paths: bwrap binds them in place)."""
+        rules = profile.socket_rules(
+            (profile.workspace,) if profile.mode is SandboxMode.WORKSPACE_WRITE else ()
+        )
+        if rules is None:
+            return None
+        return SocketRules(
+            rules.roots,
+            private=(("/tmp", os.stat("/tmp").st_dev),),
+            excluded=rules.excluded,
+            allowed=rules.allowed,
+            ip=True,  # IP sockets live in the command's own network namespace
+        )
+
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand:
         binary = self._binary() or "bwrap"
         env = {**profile.env, "TMPDIR": "/tmp"}
         profile = Profile(
-            profile.mode, profile.workspace, env, profile.hidden, profile.protected, profile.network
+            profile.mode,
+            profile.workspace,
+            env,
+            profile.hidden,
+            profile.protected,
+            profile.network,
+            profile.unix_sockets,
         )
+        bwrap = self.build(binary, argv, profile)
+        rules = self.socket_rules(profile)
         return ConfinedCommand(
-            argv=tuple(self.build(binary, argv, profile)),
+            argv=tuple(self._supervised(bwrap, rules)),
             env=env,
             mode=profile.mode,
             backend="bwrap",
@@ -161,8 +229,11 @@ class BwrapBackend:
             denial_signatures=self.denial_signatures,
             runner_failure_rules=self.runner_failure_rules,
             command=tuple(argv),
-            runner=binary,
+            runner=binary if rules is None else self.python,
             network=profile.network,
+            sockets=rules,
+            bwrap_argv=tuple(bwrap) if rules is not None else (),
+            fast_path=rules is not None,
         )
 
 
@@ -181,9 +252,6 @@ _LANDLOCK_PROBE = (
     'exec 2>/dev/null; true > "$1/ok" || exit 4; if true > "$2"; then exit 3; fi; '
     'chmod 600 "$1/ok" || exit 5; if chmod 777 "$3"; then exit 6; fi; exit 0'
 )
-
-
-LAUNCHER_PATH: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock_exec.py")
 
 
 def _probe_landlock(python: str) -> str | None:
@@ -227,11 +295,7 @@ class LandlockBackend:
 
     name: BackendName = "landlock"
     denial_signatures: Final = ("Permission denied",)
-    runner_failure_rules: Final = (
-        RunnerFailureRule(
-            LAUNCHER_EXIT, LAUNCHER_PREFIX, "the Landlock launcher could not confine the command"
-        ),
-    )
+    runner_failure_rules: Final = (LAUNCHER_RULE,)
 
     def __init__(self, *, fast_path: bool = True, python: str | None = None) -> None:
         self.fast_path = fast_path
@@ -252,7 +316,7 @@ class LandlockBackend:
             covers.append("TCP")
         if abi >= SCOPE_ABI:
             covers.append("signal/socket scopes")
-        covers.append("seccomp metadata filter")
+        covers.append("seccomp metadata and socket filter")
         enforcement: Enforcement = "full" if abi >= FULL_ENFORCEMENT_ABI else "partial"
         return Probe(True, f"Landlock ABI {abi} ({', '.join(covers)})", enforcement)
 
@@ -268,13 +332,16 @@ class LandlockBackend:
         else:
             env.pop("TMPDIR", None)
         spec = LandlockSpec(writable, profile.hidden, profile.network)
+        rules = profile.socket_rules()  # the roots are the writable roots, filled in later
         launcher = [self.python, "-I", "-S", LAUNCHER_PATH]
         for path in spec.writable:
             launcher += ["--rw", path]
         for path in spec.hidden:
             launcher += ["--hide", path]
-        if spec.network:
+        if rules is None:
             launcher.append("--net")
+        else:
+            launcher += ["--sockets", json.dumps(rules.to_json())]
         for key, value in env.items():
             launcher += ["--setenv", key, value]
         enforcement: Enforcement = "full" if self.abi >= FULL_ENFORCEMENT_ABI else "partial"
@@ -291,6 +358,7 @@ class LandlockBackend:
                 runner=self.python,
                 network=profile.network,
                 landlock=spec,
+                sockets=rules,
                 fast_path=self.fast_path,
                 temp_dir=temp_dir,
             )
@@ -302,6 +370,7 @@ class LandlockBackend:
 
 
 __all__ = [
+    "BWRAP_LAUNCHER_PATH",
     "LAUNCHER_PATH",
     "PROBE_TIMEOUT",
     "Backend",

@@ -83,7 +83,8 @@ class SandboxProvider:
     Landlock commands through the fork server rather than the launcher process. ``hidden_paths``,
     ``protected_paths``, ``env_allow``: additions to the credential paths hidden from
     commands, the paths kept read-only inside a writable workspace, and the environment
-    allowlist. ``home``: the home directory whose credentials are hidden (default: the
+    allowlist. ``allow_unix_sockets``: socket paths (absolute) a command without network may
+    connect to wherever they are, like Claude Code's ``allowUnixSockets``. ``home``: the home directory whose credentials are hidden (default: the
     harness user's and the command environment's ``$HOME``). ``environ``: the environment
     commands derive from (default ``os.environ`` at the moment of each ``confine``).
     """
@@ -99,10 +100,18 @@ class SandboxProvider:
         hidden_paths: Sequence[str] = (),
         protected_paths: Sequence[str] = (),
         env_allow: Sequence[str] = (),
+        allow_unix_sockets: Sequence[str] = (),
         home: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         chain = _parse_names(backends)
+        relative = [p for p in allow_unix_sockets if not os.path.isabs(p)]
+        if relative:
+            raise SandboxError(
+                f"allow_unix_sockets: {', '.join(relative)} is not an absolute path "
+                "(name each socket by its full path, e.g. /var/run/docker.sock)",
+                code="SANDBOX_CONFIG",
+            )
         _check_names(chain, "backends")
         if disable is None:
             source = os.environ if environ is None else environ
@@ -120,6 +129,7 @@ class SandboxProvider:
         self.hidden_extra = tuple(hidden_paths)
         self.protected_extra = tuple(os.path.abspath(p) for p in protected_paths)
         self.env_allow = tuple(env_allow)
+        self.unix_sockets = tuple(allow_unix_sockets)
         self.home = home
         self._environ = environ
         self._probes: dict[str, Probe] = {}
@@ -238,6 +248,8 @@ class SandboxProvider:
             hidden=tuple(hidden_paths(source, home=self.home, extra=self.hidden_extra)),
             protected=tuple(self._protected(workspace, source)),
             network=network,
+            # Real paths, as the supervisor finds a socket (/var/run is a link to /run).
+            unix_sockets=tuple(dict.fromkeys(os.path.realpath(p) for p in self.unix_sockets)),
         )
         return self._backends[name].confine(argv, profile)
 
