@@ -59,7 +59,7 @@ def main(args: list[str]) -> NoReturn:
         def command(channel: socket.socket) -> None:
             syscalls.set_no_new_privs()
             supervisor.offer_listener(channel, seccomp_filter.install(key))
-            supervisor.send_rules(channel, supervisor.Rules((), sockets))
+            supervisor.send_rules(channel, supervisor.Rules((), sockets).encode())
 
         supervisor.launch(
             arch, before=lambda: None, command=command, after=syscalls.drop_privileges

@@ -3,7 +3,8 @@ library only.
 
 Everything is opened through ``/proc/<tid>`` first and used only after
 :func:`~.seccomp_filter.still_waiting` has confirmed the notification (the tid cannot have
-been reused in between). Arguments are copied out of the caller's memory once and used from
+been reused in between): the memory and a pidfd when the caller is opened, its root and
+working directory when a path is first resolved, each followed by that check. Arguments are copied out of the caller's memory once and used from
 the copy, so a thread that rewrites them after the check changes nothing.
 
 Paths are resolved in the caller's view of the filesystem: its root (under bubblewrap, the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 
 if __package__:
     from tether.sandbox import syscalls
@@ -31,20 +33,28 @@ _RETRIES = 4
 
 class Caller:
     """The calling thread ``tid``: its memory, its descriptors, its root and working
-    directory. Close it (it holds descriptors)."""
+    directory. ``waiting``: whether its notification is still pending (checked after
+    everything opened through its tid, before the caller uses it). Close it (it holds
+    descriptors)."""
 
-    def __init__(self, arch: str, tid: int) -> None:
+    def __init__(self, arch: str, tid: int, waiting: Callable[[], bool]) -> None:
         self.arch = arch
         self.tid = tid
+        self._waiting = waiting
         self._held: list[int] = []
+        self._view: tuple[int, int] | None = None
         try:
             self.mem = self._hold(os.open(f"/proc/{tid}/mem", os.O_RDONLY | os.O_CLOEXEC))
             self.pidfd = self._hold(syscalls.pidfd_of_thread(tid))
-            self.root = self._hold(_open_dir(f"/proc/{tid}/root"))
-            self.cwd = self._hold(_open_dir(f"/proc/{tid}/cwd"))
+            self.check()
         except BaseException:
             self.close()
             raise
+
+    def check(self) -> None:
+        """``ESRCH`` unless the caller is still waiting."""
+        if not self._waiting():
+            raise OSError(errno.ESRCH, "the caller is gone")
 
     def _hold(self, fd: int) -> int:
         self._held.append(fd)
@@ -96,6 +106,23 @@ class Caller:
         syscalls.signal_thread(self.pidfd, signo)
 
     # -- the caller's view of the filesystem ------------------------------------------------------
+    @property
+    def root(self) -> int:
+        return self.view()[0]
+
+    @property
+    def cwd(self) -> int:
+        return self.view()[1]
+
+    def view(self) -> tuple[int, int]:
+        """``O_PATH`` descriptors of the caller's root and working directory."""
+        if self._view is None:
+            root = self._hold(_open_dir(f"/proc/{self.tid}/root"))
+            cwd = self._hold(_open_dir(f"/proc/{self.tid}/cwd"))
+            self.check()
+            self._view = root, cwd
+        return self._view
+
     def resolve(self, path: bytes) -> int:
         """An ``O_PATH`` descriptor of what ``path`` names for the caller (the last component
         followed if it is a symbolic link, as ``connect`` does). Raises ``OSError``."""

@@ -35,7 +35,7 @@ import sys
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any, Final
 
 from tether.sandbox import landlock_server
@@ -48,7 +48,7 @@ from tether.sandbox.landlock_exec import (
     writable_roots,
 )
 from tether.sandbox.landlock_server import BWRAP, LANDLOCK, LANDLOCK_NET
-from tether.sandbox.supervisor import recv_with_fds
+from tether.sandbox.supervisor import Rules, recv_with_fds
 
 SERVER_PATH: Final = os.path.abspath(landlock_server.__file__)
 PAIR_TIMEOUT: Final = 10.0
@@ -398,13 +398,16 @@ class ForkServer:
         if any("\0" in text for text in (*argv, *env, *env.values())):
             raise SandboxError("embedded null byte in argv or env", code="SANDBOX_CONFIG")
         request: dict[str, object] = {"argv": argv, "env": env, "cwd": cwd or os.getcwd()}
-        if command.sockets is not None:
-            request["sockets"] = command.sockets.to_json()
+        sockets = command.sockets
         if spec is None:
             _check_runner(command)
+            rules = Rules((), sockets)
         else:
             roots = writable_roots(spec)
             request["writable"] = list(roots)
+            # Under Landlock, pathname sockets may be used inside the writable roots.
+            rules = Rules(roots, None if sockets is None else replace(sockets, roots=roots))
+        request["rules"] = rules.encode().decode()
         body = json.dumps(request).encode()
         if len(body) > landlock_server.MAX_REQUEST:
             raise SandboxError(

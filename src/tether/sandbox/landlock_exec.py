@@ -469,7 +469,7 @@ def confine_and_fork(plan: Plan, key: seccomp_filter.FilterKey, rules: Rules) ->
     def command(channel: socket.socket) -> None:
         _restrict(plan)
         supervisor.offer_listener(channel, seccomp_filter.install(key))
-        supervisor.send_rules(channel, rules)
+        supervisor.send_rules(channel, rules.encode())
 
     supervisor.launch(
         plan.arch, before=lambda: _restrict(plan), command=command, after=lambda: None

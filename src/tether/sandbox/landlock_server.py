@@ -33,9 +33,9 @@ A pair is forked before any command is known, so a spawn costs the harness one m
   socket rules, or bubblewrap's socket rules), hands the supervisor its listener, and waits
   on the pair socket for one request: the descriptors (stdin, stdout, stderr, for Landlock
   the ruleset the harness built, and a memfd holding the JSON body: argv, env, cwd, the
-  writable roots, the socket rules). It puts its stdio in place, enters cwd, enters the
-  Landlock domain, tells the supervisor the rules, and execs (the command, or bwrap). End of
-  file instead of a request (the harness let the pair go): it exits.
+  writable roots, the supervisor's rules). It puts its stdio in place, enters cwd, enters the
+  Landlock domain, forwards the rules to the supervisor as they came, and execs (the command,
+  or bwrap). End of file instead of a request (the harness let the pair go): it exits.
 * when the command exits, or the supervisor is told to stop (SIGTERM from the harness, or the
   harness's end of the pair socket hanging up: the harness closed it or died), the supervisor
   kills everything left below it, sends ``X <returncode>`` on the pair socket (``subprocess``
@@ -61,20 +61,18 @@ import select
 import signal
 import socket
 import sys
-from dataclasses import replace
 from typing import Final, NoReturn
 
 if __package__:
-    from tether.sandbox import bwrap_exec, seccomp_filter, supervisor, syscalls
+    from tether.sandbox import bwrap_exec, seccomp_filter, socket_calls, supervisor, syscalls
     from tether.sandbox import landlock_exec as ll
-    from tether.sandbox.socket_calls import SocketRules
 else:  # run as the server program: this directory is sys.path[0]
     import bwrap_exec  # type: ignore[import-not-found,no-redef,unused-ignore]
     import landlock_exec as ll  # type: ignore[import-not-found,no-redef,unused-ignore]
     import seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import socket_calls  # type: ignore[import-not-found,no-redef,unused-ignore]
     import supervisor  # type: ignore[import-not-found,no-redef,unused-ignore]
     import syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
-    from socket_calls import SocketRules  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 MAX_REQUEST: Final = 8 << 20
 """Largest request body (argv, env, cwd, roots), in bytes."""
@@ -96,7 +94,7 @@ _SAMPLE: Final = json.dumps(
         "env": {"PATH": os.defpath},
         "cwd": "/",
         "writable": ["/"],
-        "sockets": SocketRules().to_json(),
+        "rules": supervisor.Rules().encode().decode(),
     }
 ).encode()
 
@@ -239,7 +237,7 @@ def _supervisor(pair: socket.socket, kind: bytes, key: seccomp_filter.FilterKey)
         pair_fd, handover, listener = supervisor.isolate_fds(
             [pair.detach(), channel[0].detach(), listener]
         )
-        _rehearse_supervisor()
+        _rehearse_supervisor(key[0])
         status = supervisor.supervise(command, handover, key[0], listener, owner=pair_fd)
     except BaseException:
         with contextlib.suppress(BaseException):
@@ -327,31 +325,33 @@ def _read_body(fd: int) -> bytes:
 
 def _parse(
     body: bytes, kind: bytes, ruleset: int = -1
-) -> tuple[list[str], dict[str, str], str | None, ll.Plan | None, supervisor.Rules]:
-    """A request's argv, env, cwd, Landlock plan (``None`` for bubblewrap) and rules."""
+) -> tuple[list[str], dict[str, str], str | None, ll.Plan | None, bytes]:
+    """A request's argv, env, cwd, Landlock plan (``None`` for bubblewrap) and the
+    supervisor's rules (encoded: the supervisor decodes and checks them)."""
     request = json.loads(body)
     argv = [str(a) for a in request["argv"]]
     env = {str(k): str(v) for k, v in request["env"].items()}
     if not argv:
         raise ValueError("empty argv")
     cwd = request["cwd"]
-    sockets = None if kind == LANDLOCK_NET else SocketRules.from_json(request["sockets"])
     plan = None
-    rules = supervisor.Rules((), sockets)
     if kind != BWRAP:
         writable = tuple(str(r) for r in request["writable"])
         plan = ll.plan_for(ruleset, ll.LandlockSpec(writable))
-        # Under Landlock, pathname sockets may be used inside the writable roots.
-        roots = None if sockets is None else replace(sockets, roots=plan.writable)
-        rules = supervisor.Rules(plan.writable, roots)
-    return argv, env, None if cwd is None else str(cwd), plan, rules
+    rules = request["rules"]
+    if not isinstance(rules, str):
+        raise ValueError("malformed rules")
+    return argv, env, None if cwd is None else str(cwd), plan, rules.encode()
 
 
-def _rehearse_supervisor() -> None:
+def _rehearse_supervisor(arch: str) -> None:
     """Run the supervisor's per-command Python once before any command exists. A forked
     process copies every memory page it first writes to (reference counts, allocator pools):
-    doing it now, while the pair waits, keeps those copies off the spawn's critical path."""
+    doing it now, while the pair waits, keeps those copies off the spawn's critical path (a
+    bubblewrap command's first served calls are bwrap's own, on every start)."""
     supervisor.children()
+    supervisor.Rules.decode(json.loads(_SAMPLE)["rules"].encode())
+    socket_calls.rehearse(arch)
     _returncode(0)
 
 

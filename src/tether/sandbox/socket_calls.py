@@ -21,7 +21,9 @@ itself on that socket, answering with its result:
 * ``AF_UNSPEC`` (``connect``'s "dissolve the association"): performed.
 
 Calls that may block (a connect to a full backlog, a send to a full queue) run on a thread
-of their own, so the supervisor keeps serving. What the peer sees differs in one way: its
+of their own, so the supervisor keeps serving; the others (netlink, dissolving an
+association, a send on a non-blocking socket, made with ``MSG_DONTWAIT`` then) are performed
+at once. What the peer sees differs in one way: its
 ``SO_PEERCRED``/``SCM_CREDENTIALS`` name the supervisor's pid (same uid and gid).
 """
 
@@ -30,8 +32,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import signal
+import socket
 import stat
 import struct
 import threading
@@ -56,6 +60,7 @@ _SO_TYPE = 3
 _SO_DOMAIN = 39
 _SCM_RIGHTS = 1
 _SOCK_STREAM = 1
+_MSG_DONTWAIT = 0x40
 _MSG_NOSIGNAL = 0x4000
 _SOCKADDR_MAX = 128  # sizeof(struct sockaddr_storage)
 _UIO_MAXIOV = 1024
@@ -169,28 +174,27 @@ def serve(listener: int, notification: seccomp_filter.Notification, name: str, a
         seccomp_filter.respond(listener, notification.id, 0, 0)  # no message: none sent
         return
     try:
-        caller = Caller(arch, notification.pid)
-    except OSError:
-        # Gone, or made itself undumpable (then nothing of it can be read): refuse.
-        seccomp_filter.respond(listener, notification.id, errno.EACCES)
+        caller = Caller(
+            arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, notification.id)
+        )
+    except OSError as err:
+        if err.errno != errno.ESRCH:  # undumpable (nothing of it can be read): refuse
+            seccomp_filter.respond(listener, notification.id, errno.EACCES)
         return
     held: list[int] = []
     try:
-        if not seccomp_filter.still_waiting(listener, notification.id):
-            raise _Stale
         call = _copy_call(caller, name, notification.args)
         sock = caller.take_fd(call.fd)
         held.append(sock)
-        address = _destination(caller, sock, call.destination, rules, held)
+        address, family = _destination(caller, sock, call.destination, rules, held)
         _take_passed_fds(caller, call.control, held)
         if call.wanted > len(call.data) and _socket_option(sock, _SO_TYPE) != _SOCK_STREAM:
             raise OSError(errno.EMSGSIZE, "message too long")
-    except _Stale:
-        _release(caller, held)
-        return
+        blocks = _may_block(sock, call, family, address)
     except OSError as err:
         _release(caller, held)
-        seccomp_filter.respond(listener, notification.id, _errno(err))
+        if err.errno != errno.ESRCH:  # ESRCH: the caller is gone, nobody waits for an answer
+            seccomp_filter.respond(listener, notification.id, _errno(err))
         return
 
     def perform() -> None:
@@ -200,11 +204,25 @@ def serve(listener: int, notification: seccomp_filter.Notification, name: str, a
         finally:
             _release(caller, held)
 
-    threading.Thread(target=perform, name="tether-socket-call", daemon=True).start()
+    if blocks:
+        threading.Thread(target=perform, name="tether-socket-call", daemon=True).start()
+    else:
+        perform()
 
 
-class _Stale(Exception):
-    """Nothing to answer: the caller is gone."""
+def _may_block(sock: int, call: _Call, family: int, address: bytes | None) -> bool:
+    """Whether the call may wait (then it gets a thread). A send on a non-blocking socket is
+    made with ``MSG_DONTWAIT``, so that clearing ``O_NONBLOCK`` meanwhile cannot make it
+    wait."""
+    if family == AF_NETLINK:
+        return False  # to the kernel, which answers at once
+    if call.name == "connect":
+        given = struct.unpack_from("<H", address)[0] if address and len(address) >= 2 else None
+        return given != AF_UNSPEC
+    if call.flags & _MSG_DONTWAIT or fcntl.fcntl(sock, fcntl.F_GETFL) & os.O_NONBLOCK:
+        call.flags |= _MSG_DONTWAIT
+        return False
+    return True
 
 
 def _errno(err: OSError) -> int:
@@ -296,26 +314,26 @@ def _socket_option(sock: int, option: int) -> int:
 
 def _destination(
     caller: Caller, sock: int, address: bytes | None, rules: SocketRules, held: list[int]
-) -> bytes | None:
-    """The address to perform the call with (``None``: none given), or ``OSError`` when the
-    rules refuse it. Decided by the socket's own family, which the caller cannot change:
-    the address's family only says what the kernel would make of it."""
+) -> tuple[bytes | None, int]:
+    """The address to perform the call with (``None``: none given) and the socket's family,
+    or ``OSError`` when the rules refuse it. Decided by the socket's own family, which the
+    caller cannot change: the address's family only says what the kernel would make of it."""
     family = _socket_option(sock, _SO_DOMAIN)
     given = struct.unpack_from("<H", address)[0] if address and len(address) >= 2 else None
     if family in (AF_INET, AF_INET6):
         if rules.ip or given == AF_UNSPEC or address is None:
-            return address
+            return address, family
         raise OSError(errno.EACCES, "no network")
     if family == AF_NETLINK:
         if address is not None and given == AF_NETLINK and len(address) >= 12:
             port, groups = struct.unpack_from("<II", address, 4)
             if port or groups:
                 raise OSError(errno.EACCES, "netlink peers other than the kernel")
-        return address
+        return address, family
     if family != AF_UNIX:
         raise OSError(errno.EACCES, "socket family not allowed")
     if address is None or given != AF_UNIX or len(address) <= 2:
-        return address  # none, AF_UNSPEC, or one the kernel refuses (EINVAL)
+        return address, family  # none, AF_UNSPEC, or one the kernel refuses (EINVAL)
     if address[2] == 0:
         raise OSError(errno.EACCES, "abstract Unix sockets are not allowed")
     path = address[2:].split(b"\0", 1)[0]
@@ -326,7 +344,7 @@ def _destination(
         raise OSError(errno.ECONNREFUSED, "not a socket")  # what the kernel says
     if not rules.permits(os.readlink(f"/proc/self/fd/{target}"), info.st_dev):
         raise OSError(errno.EACCES, "socket outside the writable roots")
-    return b"\x01\x00" + f"/proc/self/fd/{target}".encode() + b"\0"
+    return b"\x01\x00" + f"/proc/self/fd/{target}".encode() + b"\0", family
 
 
 def _take_passed_fds(caller: Caller, control: bytearray, held: list[int]) -> None:
@@ -344,6 +362,28 @@ def _take_passed_fds(caller: Caller, control: bytearray, held: list[int]) -> Non
                 held.append(ours)
                 struct.pack_into("<i", control, at, ours)
         offset += (length + 7) & ~7
+
+
+def rehearse(arch: str) -> None:
+    """Serve one send of this process's own, from copying its arguments to performing it on
+    a socket pair: a forked supervisor that does this while it waits for its command copies
+    the memory pages the first real call would touch now, not on the command's time."""
+    sender, receiver = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    payload = ctypes.create_string_buffer(b"x", 1)
+    caller = Caller(arch, threading.get_native_id(), lambda: True)
+    held: list[int] = []
+    try:
+        args = (sender.fileno(), ctypes.addressof(payload), 1, 0, 0, 0)
+        call = _copy_call(caller, "sendto", args)
+        sock = caller.take_fd(call.fd)
+        held.append(sock)
+        address, family = _destination(caller, sock, call.destination, SocketRules(), held)
+        _may_block(sock, call, family, address)
+        _perform(caller, sock, call, address)
+    finally:
+        _release(caller, held)
+        sender.close()
+        receiver.close()
 
 
 class _IoVec(ctypes.Structure):
@@ -396,4 +436,13 @@ def _perform(caller: Caller, sock: int, call: _Call, address: bytes | None) -> t
     return 1, 0
 
 
-__all__ = ["AF_INET", "AF_INET6", "AF_NETLINK", "AF_UNIX", "AF_UNSPEC", "SocketRules", "serve"]
+__all__ = [
+    "AF_INET",
+    "AF_INET6",
+    "AF_NETLINK",
+    "AF_UNIX",
+    "AF_UNSPEC",
+    "SocketRules",
+    "rehearse",
+    "serve",
+]

@@ -126,8 +126,10 @@ def take_listener(channel: socket.socket, command: int, arch: str) -> int:
     return listener
 
 
-def send_rules(channel: socket.socket, rules: Rules) -> None:
-    channel.send(b"R" + rules.encode())
+def send_rules(channel: socket.socket, rules: bytes) -> None:
+    """Send the supervisor its rules, as :meth:`Rules.encode` made them (a pair forwards
+    them as the harness sent them: decoding them first would delay every command)."""
+    channel.send(b"R" + rules)
 
 
 def recv_with_fds(
@@ -146,12 +148,25 @@ def recv_with_fds(
 
 
 class _Handover:
-    """The supervisor's end of the hand-over channel, and the rules that came over it."""
+    """The supervisor's end of the hand-over channel, and the rules that came over it
+    (decoded when first needed: most commands make no call the supervisor serves)."""
 
     def __init__(self, fd: int) -> None:
         self.sock = socket.socket(fileno=fd)
         self.open = True
-        self.rules: Rules | None = None  # none yet: every served call is refused
+        self._encoded: bytes | None = None
+        self._rules: Rules | None = None
+
+    @property
+    def rules(self) -> Rules | None:
+        """``None`` until they arrive, or when they are malformed: every call is refused."""
+        if self._encoded is not None:
+            encoded, self._encoded = self._encoded, None
+            try:
+                self._rules = Rules.decode(encoded)
+            except ValueError:
+                self._rules = None
+        return self._rules
 
     def read(self, block: bool = True) -> bool:
         """Take one message; False at end of file, or when ``block`` is false and nothing is
@@ -163,10 +178,7 @@ class _Handover:
         except OSError:
             body = b""
         if body.startswith(b"R"):
-            try:
-                self.rules = Rules.decode(body[1:])
-            except ValueError:
-                self.rules = None  # malformed: keep refusing
+            self._encoded, self._rules = body[1:], None
         if not body:
             self.open = False
             self.sock.close()
@@ -295,7 +307,7 @@ def _metadata(
     writable: tuple[str, ...],
 ) -> int:
     args = notification.args
-    caller = Caller(arch, notification.pid)
+    caller = Caller(arch, notification.pid, lambda: True)  # checked once the target is open
     try:
         times: bytes | None = None
         if name == "chmod":
