@@ -100,6 +100,12 @@ def tcp_fast_open(host: str, port: str) -> None:
         s.sendto(TOKEN, socket.MSG_FASTOPEN, (host, int(port)))
 
 
+def listen_unbound() -> None:
+    """listen on a TCP socket never bound: the kernel binds it to a port on every address."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.listen(1)
+
+
 FAMILIES = {
     "vsock": (40, socket.SOCK_STREAM, 0),
     "packet": (17, socket.SOCK_RAW, 0x0300),
@@ -222,6 +228,7 @@ ATTEMPTS = {
     "udp": udp,
     "dns": dns,
     "tcp-fast-open": tcp_fast_open,
+    "listen-unbound": listen_unbound,
     "family": family,
     "socketpair-inet": socketpair_inet,
     "io-uring": io_uring,

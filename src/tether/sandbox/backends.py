@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Literal, Protocol
 
 from tether.policy import SandboxMode
 from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
@@ -77,10 +77,30 @@ class Profile:
         return SocketRules(roots, excluded=excluded, allowed=self.unix_sockets)
 
 
+Aspect = Literal[
+    "files",
+    "TCP",
+    "UDP and other families",
+    "pathname Unix sockets",
+    "abstract Unix sockets",
+    "signals",
+    "metadata",
+]
+"""What a backend confines, as ``tether doctor`` lists it (docs/sandbox.md has the table)."""
+Coverage = tuple[tuple[Aspect, str], ...]
+"""How a backend enforces each :data:`Aspect` in the restricted modes, without network."""
+
+_SOCKETS = "supervisor: only inside the writable roots ({}), and allow_unix_sockets"
+
+
 class Backend(Protocol):
     name: BackendName
 
     def probe(self) -> Probe: ...
+
+    def coverage(self) -> Coverage:
+        """What this backend enforces, as probed (call after a successful :meth:`probe`)."""
+        ...
 
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand: ...
 
@@ -153,6 +173,20 @@ class BwrapBackend:
                 first = stderr.splitlines()[0] if stderr else f"exit status {done.returncode}"
                 return Probe(False, f"probe failed: {first}")
         return Probe(True, f"{_bwrap_version(binary)} at {binary}")
+
+    def coverage(self) -> Coverage:
+        return (
+            ("files", "mount namespace: read-only but for a private /tmp and, under "
+             "workspace-write, the workspace; hidden paths mounted over"),
+            ("TCP", "network namespace: the command's own loopback only"),
+            ("UDP and other families", "network namespace for IP; seccomp: Unix, netlink "
+             "(route) and IP sockets only (AF_VSOCK, AF_PACKET and the rest refused)"),
+            ("pathname Unix sockets", _SOCKETS.format(
+                "the private /tmp; the workspace under workspace-write")),
+            ("abstract Unix sockets", "supervisor: refused (the network namespace's only)"),
+            ("signals", "PID namespace: the command's own processes only"),
+            ("metadata", "read-only mounts"),
+        )  # fmt: skip
 
     def build(self, binary: str, argv: Sequence[str], profile: Profile) -> list[str]:
         ws = profile.workspace
@@ -320,6 +354,26 @@ class LandlockBackend:
         enforcement: Enforcement = "full" if abi >= FULL_ENFORCEMENT_ABI else "partial"
         return Probe(True, f"Landlock ABI {abi} ({', '.join(covers)})", enforcement)
 
+    def coverage(self) -> Coverage:
+        abi = self.abi
+        return (
+            ("files", f"Landlock ABI {abi}: writes only under workspace-write, inside the "
+             "workspace and a private $TMPDIR; hidden paths unreadable"
+             + ("" if abi >= FULL_ENFORCEMENT_ABI else "; truncate not refused")),
+            ("TCP", "seccomp: no IP socket at all" + (
+                " (and Landlock: bind and connect refused)" if abi >= NETWORK_ABI else "")),
+            ("UDP and other families", "seccomp: Unix and netlink (route) sockets only (UDP, "
+             "raw, AF_VSOCK, AF_PACKET and the rest refused)"),
+            ("pathname Unix sockets", _SOCKETS.format(
+                "under workspace-write: the workspace and a private $TMPDIR")),
+            ("abstract Unix sockets", "supervisor: refused" + (
+                " (and Landlock's scope)" if abi >= SCOPE_ABI else "")),
+            ("signals", "Landlock scope: the command's own processes only" if abi >= SCOPE_ABI
+             else "not confined below Landlock ABI 6 (processes of the same uid)"),
+            ("metadata", "seccomp: chmod and utimes inside the writable roots only; chown, "
+             "xattr changes and chattr refused"),
+        )  # fmt: skip
+
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand:
         env = dict(profile.env)
         writable: tuple[str, ...] = ()
@@ -373,8 +427,10 @@ __all__ = [
     "BWRAP_LAUNCHER_PATH",
     "LAUNCHER_PATH",
     "PROBE_TIMEOUT",
+    "Aspect",
     "Backend",
     "BwrapBackend",
+    "Coverage",
     "LandlockBackend",
     "Probe",
     "Profile",

@@ -28,6 +28,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -450,7 +451,7 @@ class ForkServer:
             except OSError as err:
                 pair.discard()
                 if attempt or err.errno not in _PAIR_GONE:
-                    raise _Unreachable(f"cannot reach a Landlock pair: {err}") from err
+                    raise _Unreachable(f"cannot reach a fork-server pair: {err}") from err
                 self._receive()  # the pair died (say, killed): one more try with a fresh one
                 continue
             return pair
@@ -461,9 +462,11 @@ def _check_runner(command: ConfinedCommand) -> None:
     """A runner that cannot be executed (``SANDBOX_UNAVAILABLE``) is found before a pair is
     spent on it; the pair fails closed too if it goes away in between."""
     runner = command.bwrap_argv[0]
-    if not os.path.exists(runner):
+    # A bare name is looked up as the exec will: on the command environment's PATH.
+    found = runner if "/" in runner else shutil.which(runner, path=command.env.get("PATH"))
+    if found is None or not os.path.exists(found):
         reason = os.strerror(errno.ENOENT)
-    elif not os.access(runner, os.X_OK):
+    elif not os.access(found, os.X_OK):
         reason = os.strerror(errno.EACCES)
     else:
         return

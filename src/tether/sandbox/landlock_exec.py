@@ -431,17 +431,11 @@ def plan_for(ruleset: int, spec: LandlockSpec) -> Plan:
     return Plan(ruleset, writable_roots(spec), arch)
 
 
-def network_rule(abi: int) -> seccomp_filter.NetworkRule:
-    """Which IP sockets a Landlock command without network may create: TCP from ABI 4, whose
-    rules refuse its ``bind`` and ``connect``; none below."""
-    return "tcp" if abi >= NETWORK_ABI else "none"
-
-
-def filter_key(arch: str, abi: int, network: bool, notify: bool) -> seccomp_filter.FilterKey:
+def filter_key(arch: str, network: bool, notify: bool) -> seccomp_filter.FilterKey:
     """The filter of a Landlock command: metadata rules (emulated when it has a listener),
-    and the socket rules unless it has network."""
+    and unless it has network the socket rules, with no IP socket at all."""
     metadata: seccomp_filter.MetadataRule = "emulate" if notify else "refuse"
-    return (arch, metadata, None if network else network_rule(abi), notify)
+    return (arch, metadata, None if network else "none", notify)
 
 
 def enter_domain(plan: Plan) -> None:
@@ -511,15 +505,14 @@ def _parse(args: list[str]) -> tuple[LandlockSpec, SocketRules, dict[str, str], 
 def main(args: list[str]) -> NoReturn:
     try:
         spec, sockets, env, argv = _parse(args)
-        abi = abi_version()
-        plan = plan_for(build_ruleset(spec, abi), spec)
+        plan = plan_for(build_ruleset(spec), spec)
         # A listener for the metadata calls inside writable roots, and for the socket calls.
         notify = bool(plan.writable) or not spec.network
         # Under Landlock, pathname sockets may be used inside the writable roots.
         rules = Rules(
             plan.writable, None if spec.network else replace(sockets, roots=plan.writable)
         )
-        confine_and_fork(plan, filter_key(plan.arch, abi, spec.network, notify), rules)
+        confine_and_fork(plan, filter_key(plan.arch, spec.network, notify), rules)
     except Exception as err:
         sys.stderr.write(f"{LAUNCHER_PREFIX}{err}\n")
         sys.stderr.flush()

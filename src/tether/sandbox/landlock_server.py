@@ -101,13 +101,9 @@ _SAMPLE: Final = json.dumps(
 
 def filters(arch: str) -> dict[bytes, seccomp_filter.FilterKey]:
     """The filter each kind of pair installs."""
-    try:
-        abi = ll.abi_version()
-    except ll.LandlockError:
-        abi = 0  # no Landlock here: only bubblewrap pairs will be asked for
     return {
-        LANDLOCK: ll.filter_key(arch, abi, False, True),
-        LANDLOCK_NET: ll.filter_key(arch, abi, True, True),
+        LANDLOCK: ll.filter_key(arch, False, True),
+        LANDLOCK_NET: ll.filter_key(arch, True, True),
         BWRAP: bwrap_exec.filter_key(arch),
     }
 

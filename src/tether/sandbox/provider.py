@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode, parse_sandbox_mode
-from tether.sandbox.backends import Backend, BwrapBackend, LandlockBackend, Probe, Profile
+from tether.sandbox.backends import (
+    Backend,
+    BwrapBackend,
+    Coverage,
+    LandlockBackend,
+    Probe,
+    Profile,
+)
 from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement
 from tether.sandbox.environment import (
     confined_env,
@@ -55,6 +62,8 @@ class BackendReport:
     status: BackendStatus
     reason: str
     enforcement: Enforcement | None = None
+    enforces: Coverage = ()
+    """What it enforces, aspect by aspect (a usable backend only)."""
 
 
 def _parse_names(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -191,11 +200,13 @@ class SandboxProvider:
                 probe = self._probe(name)
             if not probe.ok:
                 rows.append(BackendReport(key, "rejected", probe.reason))
-            elif name == chosen:
-                rows.append(BackendReport(key, "chosen", probe.reason, probe.enforcement))
+                continue
+            enforces = self._backends[name].coverage()
+            if name == chosen:
+                rows.append(BackendReport(key, "chosen", probe.reason, probe.enforcement, enforces))
             else:
                 reason = f"{probe.reason}; not used: {chosen} comes first"
-                rows.append(BackendReport(key, "available", reason, probe.enforcement))
+                rows.append(BackendReport(key, "available", reason, probe.enforcement, enforces))
         return rows
 
     # -- confine --------------------------------------------------------------------------

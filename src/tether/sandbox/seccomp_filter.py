@@ -11,8 +11,9 @@ A command gets one filter, built from two independent rule sets:
 * **network** (every restricted mode without network, on both backends): ``socket`` may
   create ``AF_UNIX`` sockets, ``AF_NETLINK`` sockets of ``NETLINK_ROUTE`` (bubblewrap sets
   up its loopback with one; changing a route needs ``CAP_NET_ADMIN``, which is dropped), and
-  IP sockets as the :data:`NetworkRule` says; every other family is refused (``AF_PACKET``,
-  ``AF_VSOCK``, which a network namespace does not isolate, ``AF_ALG``, ...). ``socketpair``
+  IP sockets as the :data:`NetworkRule` says (under bubblewrap only); every other family is
+  refused (``AF_PACKET``, ``AF_VSOCK``, which a network namespace does not isolate,
+  ``AF_ALG``, ...). ``socketpair``
   only for ``AF_UNIX``. ``connect``, ``sendmsg``, ``sendmmsg`` and ``sendto`` with a
   destination go to the supervisor (:mod:`.socket_calls`), which checks the destination and
   performs the call itself.
@@ -39,13 +40,15 @@ else:  # loaded by the fork server or a launcher: this directory is on sys.path
 
 MetadataRule = Literal["emulate", "refuse"]
 """Landlock's metadata rules: emulated by the supervisor (inside writable roots), or refused."""
-NetworkRule = Literal["ip", "tcp", "none"]
+NetworkRule = Literal["ip", "none"]
 """Which IP sockets a command without network may create.
 
 - ``ip``: every kind (bubblewrap: they live in the command's own network namespace, which
   has nothing but its loopback).
-- ``tcp``: TCP only (Landlock from ABI 4, whose rules refuse their ``bind`` and ``connect``).
-- ``none``: no IP socket at all (Landlock below ABI 4, which cannot refuse anything of TCP).
+- ``none``: no IP socket at all (Landlock). Landlock's TCP rules (ABI 4) refuse ``bind`` and
+  ``connect`` but neither TCP Fast Open (``sendto`` connects) nor ``listen`` on an unbound
+  socket (which binds a port on every address); without network a Landlock command has no
+  use for an IP socket anyway.
 """
 
 EMULATED: Final = ("chmod", "fchmod", "fchmodat", "fchmodat2", "utimensat")
@@ -66,9 +69,6 @@ _AF_INET = 2
 _AF_INET6 = 10
 _AF_NETLINK = 16
 _NETLINK_ROUTE = 0
-_SOCK_STREAM = 1
-_SOCK_TYPE_MASK = 0xF
-_IPPROTO_TCP = 6
 
 _RET_ALLOW = 0x7FFF0000
 _RET_USER_NOTIF = 0x7FC00000
@@ -83,7 +83,6 @@ _NOTIF = struct.Struct("<QIIiIQ6Q")  # struct seccomp_notif (80 bytes)
 _NOTIF_RESP = struct.Struct("<QqiI")  # struct seccomp_notif_resp (24 bytes)
 
 _BPF_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
-_BPF_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
 _BPF_JA = 0x05  # BPF_JMP | BPF_JA
 _BPF_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _BPF_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
@@ -127,7 +126,7 @@ class _Program:
             if code == _BPF_JA:
                 out += struct.pack("<HBBI", code, 0, 0, self._offset(jt, index))
                 continue
-            if code in (_BPF_RET, _BPF_LD_ABS, _BPF_AND):
+            if code in (_BPF_RET, _BPF_LD_ABS):
                 out += struct.pack("<HBBI", code, 0, 0, k)
                 continue
             true, false = self._offset(jt, index), self._offset(jf, index)
@@ -203,20 +202,12 @@ def _socket_rules(p: _Program, network: NetworkRule, notify: str) -> None:
     p.load(_arg(0))
     p.jump(_BPF_JEQ, _AF_UNIX, "allow")
     p.jump(_BPF_JEQ, _AF_NETLINK, "netlink")
-    ip = {"ip": "allow", "tcp": "tcp", "none": "deny"}[network]
+    ip = "allow" if network == "ip" else "deny"
     p.jump(_BPF_JEQ, _AF_INET, ip)
     p.jump(_BPF_JEQ, _AF_INET6, ip, "deny")
     p.label("netlink")
     p.load(_arg(2))
     p.jump(_BPF_JEQ, _NETLINK_ROUTE, "allow", "deny")
-    if network == "tcp":
-        p.label("tcp")
-        p.load(_arg(1))
-        p.body.append((_BPF_AND, _SOCK_TYPE_MASK, "", ""))  # without SOCK_NONBLOCK/CLOEXEC
-        p.jump(_BPF_JEQ, _SOCK_STREAM, "next", "deny")
-        p.load(_arg(2))
-        p.jump(_BPF_JEQ, 0, "allow")
-        p.jump(_BPF_JEQ, _IPPROTO_TCP, "allow", "deny")  # not MPTCP, not SCTP
 
 
 class _FProg(ctypes.Structure):
