@@ -32,7 +32,7 @@ from tether.sandbox import SandboxProvider, spawn, unconfined
 from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.landlock_client import fork_server, kind_of
 
-SETTLE = 0.01
+SETTLE = 0.05
 """Seconds a fresh pair gets to set itself up before the next sample."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from tether.policy import SandboxMode
+from tether.sandbox.bwrap_exec import PROGRAM_FD
 from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
 from tether.sandbox.environment import FALLBACK_PATH
 from tether.sandbox.landlock_exec import (
@@ -208,9 +209,10 @@ class BwrapBackend:
         if profile.network:
             out += ["--share-net"]
         else:
-            # No user namespace inside: one would let the command mount, and so bind a host
-            # socket over a path its supervisor lets it connect to.
-            out += ["--unshare-user", "--disable-userns"]
+            # No user namespace inside (bwrap_exec.py puts the filter at that descriptor): one
+            # would let the command mount, and so bind a host socket over a path its
+            # supervisor lets it connect to.
+            out += ["--seccomp", str(PROGRAM_FD)]
         out += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in profile.env.items():
             out += ["--setenv", key, value]

@@ -4,8 +4,9 @@
 :attr:`ConfinedCommand.argv` holds for such a command, for callers that can only spawn an argv
 (hook commands); :func:`tether.sandbox.spawn` gets the same from a fork-server pair instead.
 This process becomes the supervisor (:mod:`.supervisor`); the command it forks installs the
-socket filter (:mod:`.seccomp_filter`; bwrap and everything it starts inherit it) and execs
-bwrap. The command keeps its capabilities, which bwrap needs as root and drops for the
+socket filter (:mod:`.seccomp_filter`; bwrap and everything it starts inherit it), puts the
+filter bwrap adds for the command itself at descriptor :data:`PROGRAM_FD` (the bwrap command
+line says ``--seccomp 3``), and execs bwrap. The command keeps its capabilities, which bwrap needs as root and drops for the
 sandboxed command itself; the supervisor drops its own once the command is forked. A network
 namespace isolates IP sockets, but not the host's pathname Unix sockets nor ``AF_VSOCK``:
 those the filter and the supervisor refuse.
@@ -20,7 +21,7 @@ import json
 import os
 import socket
 import sys
-from typing import NoReturn
+from typing import Final, NoReturn
 
 if __package__:
     from tether.sandbox import seccomp_filter, supervisor, syscalls
@@ -31,6 +32,29 @@ else:  # the launcher: ``-I`` leaves this directory off sys.path
     import supervisor  # type: ignore[import-not-found,no-redef,unused-ignore]
     import syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
     from socket_calls import SocketRules  # type: ignore[import-not-found,no-redef,unused-ignore]
+
+
+PROGRAM_FD: Final = 3
+"""Where bwrap finds the filter it installs on the command (``--seccomp``):
+:func:`~.seccomp_filter.no_user_namespaces`."""
+
+
+def program_file(arch: str) -> int:
+    """A descriptor (close-on-exec) of a memfd holding that filter, read from its start."""
+    fd = os.memfd_create("tether-bwrap-filter", os.MFD_CLOEXEC)
+    os.write(fd, seccomp_filter.no_user_namespaces(arch))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def place_program(fd: int) -> None:
+    """Put the filter at :data:`PROGRAM_FD`, inherited by bwrap (``dup2`` onto itself would
+    leave it close-on-exec)."""
+    if fd == PROGRAM_FD:
+        os.set_inheritable(fd, True)
+        return
+    os.dup2(fd, PROGRAM_FD)
+    os.close(fd)
 
 
 def filter_key(arch: str) -> seccomp_filter.FilterKey:
@@ -64,6 +88,7 @@ def main(args: list[str]) -> NoReturn:
         supervisor.launch(
             arch, before=lambda: None, command=command, after=syscalls.drop_privileges
         )
+        place_program(program_file(arch))
     except Exception as err:
         supervisor.fail(err)
     try:

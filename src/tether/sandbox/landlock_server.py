@@ -266,8 +266,10 @@ def _command(
         # The filter does not depend on the request: install it (and give the supervisor its
         # listener) now, off the spawn's critical path. Until the rules arrive the
         # supervisor refuses every call it serves.
+        program = -1
         if kind == BWRAP:
             syscalls.set_no_new_privs()  # the Landlock kinds' supervisor set it already
+            program = bwrap_exec.program_file(key[0])
         supervisor.offer_listener(handover, seccomp_filter.install(key))
         _parse(_SAMPLE, kind)  # rehearsal: see _rehearse_supervisor
     except BaseException:
@@ -293,7 +295,11 @@ def _command(
         supervisor.send_rules(handover, rules)
         handover.close()
         pair.close()
-        os.closerange(3, supervisor.max_fd())  # the ruleset and the stdio originals
+        keep = 3
+        if program >= 0:  # for bwrap's --seccomp
+            bwrap_exec.place_program(program)
+            keep = bwrap_exec.PROGRAM_FD + 1
+        os.closerange(keep, supervisor.max_fd())  # the ruleset and the stdio originals
         for signo in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(signo, signal.SIG_DFL)  # as subprocess's restore_signals does
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)

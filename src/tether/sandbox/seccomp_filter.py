@@ -86,6 +86,8 @@ _BPF_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _BPF_JA = 0x05  # BPF_JMP | BPF_JA
 _BPF_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _BPF_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_BPF_JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_CLONE_NEWUSER = 0x10000000
 _BPF_RET = 0x06  # BPF_RET | BPF_K
 
 
@@ -210,6 +212,34 @@ def _socket_rules(p: _Program, network: NetworkRule, notify: str) -> None:
     p.jump(_BPF_JEQ, _NETLINK_ROUTE, "allow", "deny")
 
 
+def no_user_namespaces(arch: str) -> bytes:
+    """The filter bubblewrap installs on its command just before ``exec`` (``--seccomp``): no
+    new user namespace (``clone``/``unshare`` with ``CLONE_NEWUSER``; ``clone3``, whose flags
+    a filter cannot read, says ``ENOSYS`` so that glibc falls back to ``clone``) and no
+    ``setns``. In a user namespace of its own a command could mount, and so bind a host
+    socket over a path its supervisor lets it connect to. (bwrap's ``--disable-userns`` does
+    the same from bubblewrap 0.8, and costs a spawn more.)"""
+    numbers = syscalls.SYSCALLS[arch]
+    p = _Program()
+    p.load(4)
+    p.jump(_BPF_JEQ, syscalls.AUDIT_ARCH[arch], "next", "deny")
+    p.load(0)
+    p.jump(_BPF_JEQ, numbers["clone3"], "enosys")
+    p.jump(_BPF_JEQ, numbers["setns"], "deny")
+    p.jump(_BPF_JEQ, numbers["unshare"], "flags")
+    p.jump(_BPF_JEQ, numbers["clone"], "flags", "allow")
+    p.label("flags")
+    p.load(_arg(0))
+    p.jump(_BPF_JSET, _CLONE_NEWUSER, "deny", "allow")
+    p.label("allow")
+    p.ret(_RET_ALLOW)
+    p.label("enosys")
+    p.ret(_RET_ERRNO | errno.ENOSYS)
+    p.label("deny")
+    p.ret(_RET_ERRNO | errno.EACCES)
+    return p.assemble()
+
+
 class _FProg(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
@@ -305,6 +335,7 @@ __all__ = [
     "Notification",
     "compiled",
     "install",
+    "no_user_namespaces",
     "program",
     "receive",
     "respond",

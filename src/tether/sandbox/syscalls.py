@@ -36,7 +36,7 @@ SYSCALLS: Final[dict[str, dict[str, int]]] = {
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 16,
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "socket": 41, "connect": 42, "sendto": 44, "sendmsg": 46, "socketpair": 53,
-        "sendmmsg": 307,
+        "sendmmsg": 307, "clone": 56, "unshare": 272, "setns": 308, "clone3": 435,
         "seccomp": 317, "rt_sigaction": 13, "openat2": 437, "pidfd_getfd": 438,
     },
     "aarch64": {
@@ -47,7 +47,7 @@ SYSCALLS: Final[dict[str, dict[str, int]]] = {
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 29,
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "socket": 198, "socketpair": 199, "connect": 203, "sendto": 206, "sendmsg": 211,
-        "sendmmsg": 269,
+        "sendmmsg": 269, "clone": 220, "unshare": 97, "setns": 268, "clone3": 435,
         "seccomp": 277, "rt_sigaction": 134, "openat2": 437, "pidfd_getfd": 438,
     },
 }  # fmt: skip
