@@ -161,6 +161,15 @@ class Caller:
         return cwd
 
 
+def beneath(where: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``where``, the real path of a file found through the caller (``readlink`` of
+    ``/proc/self/fd/N``), is one of ``roots`` or below one. A path that is not absolute (the
+    file is in no mount of ours) or of a deleted file is below none."""
+    if not where.startswith("/") or where.endswith(" (deleted)"):
+        return False
+    return any(where == root or where.startswith(root.rstrip("/") + "/") for root in roots)
+
+
 def _open_dir(path: str) -> int:
     return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
@@ -170,4 +179,4 @@ def _identity(fd: int) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-__all__ = ["Caller"]
+__all__ = ["Caller", "beneath"]

@@ -14,9 +14,8 @@ itself on that socket, answering with its result:
 * an abstract ``AF_UNIX`` name: refused (they are per network namespace, and under Landlock
   they are the host's).
 * IP: performed when :attr:`SocketRules.ip` (bubblewrap: the socket lives in the command's
-  own network namespace), refused otherwise (Landlock: the supervisor is outside the
-  command's Landlock domain, so its call would bypass Landlock's TCP rules; this also refuses
-  TCP Fast Open, which connects through ``sendto``/``sendmsg`` without Landlock seeing it).
+  own network namespace), refused otherwise (Landlock, whose filter lets no IP socket be
+  made: and the supervisor, outside the command's Landlock domain, would bypass its rules).
 * ``AF_NETLINK``: to the kernel only (port 0, no multicast group).
 * ``AF_UNSPEC`` (``connect``'s "dissolve the association"): performed.
 
@@ -44,11 +43,11 @@ from typing import Final
 
 if __package__:
     from tether.sandbox import seccomp_filter, syscalls
-    from tether.sandbox.caller import Caller
+    from tether.sandbox.caller import Caller, beneath
 else:  # loaded by the fork server or a launcher: this directory is on sys.path
     import seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
     import syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
-    from caller import Caller  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from caller import Caller, beneath  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 AF_UNSPEC: Final = 0
 AF_UNIX: Final = 1
@@ -74,10 +73,6 @@ _IOVEC = struct.Struct("<Qq")
 _CMSGHDR = struct.Struct("<QiI")
 
 
-def _inside(path: str, roots: tuple[str, ...]) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
 @dataclass(frozen=True, slots=True)
 class SocketRules:
     """Where a command without network may connect or send. Paths are in the command's view
@@ -98,15 +93,15 @@ class SocketRules:
 
     def permits(self, where: str, device: int) -> bool:
         """May a socket found at ``where`` (its real path), on ``device``, be used?"""
-        if not where.startswith("/") or where.endswith(" (deleted)"):
+        if not beneath(where, ("/",)):
             return False
         if where in self.allowed:
             return True
-        if _inside(where, self.excluded):
+        if beneath(where, self.excluded):
             return False
-        if _inside(where, self.roots):
+        if beneath(where, self.roots):
             return True
-        return any(_inside(where, (path,)) and device != dev for path, dev in self.private)
+        return any(beneath(where, (path,)) and device != dev for path, dev in self.private)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -177,8 +172,9 @@ def serve(listener: int, notification: seccomp_filter.Notification, name: str, a
         caller = Caller(
             arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, notification.id)
         )
-    except OSError as err:
-        if err.errno != errno.ESRCH:  # undumpable (nothing of it can be read): refuse
+    except Exception as err:
+        if not isinstance(err, OSError) or err.errno != errno.ESRCH:
+            # Undumpable (nothing of it can be read), or anything else: refuse.
             seccomp_filter.respond(listener, notification.id, errno.EACCES)
         return
     held: list[int] = []
@@ -196,13 +192,19 @@ def serve(listener: int, notification: seccomp_filter.Notification, name: str, a
         if err.errno != errno.ESRCH:  # ESRCH: the caller is gone, nobody waits for an answer
             seccomp_filter.respond(listener, notification.id, _errno(err))
         return
+    except Exception:  # whatever went wrong, the call is refused, never let through
+        _release(caller, held)
+        seccomp_filter.respond(listener, notification.id, errno.EACCES)
+        return
 
     def perform() -> None:
         try:
             result, error = _perform(caller, sock, call, address)
-            seccomp_filter.respond(listener, notification.id, error, result)
+        except Exception:  # (on a thread: nothing may reach the command's stderr)
+            result, error = 0, errno.EACCES
         finally:
             _release(caller, held)
+        seccomp_filter.respond(listener, notification.id, error, result)
 
     if blocks:
         threading.Thread(target=perform, name="tether-socket-call", daemon=True).start()
@@ -239,24 +241,26 @@ def _release(caller: Caller, held: list[int]) -> None:
     caller.close()
 
 
-def _int32(value: int) -> int:
-    return ctypes.c_int32(value & 0xFFFFFFFF).value
-
-
 def _copy_call(caller: Caller, name: str, args: tuple[int, ...]) -> _Call:
     if name == "connect":
-        return _Call(name, _int32(args[0]), _address(caller, args[1], _int32(args[2])) or b"")
+        return _Call(
+            name, syscalls.int32(args[0]), _address(caller, args[1], syscalls.int32(args[2])) or b""
+        )
     if name == "sendto":
         length = min(args[2], 0x7FFFFFFF)
-        destination = _address(caller, args[4], _int32(args[5])) if args[4] else None
+        destination = _address(caller, args[4], syscalls.int32(args[5])) if args[4] else None
         data = caller.read(args[1], min(length, _MAX_COPY))
-        return _Call(name, _int32(args[0]), destination, data, length, flags=_int32(args[3]))
+        return _Call(
+            name, syscalls.int32(args[0]), destination, data, length, flags=syscalls.int32(args[3])
+        )
     if name == "sendmmsg":  # only the first message is sent: a short count, as it may be
         header = caller.read(args[1], _MMSGHDR_SIZE)[: _MSGHDR.size]
-        call = _message(caller, _int32(args[0]), header, _int32(args[3]))
+        call = _message(caller, syscalls.int32(args[0]), header, syscalls.int32(args[3]))
         call.msg_len_at = args[1] + _MSGHDR.size
         return call
-    return _message(caller, _int32(args[0]), caller.read(args[1], _MSGHDR.size), _int32(args[2]))
+    return _message(
+        caller, syscalls.int32(args[0]), caller.read(args[1], _MSGHDR.size), syscalls.int32(args[2])
+    )
 
 
 def _address(caller: Caller, pointer: int, length: int) -> bytes | None:
@@ -269,7 +273,7 @@ def _message(caller: Caller, fd: int, header: bytes, flags: int) -> _Call:
     """A ``sendmsg``: its destination, its data (all iovecs, up to :data:`_MAX_COPY`) and its
     control messages, with the limits the kernel applies."""
     name, namelen, iov, iovlen, control, controllen, _ = _MSGHDR.unpack(header)
-    namelen = _int32(namelen)
+    namelen = syscalls.int32(namelen)
     if namelen < 0:
         raise OSError(errno.EINVAL, "bad address length")
     destination = None
@@ -386,22 +390,6 @@ def rehearse(arch: str) -> None:
         receiver.close()
 
 
-class _IoVec(ctypes.Structure):
-    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
-
-
-class _MsgHdr(ctypes.Structure):
-    _fields_ = (
-        ("name", ctypes.c_void_p),
-        ("namelen", ctypes.c_uint32),
-        ("iov", ctypes.POINTER(_IoVec)),
-        ("iovlen", ctypes.c_size_t),
-        ("control", ctypes.c_void_p),
-        ("controllen", ctypes.c_size_t),
-        ("flags", ctypes.c_int),
-    )
-
-
 def _perform(caller: Caller, sock: int, call: _Call, address: bytes | None) -> tuple[int, int]:
     """Make the call; (result, errno)."""
     lib = syscalls.libc()
@@ -409,19 +397,20 @@ def _perform(caller: Caller, sock: int, call: _Call, address: bytes | None) -> t
         given = address or b""
         done = lib.connect(sock, given, len(given))
         return (0, 0) if done == 0 else (0, ctypes.get_errno())
-    keep: list[object] = []
+    keep: list[ctypes.Array[ctypes.c_char]] = []  # alive until the call returns
 
-    def pointer(data: bytes | bytearray) -> int | None:
-        buffer = ctypes.create_string_buffer(bytes(data), len(data))
-        keep.append(buffer)
-        return ctypes.cast(buffer, ctypes.c_void_p).value if data else None
+    def pointer(data: bytes) -> int:
+        if not data:
+            return 0
+        keep.append(ctypes.create_string_buffer(data, len(data)))
+        return ctypes.addressof(keep[-1])
 
-    vector = _IoVec(pointer(call.data), len(call.data))
-    header = _MsgHdr(
-        pointer(address or b""), len(address or b""), ctypes.pointer(vector), 1,
-        pointer(call.control), len(call.control), 0,
-    )  # fmt: skip
-    sent = lib.sendmsg(sock, ctypes.addressof(header), call.flags | _MSG_NOSIGNAL)
+    name = address or b""
+    vector = pointer(_IOVEC.pack(pointer(call.data), len(call.data)))
+    header = _MSGHDR.pack(
+        pointer(name), len(name), vector, 1, pointer(bytes(call.control)), len(call.control), 0
+    )
+    sent = lib.sendmsg(sock, pointer(header), call.flags | _MSG_NOSIGNAL)
     if sent < 0:
         error = ctypes.get_errno()
         if error == errno.EPIPE and not call.flags & _MSG_NOSIGNAL:

@@ -43,13 +43,13 @@ from typing import Final, NoReturn
 
 if __package__:
     from tether.sandbox import seccomp_filter, socket_calls, syscalls
-    from tether.sandbox.caller import Caller
+    from tether.sandbox.caller import Caller, beneath
     from tether.sandbox.socket_calls import SocketRules
 else:  # loaded by the fork server or a launcher: this directory is on sys.path
     import seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
     import socket_calls  # type: ignore[import-not-found,no-redef,unused-ignore]
     import syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
-    from caller import Caller  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from caller import Caller, beneath  # type: ignore[import-not-found,no-redef,unused-ignore]
     from socket_calls import SocketRules  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 LAUNCHER_EXIT: Final = 125
@@ -313,12 +313,12 @@ def _metadata(
         if name == "chmod":
             dirfd, path_addr, mode, flags = _AT_FDCWD, args[0], args[1], 0
         elif name == "fchmod":
-            dirfd, path_addr, mode, flags = _int32(args[0]), 0, args[1], 0
+            dirfd, path_addr, mode, flags = syscalls.int32(args[0]), 0, args[1], 0
         elif name in ("fchmodat", "fchmodat2"):
-            dirfd, path_addr, mode = _int32(args[0]), args[1], args[2]
+            dirfd, path_addr, mode = syscalls.int32(args[0]), args[1], args[2]
             flags = args[3] if name == "fchmodat2" else 0
         else:  # utimensat(dirfd, path, times, flags)
-            dirfd, path_addr, mode, flags = _int32(args[0]), args[1], 0, args[3]
+            dirfd, path_addr, mode, flags = syscalls.int32(args[0]), args[1], 0, args[3]
             if args[2]:
                 times = caller.read(args[2], 32)
         path = caller.read_string(path_addr) if path_addr else None
@@ -331,7 +331,7 @@ def _metadata(
         if not seccomp_filter.still_waiting(listener, notification.id):
             return -1
         where = os.readlink(f"/proc/self/fd/{target}")
-        if not _inside(where, writable):
+        if not beneath(where, writable):
             return errno.EACCES
         if stat.S_ISLNK(os.fstat(target).st_mode):
             return errno.EOPNOTSUPP
@@ -342,16 +342,6 @@ def _metadata(
         return 0
     finally:
         os.close(target)
-
-
-def _int32(value: int) -> int:
-    return ctypes.c_int32(value & 0xFFFFFFFF).value
-
-
-def _inside(path: str, roots: tuple[str, ...]) -> bool:
-    if not path.startswith("/") or path.endswith(" (deleted)"):
-        return False
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def _open_target(caller: Caller, dirfd: int, path: bytes | None, flags: int) -> int:

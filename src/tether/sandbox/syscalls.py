@@ -126,6 +126,11 @@ def libc() -> Libc:
     return _libc_cache[0]
 
 
+def int32(value: int) -> int:
+    """A system call argument the kernel takes as an ``int`` (seccomp sees 64 bits)."""
+    return ctypes.c_int32(value & 0xFFFFFFFF).value
+
+
 def fail_errno(what: str) -> NoReturn:
     """Raise ``OSError`` for the C call ``what`` that just failed."""
     code = ctypes.get_errno()
@@ -255,6 +260,8 @@ def pidfd_of_thread(tid: int) -> int:
 
 
 class _IoVec(ctypes.Structure):
+    """``struct iovec``."""
+
     _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
 
 
@@ -288,6 +295,7 @@ __all__ = [
     "die_with_parent",
     "drop_privileges",
     "fail_errno",
+    "int32",
     "libc",
     "machine",
     "openat2",
