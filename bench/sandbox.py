@@ -2,12 +2,14 @@
 
 Each sample is ``confine`` + :func:`tether.sandbox.spawn` + wait for the exit of ``true``, the
 whole cost a ``bash`` call pays for its sandbox. Backends are interleaved round by round so
-machine noise hits them alike. Landlock is measured through its fast path (the fork server,
-the default) and through its launcher argv (what a caller that can only spawn an argv gets).
+machine noise hits them alike. bubblewrap and Landlock are measured through their fast path
+(a fork-server pair, the default), Landlock also through its launcher argv (what a caller that
+can only spawn an argv gets).
 
-After a fork-server sample the script waits until the server has forked the next pair, so
-that work (done between commands, off a spawn's critical path) is not charged to whichever
-sample runs next.
+After a fork-server sample the script waits until the server has forked the next pair of that
+kind, and :data:`SETTLE` more for the pair to set itself up (its filter, its supervisor's
+rehearsal), so that work (done between commands, off a spawn's critical path) is not charged
+to whichever sample runs next.
 
 ``--ballast MB`` grows this process's heap first (touched pages): a real harness is bigger
 than this script, and any design that forks the harness per command gets slower with it.
@@ -34,7 +36,10 @@ from pathlib import Path
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider, spawn, unconfined
 from tether.sandbox.command import ConfinedCommand
-from tether.sandbox.landlock_client import fork_server
+from tether.sandbox.landlock_client import fork_server, kind_of
+
+SETTLE = 0.05
+"""Seconds a fresh pair gets to set itself up before the next sample."""
 
 
 async def sample(make: Callable[[], ConfinedCommand], cwd: str) -> float:
@@ -46,8 +51,10 @@ async def sample(make: Callable[[], ConfinedCommand], cwd: str) -> float:
     elapsed = time.perf_counter() - started
     if process.returncode != 0:
         raise SystemExit(f"{command.backend}: exit status {process.returncode}")
-    if command.landlock is not None and command.fast_path and not await fork_server().ready():
-        raise SystemExit("the Landlock fork server stopped")
+    if command.fast_path:
+        if not await fork_server().ready(kind_of(command)):
+            raise SystemExit("the fork server stopped")
+        await asyncio.sleep(SETTLE)
     return elapsed
 
 

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import stat
+import sys
 import uuid
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from tether.sandbox import (
     stop,
     unconfined_env,
 )
-from tether.sandbox.backends import LAUNCHER_PATH
+from tether.sandbox.backends import BWRAP_LAUNCHER_PATH, LAUNCHER_PATH
 from tether.sandbox.landlock_exec import LAUNCHER_EXIT, readable_roots
 
 pytestmark = pytest.mark.timeout(60)
@@ -187,7 +188,11 @@ def test_backends_are_probed_once_per_provider(host: Host, tmp_path: Path) -> No
 @pytest.mark.bwrap
 def test_bwrap_profile_order_and_flags(host: Host) -> None:
     provider = make_provider("bwrap", host)
-    argv = list(provider.confine(["true"], host.policy("workspace-write")).argv)
+    command = provider.confine(["true"], host.policy("workspace-write"))
+    # bwrap's own command line, behind the launcher of its supervisor (docs/sandbox.md).
+    argv = list(command.bwrap_argv)
+    assert command.argv[:4] == (sys.executable, "-I", "-S", BWRAP_LAUNCHER_PATH)
+    assert command.argv[-len(argv) - 1 :] == ("--", *argv)
     ws = str(host.ws)
     i = argv.index
     assert argv[1:9] == ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs"]
@@ -452,9 +457,8 @@ def test_relative_path_entries_never_find_bwrap(
     monkeypatch.setenv("PATH", f"bin:{os.environ['PATH']}")
     provider = SandboxProvider(backends=("bwrap",), disable=())
     assert provider.backend_name() == "bwrap"
-    assert provider.confine(["true"], host.policy("read-only")).runner == shutil.which(
-        "bwrap", path=os.environ["PATH"].split(":", 1)[1]
-    )
+    command = provider.confine(["true"], host.policy("read-only"))
+    assert command.bwrap_argv[0] == shutil.which("bwrap", path=os.environ["PATH"].split(":", 1)[1])
     assert not marker.exists()
 
 

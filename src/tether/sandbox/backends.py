@@ -7,6 +7,7 @@ turns one argv and one mode into a :class:`ConfinedCommand`. Profiles follow pla
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -14,16 +15,15 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Final, Protocol
+from typing import Final, Literal, Protocol
 
 from tether.policy import SandboxMode
+from tether.sandbox.bwrap_exec import PROGRAM_FD
 from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
 from tether.sandbox.environment import FALLBACK_PATH
 from tether.sandbox.errors import SandboxError
 from tether.sandbox.landlock_exec import (
     FULL_ENFORCEMENT_ABI,
-    LAUNCHER_EXIT,
-    LAUNCHER_PREFIX,
     NETWORK_ABI,
     SCOPE_ABI,
     LandlockError,
@@ -32,6 +32,9 @@ from tether.sandbox.landlock_exec import (
     writable_cover,
 )
 from tether.sandbox.paths import below, canonical, harness_paths
+from tether.sandbox.socket_calls import SocketRules
+from tether.sandbox.supervisor import LAUNCHER_EXIT, LAUNCHER_PREFIX
+from tether.sandbox.syscalls import machine
 
 CLOSED_ROOT_NOTE: Final = (
     "[sandbox: commands cannot create, remove or rename entries directly in the workspace "
@@ -44,6 +47,12 @@ CLOSED_ROOT_NOTE: Final = (
 
 PROBE_TIMEOUT: Final = 10.0
 """Seconds a functional probe may take before the backend counts as unusable."""
+HERE: Final = os.path.dirname(os.path.abspath(__file__))
+LAUNCHER_PATH: Final = os.path.join(HERE, "landlock_exec.py")
+BWRAP_LAUNCHER_PATH: Final = os.path.join(HERE, "bwrap_exec.py")
+LAUNCHER_RULE: Final = RunnerFailureRule(
+    LAUNCHER_EXIT, LAUNCHER_PREFIX, "the sandbox launcher could not confine the command"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +81,24 @@ class Profile:
     open_root: bool = False
     """bubblewrap only: bind the workspace root writable as a whole (``open_workspace_root``);
     control and hidden paths missing at start can then be created directly in it."""
+    unix_sockets: tuple[str, ...] = ()
+    """Socket paths a command without network may connect to wherever they are (real paths:
+    the ``sandbox`` plugin's ``allow_unix_sockets``)."""
 
     @property
     def closed_root(self) -> bool:
         """Under workspace-write, the workspace root itself is not writable (its entries are
         granted one by one), so nothing can be created, removed or renamed directly in it."""
         return self.mode is SandboxMode.WORKSPACE_WRITE and not self.open_root
+
+    def socket_rules(self, roots: tuple[str, ...] = ()) -> SocketRules | None:
+        """What the supervisor of a command without network permits (``None`` with network):
+        sockets inside ``roots``, never under a control or hidden path, and the allowed
+        ones."""
+        if self.network:
+            return None
+        excluded = tuple(dict.fromkeys((*self.control, *self.hidden)))
+        return SocketRules(roots, excluded=excluded, allowed=self.unix_sockets)
 
 
 def check_runner(files: Sequence[str], workspace: str) -> None:
@@ -97,10 +118,30 @@ def check_runner(files: Sequence[str], workspace: str) -> None:
             )
 
 
+Aspect = Literal[
+    "files",
+    "TCP",
+    "UDP and other families",
+    "pathname Unix sockets",
+    "abstract Unix sockets",
+    "signals",
+    "metadata",
+]
+"""What a backend confines, as ``tether doctor`` lists it (docs/sandbox.md has the table)."""
+Coverage = tuple[tuple[Aspect, str], ...]
+"""How a backend enforces each :data:`Aspect` in the restricted modes, without network."""
+
+_SOCKETS = "supervisor: only inside the writable roots ({}), and allow_unix_sockets"
+
+
 class Backend(Protocol):
     name: BackendName
 
     def probe(self) -> Probe: ...
+
+    def coverage(self) -> Coverage:
+        """What this backend enforces, as probed (call after a successful :meth:`probe`)."""
+        ...
 
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand: ...
 
@@ -121,13 +162,16 @@ class BwrapBackend:
     under workspace-write."""
     runner_failure_rules: Final = (
         RunnerFailureRule(1, "bwrap: ", "bubblewrap could not set up the sandbox"),
+        LAUNCHER_RULE,
     )
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(self, path: str | None = None, *, python: str | None = None) -> None:
         """``path``: the bwrap binary or a bwrap-compatible runner (default: ``bwrap`` on
-        ``PATH``). Whatever it is, it is probed before any command uses it."""
+        ``PATH``). Whatever it is, it is probed before any command uses it. ``python``: the
+        interpreter of the launcher (:mod:`.bwrap_exec`)."""
         self.path = path
         self._found: str | None = None
+        self.python = python or sys.executable
 
     def _binary(self) -> str | None:
         """The runner: ``path``, else ``bwrap`` on ``PATH`` as first found (the one probed).
@@ -157,8 +201,15 @@ class BwrapBackend:
             target = os.path.join(ws, "probe")
             # ``true`` (not the special builtin ``:``): a failed redirection must not exit sh.
             script = 'exec 2>/dev/null; if true > "$1"; then exit 3; fi; exit 0'
+            if machine() is None:
+                return Probe(False, f"no seccomp filter for architecture {os.uname().machine}")
+            # Through the launcher, as commands without network run: the socket filter and
+            # its supervisor must let bwrap set up its namespaces.
             profile = Profile(SandboxMode.READ_ONLY, ws, {"PATH": FALLBACK_PATH})
-            argv = self.build(binary, ["/bin/sh", "-c", script, "sh", target], profile)
+            argv = self._supervised(
+                self.build(binary, ["/bin/sh", "-c", script, "sh", target], profile),
+                profile.socket_rules(),
+            )
             try:
                 done = subprocess.run(
                     argv,
@@ -177,6 +228,20 @@ class BwrapBackend:
                 first = stderr.splitlines()[0] if stderr else f"exit status {done.returncode}"
                 return Probe(False, f"probe failed: {first}")
         return Probe(True, f"{_bwrap_version(binary)} at {binary}")
+
+    def coverage(self) -> Coverage:
+        return (
+            ("files", "mount namespace: read-only but for a private /tmp and, under "
+             "workspace-write, the workspace; hidden paths mounted over"),
+            ("TCP", "network namespace: the command's own loopback only"),
+            ("UDP and other families", "network namespace for IP; seccomp: Unix, netlink "
+             "(route) and IP sockets only (AF_VSOCK, AF_PACKET and the rest refused)"),
+            ("pathname Unix sockets", _SOCKETS.format(
+                "the private /tmp; the workspace under workspace-write")),
+            ("abstract Unix sockets", "supervisor: refused (the network namespace's only)"),
+            ("signals", "PID namespace: the command's own processes only"),
+            ("metadata", "read-only mounts"),
+        )  # fmt: skip
 
     def build(self, binary: str, argv: Sequence[str], profile: Profile) -> list[str]:
         out = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -198,10 +263,38 @@ class BwrapBackend:
         out += ["--unshare-all"]
         if profile.network:
             out += ["--share-net"]
+        else:
+            # No user namespace inside (bwrap_exec.py puts the filter at that descriptor): one
+            # would let the command mount, and so bind a host socket over a path its
+            # supervisor lets it connect to.
+            out += ["--seccomp", str(PROGRAM_FD)]
         out += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in profile.env.items():
             out += ["--setenv", key, value]
         return [*out, "--", *argv]
+
+    def _supervised(self, bwrap: list[str], rules: SocketRules | None) -> list[str]:
+        """``bwrap`` behind the launcher that supervises its socket calls (as is, with
+        network)."""
+        if rules is None:
+            return bwrap
+        launcher = [self.python, "-I", "-S", BWRAP_LAUNCHER_PATH]
+        return [*launcher, "--sockets", json.dumps(rules.to_json()), "--", *bwrap]
+
+    def socket_rules(self, profile: Profile) -> SocketRules | None:
+        """What the workspace grants writable (workspace-write: the entries
+        :func:`_workspace_binds` binds writable) and the private ``/tmp``, in the command's
+        view (the same paths: bwrap binds them in place)."""
+        rules = profile.socket_rules(_writable_in_workspace(profile))
+        if rules is None:
+            return None
+        return SocketRules(
+            rules.roots,
+            private=(("/tmp", os.stat("/tmp").st_dev),),
+            excluded=rules.excluded,
+            allowed=rules.allowed,
+            ip=True,  # IP sockets live in the command's own network namespace
+        )
 
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand:
         binary = self._binary() or "bwrap"
@@ -210,8 +303,10 @@ class BwrapBackend:
         signatures: tuple[str, ...] = self.denial_signatures
         if profile.mode is SandboxMode.WORKSPACE_WRITE:
             signatures = (*signatures, self.busy_signature)
+        bwrap = self.build(binary, argv, profile)
+        rules = self.socket_rules(profile)
         return ConfinedCommand(
-            argv=tuple(self.build(binary, argv, profile)),
+            argv=tuple(self._supervised(bwrap, rules)),
             env=env,
             mode=profile.mode,
             backend="bwrap",
@@ -219,10 +314,25 @@ class BwrapBackend:
             denial_signatures=signatures,
             runner_failure_rules=self.runner_failure_rules,
             command=tuple(argv),
-            runner=binary,
+            runner=binary if rules is None else self.python,
             network=profile.network,
             denial_note=CLOSED_ROOT_NOTE if profile.closed_root else None,
+            sockets=rules,
+            bwrap_argv=tuple(bwrap) if rules is not None else (),
+            fast_path=rules is not None,
         )
+
+
+def _writable_in_workspace(profile: Profile) -> tuple[str, ...]:
+    """The parts of the workspace a command may change: none under read-only; the whole root
+    with ``open_root``; else the entries :func:`writable_cover` grants (the same for both
+    backends, so a socket is reachable on one exactly where it is on the other)."""
+    if profile.mode is not SandboxMode.WORKSPACE_WRITE:
+        return ()
+    if profile.open_root:
+        return (profile.workspace,)
+    granted, _ = writable_cover(profile.workspace, {*profile.hidden, *profile.control})
+    return tuple(granted)
 
 
 def _workspace_binds(profile: Profile) -> list[str]:
@@ -271,9 +381,6 @@ _LANDLOCK_PROBE = (
 )
 
 
-LAUNCHER_PATH: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock_exec.py")
-
-
 def _probe_landlock(python: str) -> str | None:
     """Confine a real command (through the launcher: the same supervisor and metadata filter
     as the fork server's pairs): a write and a chmod in the workspace must work, a write and
@@ -315,11 +422,7 @@ class LandlockBackend:
 
     name: BackendName = "landlock"
     denial_signatures: Final = ("Permission denied",)
-    runner_failure_rules: Final = (
-        RunnerFailureRule(
-            LAUNCHER_EXIT, LAUNCHER_PREFIX, "the Landlock launcher could not confine the command"
-        ),
-    )
+    runner_failure_rules: Final = (LAUNCHER_RULE,)
 
     def __init__(self, *, fast_path: bool = True, python: str | None = None) -> None:
         self.fast_path = fast_path
@@ -345,9 +448,29 @@ class LandlockBackend:
             covers.append("TCP")
         if abi >= SCOPE_ABI:
             covers.append("signal/socket scopes")
-        covers.append("seccomp metadata filter")
+        covers.append("seccomp metadata and socket filter")
         enforcement: Enforcement = "full" if abi >= FULL_ENFORCEMENT_ABI else "partial"
         return Probe(True, f"Landlock ABI {abi} ({', '.join(covers)})", enforcement)
+
+    def coverage(self) -> Coverage:
+        abi = self.abi
+        return (
+            ("files", f"Landlock ABI {abi}: writes only under workspace-write, inside the "
+             "workspace and a private $TMPDIR; hidden paths unreadable"
+             + ("" if abi >= FULL_ENFORCEMENT_ABI else "; truncate not refused")),
+            ("TCP", "seccomp: no IP socket at all" + (
+                " (and Landlock: bind and connect refused)" if abi >= NETWORK_ABI else "")),
+            ("UDP and other families", "seccomp: Unix and netlink (route) sockets only (UDP, "
+             "raw, AF_VSOCK, AF_PACKET and the rest refused)"),
+            ("pathname Unix sockets", _SOCKETS.format(
+                "under workspace-write: the workspace and a private $TMPDIR")),
+            ("abstract Unix sockets", "supervisor: refused" + (
+                " (and Landlock's scope)" if abi >= SCOPE_ABI else "")),
+            ("signals", "Landlock scope: the command's own processes only" if abi >= SCOPE_ABI
+             else "not confined below Landlock ABI 6 (processes of the same uid)"),
+            ("metadata", "seccomp: chmod and utimes inside the writable roots only; chown, "
+             "xattr changes and chattr refused"),
+        )  # fmt: skip
 
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand:
         env = dict(profile.env)
@@ -361,6 +484,7 @@ class LandlockBackend:
         else:
             env.pop("TMPDIR", None)
         spec = LandlockSpec(writable, profile.hidden, profile.network, profile.control)
+        rules = profile.socket_rules()  # the roots are the writable roots, filled in later
         launcher = [self.python, "-I", "-S", LAUNCHER_PATH]
         for path in spec.writable:
             launcher += ["--rw", path]
@@ -368,8 +492,10 @@ class LandlockBackend:
             launcher += ["--hide", path]
         for path in spec.readonly:
             launcher += ["--ro", path]
-        if spec.network:
+        if rules is None:
             launcher.append("--net")
+        else:
+            launcher += ["--sockets", json.dumps(rules.to_json())]
         for key, value in env.items():
             launcher += ["--setenv", key, value]
         enforcement: Enforcement = "full" if self.abi >= FULL_ENFORCEMENT_ABI else "partial"
@@ -386,6 +512,7 @@ class LandlockBackend:
                 runner=self.python,
                 network=profile.network,
                 landlock=spec,
+                sockets=rules,
                 fast_path=self.fast_path,
                 temp_dir=temp_dir,
                 denial_note=CLOSED_ROOT_NOTE if writable else None,
@@ -398,11 +525,14 @@ class LandlockBackend:
 
 
 __all__ = [
+    "BWRAP_LAUNCHER_PATH",
     "CLOSED_ROOT_NOTE",
     "LAUNCHER_PATH",
     "PROBE_TIMEOUT",
+    "Aspect",
     "Backend",
     "BwrapBackend",
+    "Coverage",
     "LandlockBackend",
     "Probe",
     "Profile",

@@ -11,6 +11,7 @@ from typing import Literal
 from tether.policy import SandboxMode
 from tether.sandbox.errors import SandboxUnavailableError
 from tether.sandbox.landlock_exec import LandlockSpec
+from tether.sandbox.socket_calls import SocketRules
 
 BackendName = Literal["bwrap", "landlock", "none"]
 """A confinement backend.
@@ -52,8 +53,8 @@ class ConfinedCommand:
 
     ``argv`` and ``env`` are self-contained: a caller that spawns ``argv`` with ``env`` (in its
     own session, ``close_fds``) gets the confined command. :func:`tether.sandbox.spawn` does
-    that and may use a faster equivalent (``landlock``: the same confinement applied by a pair
-    from the fork server, :mod:`tether.sandbox.landlock_server`, instead of the launcher).
+    that and may use a faster equivalent (the same confinement applied by a pair from the fork
+    server, :mod:`tether.sandbox.landlock_server`, instead of the launcher in ``argv``).
     """
 
     argv: tuple[str, ...]
@@ -73,8 +74,15 @@ class ConfinedCommand:
     landlock: LandlockSpec | None = None
     """Set for the Landlock backend: the spec :func:`tether.sandbox.spawn` applies in the
     child (and the supervisor that sweeps what the command leaves behind)."""
+    sockets: SocketRules | None = None
+    """Set for a confined command without network: where its supervisor lets it connect and
+    send (see :mod:`tether.sandbox.socket_calls`). Under Landlock the roots are its writable
+    roots, filled in where the ruleset is built."""
+    bwrap_argv: tuple[str, ...] = ()
+    """Bubblewrap below a supervisor: the bwrap command line the supervisor's command execs
+    (``argv`` is the same behind the launcher)."""
     fast_path: bool = False
-    """Landlock only: spawn ``command`` through the fork server instead of the launcher."""
+    """Spawn through the fork server instead of the launcher in ``argv``."""
     temp_dir: str | None = field(default=None, compare=False)
     """A private temp directory made for this command (removed by :meth:`close`)."""
     denial_note: str | None = None
@@ -87,9 +95,10 @@ class ConfinedCommand:
 
     @property
     def supervised(self) -> bool:
-        """A supervisor process stands between the harness and the command (Landlock): stop
-        it with SIGTERM so it can kill everything below it, not with SIGKILL."""
-        return self.landlock is not None
+        """A supervisor process stands between the harness and the command (Landlock, and
+        bubblewrap without network): stop it with SIGTERM so it can kill everything below it,
+        not with SIGKILL."""
+        return self.landlock is not None or self.sockets is not None
 
     def runner_failure(self, returncode: int | None, stderr: str) -> str | None:
         """Why the runner failed, or ``None`` when the command itself ran."""

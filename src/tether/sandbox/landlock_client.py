@@ -1,10 +1,12 @@
-"""The harness's side of the Landlock fork server (:mod:`tether.sandbox.landlock_server`).
+"""The harness's side of the fork server (:mod:`tether.sandbox.landlock_server`).
 
-One server per harness process, started on the first Landlock spawn (:func:`fork_server`) and
-shared by every provider: it holds no per-session state, since each request carries its own
-ruleset. The harness keeps one *pair* (a supervisor and its command-to-be, forked by the
-server) ready, so a spawn is: build the ruleset, send one message to the pair (the stdio, the
-ruleset and a memfd with the request), and ask the server for the next pair.
+One server per harness process, started on the first supervised spawn (:func:`fork_server`)
+and shared by every provider: it holds no per-session state, since each request carries its
+own ruleset and rules. The harness keeps one *pair* (a supervisor and its command-to-be,
+forked by the server) of each kind in use ready (:func:`kind_of`: Landlock without network,
+Landlock with network, bubblewrap), so a spawn is: build the ruleset (Landlock), send one
+message to the pair (the stdio, the ruleset and a memfd with the request), and ask the server
+for the next pair.
 
 A running command belongs to the harness's end of its pair socket (held by its
 :class:`ForkedProcess`): its supervisor stops it when that end hangs up, so it never outlives
@@ -26,6 +28,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,7 +36,7 @@ import sys
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any, Final
 
 from tether.sandbox import landlock_server
@@ -42,9 +45,10 @@ from tether.sandbox.errors import SandboxError
 from tether.sandbox.landlock_exec import (
     LandlockError,
     build_ruleset,
-    recv_with_fds,
     writable_roots,
 )
+from tether.sandbox.landlock_server import BWRAP, LANDLOCK, LANDLOCK_NET
+from tether.sandbox.supervisor import Rules, recv_with_fds
 
 SERVER_PATH: Final = os.path.abspath(landlock_server.__file__)
 PAIR_TIMEOUT: Final = 10.0
@@ -66,8 +70,19 @@ class _Unreachable(Exception):
     """The server could not hand over a pair (the message says why)."""
 
 
+def kind_of(command: ConfinedCommand) -> bytes:
+    """The kind of pair that spawns ``command`` (``SANDBOX_CONFIG`` for one that runs below
+    no supervisor)."""
+    if command.landlock is not None:
+        return LANDLOCK_NET if command.landlock.network else LANDLOCK
+    if command.bwrap_argv and command.sockets is not None:
+        return BWRAP
+    raise SandboxError("the fork server only spawns supervised commands", code="SANDBOX_CONFIG")
+
+
 @dataclass(slots=True, weakref_slot=True, eq=False)
 class _Pair:
+    kind: bytes
     pid: int
     pidfd: int
     sock: socket.socket
@@ -162,9 +177,13 @@ class ForkServer:
         self.python = python or sys.executable
         self.pid: int | None = None
         self._control: socket.socket | None = None
-        self._spares: collections.deque[_Pair] = collections.deque()
-        self._waiters: collections.deque[asyncio.Future[_Pair]] = collections.deque()
-        self._asked = 0
+        self._spares: dict[bytes, collections.deque[_Pair]] = {
+            kind: collections.deque() for kind in landlock_server.KINDS
+        }
+        self._waiters: dict[bytes, collections.deque[asyncio.Future[_Pair]]] = {
+            kind: collections.deque() for kind in landlock_server.KINDS
+        }
+        self._asked = _no_pairs_asked()
         self._watching: asyncio.AbstractEventLoop | None = None
         _made.add(self)
 
@@ -197,7 +216,7 @@ class ForkServer:
             theirs.close()
         ours.setblocking(False)
         self._control = ours
-        self._asked = 0
+        self._asked = _no_pairs_asked()
         return ours
 
     def drop(self) -> None:
@@ -206,9 +225,10 @@ class ForkServer:
             self._control.close()
         self._control = None
         self.pid = None
-        self._asked = 0
-        self._spares.clear()
-        self._waiters.clear()
+        self._asked = _no_pairs_asked()
+        for kind in landlock_server.KINDS:
+            self._spares[kind].clear()
+            self._waiters[kind].clear()
         self._watching = None
 
     def close(self) -> None:
@@ -223,13 +243,14 @@ class ForkServer:
         control, pid = self._control, self.pid
         self._control = None
         self.pid = None
-        self._asked = 0
-        while self._spares:
-            self._spares.popleft().discard()
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_exception(_Unreachable(reason or "the fork server was closed"))
+        self._asked = _no_pairs_asked()
+        for kind in landlock_server.KINDS:
+            while self._spares[kind]:
+                self._spares[kind].popleft().discard()
+            while self._waiters[kind]:
+                waiter = self._waiters[kind].popleft()
+                if not waiter.done():
+                    waiter.set_exception(_Unreachable(reason or "the fork server was closed"))
         if self._watching is not None and control is not None:
             with contextlib.suppress(RuntimeError, ValueError):
                 self._watching.remove_reader(control.fileno())
@@ -243,14 +264,14 @@ class ForkServer:
             _reap(pid)
 
     # -- pairs ------------------------------------------------------------------------------
-    def _ask(self, count: int) -> None:
+    def _ask(self, kind: bytes, count: int) -> None:
         control = self._start()
         try:
-            control.send(b"F" * count)
+            control.send(kind * count)
         except OSError as err:
             self._fail(f"the Landlock fork server is gone: {err}")
             raise _Unreachable(f"the Landlock fork server is gone: {err}") from err
-        self._asked += count
+        self._asked[kind] += count
 
     def _receive(self) -> None:
         """Take every pair that has arrived: to the oldest waiter, else to the spares."""
@@ -262,10 +283,11 @@ class ForkServer:
             except OSError as err:
                 self._fail(f"the Landlock fork server failed: {err}")
                 return
-            if message.startswith(b"E ") and not fds:
+            kind, rest = message[2:3], message[4:]
+            if message.startswith(b"E ") and kind in self._asked and not fds:
                 # It could not fork this pair (and goes on serving): fail one spawn only.
-                self._asked -= 1
-                self._give(_Unreachable(message[2:].decode(errors="replace")))
+                self._asked[kind] -= 1
+                self._give(kind, _Unreachable(rest.decode(errors="replace")))
                 continue
             pid = _pair_pid(message)
             if pid is None or len(fds) != 2:
@@ -273,17 +295,18 @@ class ForkServer:
                     os.close(fd)
                 self._fail("the Landlock fork server exited or answered nonsense")
                 return
-            self._asked -= 1
-            pair = _Pair(pid, fds[0], socket.socket(fileno=fds[1]))
+            self._asked[kind] -= 1
+            pair = _Pair(kind, pid, fds[0], socket.socket(fileno=fds[1]))
             pair.sock.setblocking(False)  # the loop's sock_recv must never block the loop
-            if not self._give(pair):
-                self._spares.append(pair)
+            if not self._give(kind, pair):
+                self._spares[kind].append(pair)
         self._unwatch()
 
-    def _give(self, outcome: _Pair | _Unreachable) -> bool:
-        """Hand a pair (or the failure to make one) to the oldest waiting spawn, if any."""
-        while self._waiters:
-            waiter = self._waiters.popleft()
+    def _give(self, kind: bytes, outcome: _Pair | _Unreachable) -> bool:
+        """Hand a pair (or the failure to make one) to the oldest spawn waiting for ``kind``."""
+        waiters = self._waiters[kind]
+        while waiters:
+            waiter = waiters.popleft()
             if not waiter.done():
                 if isinstance(outcome, _Pair):
                     waiter.set_result(outcome)
@@ -293,23 +316,24 @@ class ForkServer:
         return False
 
     def _unwatch(self) -> None:
-        if self._watching is not None and not self._waiters and self._control is not None:
+        waiting = any(self._waiters.values())
+        if self._watching is not None and not waiting and self._control is not None:
             with contextlib.suppress(RuntimeError, ValueError):
                 self._watching.remove_reader(self._control.fileno())
             self._watching = None
 
-    async def _take_pair(self) -> _Pair:
+    async def _take_pair(self, kind: bytes = LANDLOCK) -> _Pair:
         loop = asyncio.get_running_loop()
         self._start()
         self._receive()
-        if self._spares:
-            pair = self._spares.popleft()
+        if self._spares[kind]:
+            pair = self._spares[kind].popleft()
         else:
             waiter: asyncio.Future[_Pair] = loop.create_future()
-            self._waiters.append(waiter)
-            missing = len(self._waiters) - self._asked
+            self._waiters[kind].append(waiter)
+            missing = len(self._waiters[kind]) - self._asked[kind]
             if missing > 0:
-                self._ask(missing)
+                self._ask(kind, missing)
             control = self._start()
             if self._watching is not loop:
                 if self._watching is not None:
@@ -324,31 +348,32 @@ class ForkServer:
                 raise _Unreachable("the Landlock fork server did not answer") from None
             finally:
                 with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
+                    self._waiters[kind].remove(waiter)
                 self._unwatch()
-        loop.call_later(TOP_UP_DELAY, self.top_up)
+        loop.call_later(TOP_UP_DELAY, self.top_up, kind)
         return pair
 
-    async def ready(self) -> bool:
-        """Start the server if needed and wait until a pair is ready, so the next spawn waits
-        for nothing. False when the server cannot start (spawns then fail closed)."""
+    async def ready(self, kind: bytes = LANDLOCK) -> bool:
+        """Start the server if needed and wait until a pair of ``kind`` is ready, so the next
+        spawn waits for nothing. False when the server cannot start (spawns then fail
+        closed)."""
         try:
             self._start()
             self._receive()
-            if not self._spares:
-                self._spares.appendleft(await self._take_pair())
+            if not self._spares[kind]:
+                self._spares[kind].appendleft(await self._take_pair(kind))
         except _Unreachable:
             return False
         return True
 
-    def top_up(self) -> None:
-        """Ask for pairs until :data:`SPARE_PAIRS` are ready or on their way."""
+    def top_up(self, kind: bytes = LANDLOCK) -> None:
+        """Ask for pairs of ``kind`` until :data:`SPARE_PAIRS` are ready or on their way."""
         if self._control is None:
             return
-        missing = SPARE_PAIRS - (len(self._spares) + self._asked - len(self._waiters))
-        if missing > 0:
+        ready = len(self._spares[kind]) + self._asked[kind] - len(self._waiters[kind])
+        if SPARE_PAIRS - ready > 0:
             with contextlib.suppress(_Unreachable):
-                self._ask(missing)
+                self._ask(kind, SPARE_PAIRS - ready)
 
     # -- spawn ------------------------------------------------------------------------------
     async def spawn(
@@ -360,39 +385,50 @@ class ForkServer:
         stdout: Stream = subprocess.PIPE,
         stderr: Stream = subprocess.PIPE,
     ) -> ForkedProcess:
-        """Start the Landlock-confined ``command``. Streams as for ``subprocess`` except
-        ``stdin=PIPE`` (not supported). Raises ``SandboxUnavailableError`` when the command
-        could not be handed to a confined process (it did not run)."""
-        spec = command.landlock
-        if spec is None:
-            raise SandboxError(
-                "the fork server only spawns Landlock commands", code="SANDBOX_CONFIG"
-            )
+        """Start the supervised ``command`` (Landlock, or bubblewrap without network).
+        Streams as for ``subprocess`` except ``stdin=PIPE`` (not supported). Raises
+        ``SandboxUnavailableError`` when the command could not be handed to a confined
+        process (it did not run)."""
+        kind = kind_of(command)
         if stdin == subprocess.PIPE:
             raise SandboxError("the fork server does not support stdin=PIPE", code="SANDBOX_CONFIG")
-        argv, env = list(command.command), dict(command.env)
+        spec = command.landlock
+        argv = list(command.bwrap_argv if spec is None else command.command)
+        env = dict(command.env)
         if any("\0" in text for text in (*argv, *env, *env.values())):
             raise SandboxError("embedded null byte in argv or env", code="SANDBOX_CONFIG")
-        try:
-            roots = writable_roots(spec)
-        except LandlockError as err:
-            raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
-        body = json.dumps(
-            {"argv": argv, "env": env, "cwd": cwd or os.getcwd(), "writable": list(roots)}
-        ).encode()
+        request: dict[str, object] = {"argv": argv, "env": env, "cwd": cwd or os.getcwd()}
+        sockets = command.sockets
+        roots: tuple[str, ...] = ()
+        if spec is None:
+            _check_runner(command)
+            rules = Rules((), sockets)
+        else:
+            try:
+                roots = writable_roots(spec)
+            except LandlockError as err:
+                raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
+            request["writable"] = list(roots)
+            # Under Landlock, pathname sockets may be used inside the writable roots.
+            rules = Rules(roots, None if sockets is None else replace(sockets, roots=roots))
+        request["rules"] = rules.encode().decode()
+        body = json.dumps(request).encode()
         if len(body) > landlock_server.MAX_REQUEST:
             raise SandboxError(
                 "the command and its environment are too large", code="SANDBOX_CONFIG"
             )
-        try:
-            ruleset = build_ruleset(spec, roots=roots)
-        except LandlockError as err:
-            raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
+        ruleset = -1
+        if spec is not None:
+            try:
+                ruleset = build_ruleset(spec, roots=roots)
+            except LandlockError as err:
+                raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
         memfd = os.memfd_create("tether-request", os.MFD_CLOEXEC)
         try:
             os.write(memfd, body)  # a memfd takes a whole write
             with _Streams(stdin, stdout, stderr) as streams:
-                pair = await self._hand_over([*streams.child_fds, ruleset, memfd])
+                fds = [*streams.child_fds, *([ruleset] if ruleset >= 0 else []), memfd]
+                pair = await self._hand_over(kind, fds)
                 try:
                     out, err_stream = await streams.readers()
                 except BaseException:
@@ -402,26 +438,46 @@ class ForkServer:
                         signal.pidfd_send_signal(pair.pidfd, signal.SIGTERM)
                     pair.discard()
                     raise
-                return ForkedProcess(pair, out, err_stream, self.top_up)
+                return ForkedProcess(pair, out, err_stream, lambda: self.top_up(kind))
         except _Unreachable as err:
             raise command.unavailable(str(err)) from err
         finally:
             os.close(memfd)
-            os.close(ruleset)
+            if ruleset >= 0:
+                os.close(ruleset)
 
-    async def _hand_over(self, fds: list[int]) -> _Pair:
+    async def _hand_over(self, kind: bytes, fds: list[int]) -> _Pair:
         for attempt in range(2):
-            pair = await self._take_pair()
+            pair = await self._take_pair(kind)
             try:
                 socket.send_fds(pair.sock, [landlock_server.REQUEST], fds)
             except OSError as err:
                 pair.discard()
                 if attempt or err.errno not in _PAIR_GONE:
-                    raise _Unreachable(f"cannot reach a Landlock pair: {err}") from err
+                    raise _Unreachable(f"cannot reach a fork-server pair: {err}") from err
                 self._receive()  # the pair died (say, killed): one more try with a fresh one
                 continue
             return pair
         raise AssertionError("unreachable")
+
+
+def _check_runner(command: ConfinedCommand) -> None:
+    """A runner that cannot be executed (``SANDBOX_UNAVAILABLE``) is found before a pair is
+    spent on it; the pair fails closed too if it goes away in between."""
+    runner = command.bwrap_argv[0]
+    # A bare name is looked up as the exec will: on the command environment's PATH.
+    found = runner if "/" in runner else shutil.which(runner, path=command.env.get("PATH"))
+    if found is None or not os.path.exists(found):
+        reason = os.strerror(errno.ENOENT)
+    elif not os.access(found, os.X_OK):
+        reason = os.strerror(errno.EACCES)
+    else:
+        return
+    raise command.unavailable(f"cannot execute the sandbox runner {runner}: {reason}")
+
+
+def _no_pairs_asked() -> dict[bytes, int]:
+    return dict.fromkeys(landlock_server.KINDS, 0)
 
 
 def _reap(pid: int) -> None:
@@ -442,9 +498,10 @@ def _reap(pid: int) -> None:
 
 
 def _pair_pid(message: bytes) -> int | None:
-    """The supervisor's pid from a ``P <pid>`` message; ``None`` for anything else."""
-    head, _, pid = message.partition(b" ")
-    return int(pid) if head == b"P" and pid.isdigit() else None
+    """The supervisor's pid from a ``P <kind> <pid>`` message; ``None`` for anything else."""
+    head, kind, pid = message.split(b" ", 2) if message.count(b" ") == 2 else (b"", b"", b"")
+    ok = head == b"P" and kind in landlock_server.KINDS and pid.isdigit()
+    return int(pid) if ok else None
 
 
 class _Streams:
@@ -536,4 +593,11 @@ def fork_server() -> ForkServer:
     return server
 
 
-__all__ = ["PAIR_TIMEOUT", "SERVER_PATH", "ForkServer", "ForkedProcess", "fork_server"]
+__all__ = [
+    "PAIR_TIMEOUT",
+    "SERVER_PATH",
+    "ForkServer",
+    "ForkedProcess",
+    "fork_server",
+    "kind_of",
+]

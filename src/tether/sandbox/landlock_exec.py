@@ -1,29 +1,27 @@
-"""Landlock confinement of one command: syscalls, the ruleset, and a supervisor.
+"""Landlock confinement of one command: the ruleset, the command's side, and a launcher.
 
-This module imports nothing but the standard library, because it runs three ways:
+This module imports nothing but the standard library (and the sandbox's other stdlib-only
+modules, found next to it), because it runs three ways:
 
 * imported by the harness, which builds rulesets (:func:`build_ruleset`);
-* imported by the fork server (:mod:`tether.sandbox.landlock_server`), whose pairs use the
-  supervisor, the hand-over and the filter below;
+* imported by the fork server (:mod:`tether.sandbox.landlock_server`), whose pairs enter the
+  domain and install the filter as below;
 * as a launcher script, ``python -I -S .../landlock_exec.py [options] -- ARGV...`` (a Python
   start-up per call), which is what :attr:`ConfinedCommand.argv` holds, so a caller that only
   knows how to spawn an argv still gets a confined command.
 
-A command runs below a *supervisor*: a child subreaper that forks it and waits. The command
-enters a Landlock domain and execs; from ABI 6 a domain may not signal processes outside
-itself, and a confined process may never ptrace one, so the command cannot touch its
-supervisor. (The launcher's supervisor, forked from the caller, enters a domain of its own
-first and the command a nested one; the fork server's stays outside any domain.) When the
-command exits, or the supervisor is told to stop (SIGTERM, SIGINT, SIGHUP; its parent dying
-sends SIGTERM through ``PR_SET_PDEATHSIG``), the supervisor kills every process left below
-it, including ones that called ``setsid`` (they were reparented to it). That gives Landlock
-what bubblewrap's PID namespace gives for free: nothing a command starts outlives the call.
+A command runs below a supervisor (:mod:`.supervisor`). The command enters a Landlock domain
+and execs; from ABI 6 a domain may not signal processes outside itself, and a confined
+process may never ptrace one, so the command cannot touch its supervisor. (The launcher's
+supervisor, forked from the caller, enters a domain of its own first and the command a nested
+one; the fork server's stays outside any domain.)
 
 Supervisor and command drop every capability (bounding set, ambient, effective/permitted/
 inheritable) and set ``PR_SET_NO_NEW_PRIVS``, so root inside is a plain uid 0 (as with
 ``bwrap --cap-drop ALL``): it cannot mount, create device nodes, chroot or load modules. The
-command also gets a seccomp filter for what Landlock cannot see (metadata changes; see
-"metadata filter" below), whose emulated calls the supervisor serves.
+command also gets a seccomp filter (:mod:`.seccomp_filter`) for what Landlock cannot see:
+metadata changes, and the network beyond TCP (UDP, raw and other families, Unix sockets
+outside the writable roots), whose checked calls the supervisor serves.
 
 Launcher failures print one ``tether-landlock: ...`` line on stderr and exit 125 (the
 backend's runner-failure rule); a command that cannot be executed exits 127 like a shell.
@@ -31,29 +29,38 @@ backend's runner-failure rule); a command that cannot be executed exits 127 like
 
 from __future__ import annotations
 
-import array
 import contextlib
 import ctypes
 import errno
-import fcntl
+import json
 import os
-import resource
-import select
-import signal
 import socket
 import stat
-import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Final, NoReturn
 
-LAUNCHER_EXIT = 125
-"""Exit status of the launcher when it could not confine (the command never ran)."""
-LAUNCHER_PREFIX = "tether-landlock: "
-"""Prefix of the one stderr line the launcher writes before exiting with ``LAUNCHER_EXIT``."""
+if __package__:
+    from tether.sandbox import seccomp_filter, supervisor, syscalls
+    from tether.sandbox.socket_calls import SocketRules
+    from tether.sandbox.supervisor import LAUNCHER_EXIT, LAUNCHER_PREFIX, Rules
+else:  # the launcher: ``-I`` leaves this directory off sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import supervisor  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from socket_calls import SocketRules  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from supervisor import (  # type: ignore[import-not-found,no-redef,unused-ignore]
+        LAUNCHER_EXIT,
+        LAUNCHER_PREFIX,
+        Rules,
+    )
+
+_Libc = syscalls.Libc
+_libc = syscalls.libc
 
 # Syscall numbers: Landlock came after the syscall tables were unified, so these are the
 # same on x86_64, aarch64, riscv64 and the other generic-table architectures.
@@ -62,15 +69,6 @@ _SYS_ADD_RULE = 445
 _SYS_RESTRICT_SELF = 446
 _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
-
-_PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_CAP_AMBIENT = 47
-_PR_CAP_AMBIENT_CLEAR_ALL = 4
-_CAP_VERSION_3 = 0x20080522
 
 # Filesystem access rights (include/uapi/linux/landlock.h).
 FS_EXECUTE = 1 << 0
@@ -137,41 +135,6 @@ class LandlockSpec:
     hidden: tuple[str, ...] = ()
     network: bool = False
     readonly: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class _Libc:
-    syscall: Callable[..., int]
-    prctl: Callable[..., int]
-    capset: Callable[..., int]
-    utimensat: Callable[..., int]
-
-
-_libc_cache: list[_Libc] = []
-
-
-def _libc() -> _Libc:
-    if not _libc_cache:
-        lib = ctypes.CDLL(None, use_errno=True)
-        syscall = lib.syscall
-        syscall.restype = ctypes.c_long
-        prctl = lib.prctl
-        prctl.restype = ctypes.c_int
-        # Five arguments always: PR_SET_NO_NEW_PRIVS and PR_CAP_AMBIENT reject non-zero unused ones.
-        prctl.argtypes = [
-            ctypes.c_int,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-        ]
-        capset = lib.capset
-        capset.restype = ctypes.c_int
-        utimensat = lib.utimensat
-        utimensat.restype = ctypes.c_int
-        utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
-        _libc_cache.append(_Libc(syscall, prctl, capset, utimensat))
-    return _libc_cache[0]
 
 
 def abi_version() -> int:
@@ -522,627 +485,71 @@ def _add_rule(
         os.close(fd)
 
 
-# -- metadata filter (seccomp) ---------------------------------------------------------------
-# Landlock cannot refuse metadata changes: chmod, chown, utimes and extended attributes of any
-# file the uid owns (for root: every system file; ``chmod u+s`` included). A seccomp filter
-# closes that gap. chmod and utimensat are handed to the supervisor (seccomp user
-# notification), which opens the target itself, checks that the opened file lies under a
-# writable root, and performs the change, so a path swapped after the check cannot redirect it
-# (the launcher under read-only, with no writable root, refuses them in the filter itself);
-# chown and xattr changes are refused everywhere (without capabilities they were of little use
-# anyway). Refusals are EACCES, so they read "Permission denied".
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
-_SYS_RT_SIGACTION = {"x86_64": 13, "aarch64": 134}
-_X32_BIT = 0x40000000
-# name -> number per architecture (aarch64 has no legacy path-only calls).
-_SYSCALLS: dict[str, dict[str, int]] = {
-    "x86_64": {
-        "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "utimensat": 280,
-        "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
-        "utime": 132, "utimes": 235, "futimesat": 261,
-        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
-        "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
-        "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 16,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    },
-    "aarch64": {
-        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "utimensat": 88,
-        "fchown": 55, "fchownat": 54,
-        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7,
-        "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
-        "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 29,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    },
-}  # fmt: skip
-_EMULATED = ("chmod", "fchmod", "fchmodat", "fchmodat2", "utimensat")
-_REFUSED = (
-    "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "futimesat",
-    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
-    "setxattrat", "removexattrat", "file_setattr",
-    # io_uring performs xattr changes (and more) without the syscalls above ever being made.
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
-)  # fmt: skip
-# chattr through ioctl: FS_IOC_SETFLAGS (64- and 32-bit forms) and FS_IOC_FSSETXATTR.
-_REFUSED_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)
-
-_RET_ALLOW = 0x7FFF0000
-_RET_USER_NOTIF = 0x7FC00000
-_RET_ERRNO = 0x00050000
-_FILTER_FLAG_NEW_LISTENER = 1 << 3
-_SECCOMP_SET_MODE_FILTER = 1
-_NOTIF_RECV = 0xC0502100
-_NOTIF_SEND = 0xC0182101
-_NOTIF_ID_VALID = 0x40082102
-_NOTIF = struct.Struct("<QIIiIQ6Q")  # struct seccomp_notif (80 bytes)
-_NOTIF_RESP = struct.Struct("<QqiI")  # struct seccomp_notif_resp (24 bytes)
-_AT_FDCWD = -100
-_AT_SYMLINK_NOFOLLOW = 0x100
-_AT_EMPTY_PATH = 0x1000
-
-
-def machine() -> str | None:
-    """The architecture name if the metadata filter supports it, else ``None``."""
-    name = os.uname().machine
-    return name if name in _AUDIT_ARCH else None
-
-
-_BPF_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
-_BPF_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
-_BPF_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
-_BPF_RET = 0x06  # BPF_RET | BPF_K
-
-
-def _filter_program(arch: str, emulate: bool) -> bytes:
-    """The classic-BPF program, assembled by hand (no libseccomp needed).
-
-    Jumps name their target (``next``, or one of the three returns at the end); offsets are
-    resolved once the program's length is known.
-    """
-    numbers = _SYSCALLS[arch]
-    # EACCES, not EPERM: it reads "Permission denied", the backend's denial signature.
-    deny = _RET_ERRNO | errno.EACCES
-    returns = {"allow": _RET_ALLOW, "notify": _RET_USER_NOTIF if emulate else deny, "deny": deny}
-    # (code, k, true-target, false-target); loads use neither target.
-    body: list[tuple[int, int, str, str]] = [
-        (_BPF_LD_ABS, 4, "", ""),  # seccomp_data.arch
-        (_BPF_JEQ, _AUDIT_ARCH[arch], "next", "deny"),  # another ABI (i386 on x86_64): refuse
-        (_BPF_LD_ABS, 0, "", ""),  # seccomp_data.nr
-    ]
-    if arch == "x86_64":
-        body.append((_BPF_JGE, _X32_BIT, "deny", "next"))  # the x32 ABI: refuse
-    body += [(_BPF_JEQ, numbers[n], "notify", "next") for n in _EMULATED if n in numbers]
-    body += [(_BPF_JEQ, numbers[n], "deny", "next") for n in _REFUSED if n in numbers]
-    body.append((_BPF_JEQ, numbers["ioctl"], "next", "allow"))
-    body.append((_BPF_LD_ABS, 24, "", ""))  # low half of args[1]: the ioctl request
-    body += [(_BPF_JEQ, request, "deny", "next") for request in _REFUSED_IOCTLS]
-    labels = {name: len(body) + i for i, name in enumerate(returns)}
-    labels["allow"] = len(body)  # falling off the ioctl checks allows
-
-    def offset(target: str, index: int) -> int:
-        return 0 if target in ("", "next") else labels[target] - index - 1
-
-    out = bytearray()
-    for index, (code, k, jt, jf) in enumerate(body):
-        out += struct.pack("<HBBI", code, offset(jt, index), offset(jf, index), k)
-    for name in returns:
-        out += struct.pack("<HBBI", _BPF_RET, 0, 0, returns[name])
-    return bytes(out)
-
-
-class _FProg(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-
-# -- in the child -------------------------------------------------------------------------------
-_SUPERVISOR_SIGNALS = frozenset({signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
-
-
-@dataclass(slots=True)
-class _ChildPlan:
-    """Everything the child needs, built in the parent so the child allocates little."""
+# -- the command's side -----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a command-to-be applies, built before it is forked so that it allocates little."""
 
     ruleset: int
-    last_cap: int
     writable: tuple[str, ...]
+    """:func:`writable_roots` of the spec: what the supervisor lets metadata calls change."""
     arch: str
-    libc: _Libc = field(default_factory=lambda: _libc())
-    cap_header: ctypes.Array[ctypes.c_uint32] = field(
-        default_factory=lambda: (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
-    )
-    cap_data: ctypes.Array[ctypes.c_uint32] = field(default_factory=lambda: (ctypes.c_uint32 * 6)())
-
-    @property
-    def emulate(self) -> bool:
-        return bool(self.writable)
 
 
-_programs: dict[tuple[str, bool], tuple[ctypes.Array[ctypes.c_char], _FProg]] = {}
-
-
-def _compiled(arch: str, emulate: bool) -> tuple[ctypes.Array[ctypes.c_char], _FProg]:
-    """The filter program as the kernel takes it, built once per process (and inherited by
-    forks, which then do not rebuild it)."""
-    key = (arch, emulate)
-    if key not in _programs:
-        code = _filter_program(arch, emulate)
-        program = ctypes.create_string_buffer(code, len(code))
-        _programs[key] = (program, _FProg(len(code) // 8, ctypes.cast(program, ctypes.c_void_p)))
-    return _programs[key]
-
-
-def plan_for(ruleset: int, spec: LandlockSpec) -> _ChildPlan:
-    arch = machine()
+def plan_for(ruleset: int, spec: LandlockSpec) -> Plan:
+    arch = syscalls.machine()
     if arch is None:
         raise LandlockError(
-            errno.ENOTSUP, f"no metadata filter for architecture {os.uname().machine}"
+            errno.ENOTSUP, f"no seccomp filter for architecture {os.uname().machine}"
         )
-    return _ChildPlan(ruleset, _last_cap(), writable_roots(spec), arch)
+    syscalls.prepare()
+    return Plan(ruleset, writable_roots(spec), arch)
 
 
-_last_cap_cache: list[int] = []
+def filter_key(arch: str, network: bool, notify: bool) -> seccomp_filter.FilterKey:
+    """The filter of a Landlock command: metadata rules (emulated when it has a listener),
+    and unless it has network the socket rules, with no IP socket at all."""
+    metadata: seccomp_filter.MetadataRule = "emulate" if notify else "refuse"
+    return (arch, metadata, None if network else "none", notify)
 
 
-def _last_cap() -> int:
-    if not _last_cap_cache:
-        try:
-            with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as f:
-                _last_cap_cache.append(int(f.read().strip()))
-        except (OSError, ValueError):
-            _last_cap_cache.append(63)
-    return _last_cap_cache[0]
-
-
-def drop_privileges(plan: _ChildPlan) -> None:
-    """Drop every capability (bounding, ambient, effective/permitted/inheritable) and set
-    ``no_new_privs``. Both are inherited by everything the process forks and execs."""
-    libc = plan.libc
-    for cap in range(plan.last_cap + 1):
-        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: nothing to drop
-    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    if libc.capset(plan.cap_header, plan.cap_data) != 0:
-        _fail_errno("capset")
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        _fail_errno("prctl(PR_SET_NO_NEW_PRIVS)")
-
-
-def enter_domain(plan: _ChildPlan) -> None:
+def enter_domain(plan: Plan) -> None:
     """Enter a (new, nested) Landlock domain built from ``plan.ruleset``; needs
-    ``no_new_privs`` (:func:`drop_privileges`) first."""
-    result = plan.libc.syscall(
+    ``no_new_privs`` (:func:`~.syscalls.drop_privileges`) first."""
+    result = _libc().syscall(
         ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(plan.ruleset), ctypes.c_uint32(0)
     )
     if result != 0:
-        _fail_errno("landlock_restrict_self")
+        syscalls.fail_errno("landlock_restrict_self")
 
 
-def _restrict(plan: _ChildPlan) -> None:
-    drop_privileges(plan)
+def _restrict(plan: Plan) -> None:
+    syscalls.drop_privileges()
     enter_domain(plan)
 
 
-def install_filter(plan: _ChildPlan, emulate: bool | None = None) -> int:
-    """Install the metadata filter, with calls emulated when ``emulate`` (default: when the
-    plan has writable roots); the listener fd when calls are emulated, else -1."""
-    emulate = plan.emulate if emulate is None else emulate
-    _, fprog = _compiled(plan.arch, emulate)
-    flags = _FILTER_FLAG_NEW_LISTENER if emulate else 0
-    result = plan.libc.syscall(
-        ctypes.c_long(_SYS_SECCOMP[plan.arch]),
-        ctypes.c_uint(_SECCOMP_SET_MODE_FILTER),
-        ctypes.c_uint(flags),
-        ctypes.byref(fprog),
-    )
-    if result < 0:
-        _fail_errno("seccomp")
-    return int(result) if emulate else -1
-
-
-def _fail_errno(what: str) -> NoReturn:
-    code = ctypes.get_errno()
-    raise LandlockError(code, f"{what}: {os.strerror(code)}")
-
-
-def confine_and_fork(plan: _ChildPlan) -> None:
+def confine_and_fork(plan: Plan, key: seccomp_filter.FilterKey, rules: Rules) -> None:
     """Run in the process that will become the command (the launcher). Returns in the command
-    process, ready to exec; the calling process itself becomes the supervisor and never
-    returns."""
-    die_with_parent(plan, signal.SIGTERM, os.getppid())
-    _restrict(plan)
-    channel, old_mask = become_supervisor(plan)
-    supervisor = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        die_with_parent(plan, signal.SIGKILL, supervisor)
-        channel[0].close()
+    process, ready to exec; the calling process becomes the supervisor, in a Landlock domain
+    of its own (it was forked from the caller, with the caller's privileges), and the command
+    enters a nested one, so the supervisor may read it and the command cannot touch the
+    supervisor."""
+
+    def command(channel: socket.socket) -> None:
         _restrict(plan)
-        hand_over(plan, channel[1])
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        return
-    channel[1].close()
-    status: int | None = None
-    try:
-        (handover,) = isolate_fds([channel[0].detach()])
-        status = supervise(pid, handover)
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            sweep()
-        os._exit(LAUNCHER_EXIT)
-    _exit_like(status)
+        supervisor.offer_listener(channel, seccomp_filter.install(key))
+        supervisor.send_rules(channel, rules.encode())
 
-
-def become_supervisor(plan: _ChildPlan) -> tuple[tuple[socket.socket, socket.socket], set[int]]:
-    """Make this process the supervisor of a command it is about to fork: a child subreaper
-    (whatever the command starts stays below it), not dumpable (a process of the same uid can
-    neither ptrace it nor open its /proc files, whatever the Landlock ABI), with the signals
-    it waits for blocked until :func:`supervise` handles them. Returns the hand-over channel
-    (supervisor's end first) and the signal mask to restore in the command."""
-    become_subreaper(plan)
-    plan.libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-    channel = handover_channel()
-    return channel, signal.pthread_sigmask(signal.SIG_BLOCK, _SUPERVISOR_SIGNALS)
-
-
-def die_with_parent(plan: _ChildPlan, signo: int, parent: int) -> None:
-    """Get ``signo`` when ``parent`` (the forking thread) dies; exit at once when it already
-    has (it died before the death signal was armed)."""
-    plan.libc.prctl(_PR_SET_PDEATHSIG, int(signo), 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(LAUNCHER_EXIT)
-
-
-def default_internal_signals(plan: _ChildPlan) -> None:
-    """Give the two signals glibc keeps for itself (32 and 33) their default disposition.
-    ``posix_spawn`` leaves them ignored in the child, an ignored signal stays ignored across
-    ``exec``, and glibc's ``sigaction`` refuses to touch them, hence the raw syscall (a
-    ``struct sigaction`` of zeros: ``SIG_DFL``, no flags, an empty mask)."""
-    action = ctypes.create_string_buffer(32)
-    for signo in (32, 33):
-        plan.libc.syscall(
-            ctypes.c_long(_SYS_RT_SIGACTION[plan.arch]),
-            ctypes.c_int(signo),
-            action,
-            ctypes.c_void_p(None),
-            ctypes.c_size_t(8),
-        )
-
-
-def become_subreaper(plan: _ChildPlan) -> None:
-    """Orphans below this process are reparented to it, not to init."""
-    plan.libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def hand_over(plan: _ChildPlan, channel: socket.socket) -> None:
-    """In the command, once inside its domain: install the metadata filter and send the
-    supervisor its listener (when calls are emulated) and the writable roots."""
-    if plan.emulate:
-        send_listener(plan, channel)
-    else:
-        install_filter(plan)
-    send_roots(plan.writable, channel)
-    channel.close()
-
-
-def send_listener(plan: _ChildPlan, channel: socket.socket) -> None:
-    """Install the metadata filter with calls emulated, and send the supervisor its listener.
-    Until :func:`send_roots`, the supervisor refuses every emulated call."""
-    listener = install_filter(plan, emulate=True)
-    try:
-        socket.send_fds(channel, [b"L"], [listener])
-    finally:
-        os.close(listener)
-
-
-def send_roots(roots: Sequence[str], channel: socket.socket) -> None:
-    """Tell the supervisor which roots emulated calls may change."""
-    channel.send(b"R" + "\0".join(roots).encode())
-
-
-def recv_with_fds(
-    sock: socket.socket, size: int, max_fds: int, flags: int = 0
-) -> tuple[bytes, list[int]]:
-    """One message and the descriptors sent with it, marked close-on-exec. (Python 3.11's
-    ``socket.recv_fds`` ignores ``flags`` and leaves the descriptors inheritable.)"""
-    fds = array.array("i")
-    message, ancillary, _, _ = sock.recvmsg(
-        size, socket.CMSG_SPACE(max_fds * fds.itemsize), flags | socket.MSG_CMSG_CLOEXEC
+    supervisor.launch(
+        plan.arch, before=lambda: _restrict(plan), command=command, after=lambda: None
     )
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-    return message, list(fds)
-
-
-def handover_channel() -> tuple[socket.socket, socket.socket]:
-    """The supervisor's and the command's ends of the hand-over channel (one message each)."""
-    return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-
-
-def isolate_fds(keep: Sequence[int]) -> list[int]:
-    """Stdin and stdout to ``/dev/null``, ``keep`` moved to 3, 4, ... (close-on-exec), every
-    other descriptor but stderr closed: above all a harness pipe whose EOF it waits for."""
-    null = os.open("/dev/null", os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256) for fd in keep]
-    moved = [os.dup2(fd, 3 + i, inheritable=False) for i, fd in enumerate(high)]
-    os.closerange(3 + len(moved), max_fd())
-    return moved
-
-
-_stop_requested: list[int] = []
-
-
-def _note_signal(signo: int, _frame: object) -> None:
-    if signo != signal.SIGCHLD:
-        _stop_requested.append(signo)
-
-
-def supervise(command: int, handover: int, owner: int = -1) -> int | None:
-    """Wait for the command (a child of this process), serving its metadata filter, until it
-    exits or this process is told to stop (SIGTERM, SIGINT, SIGHUP, or ``owner`` hanging up);
-    then kill everything left below. Returns the command's wait status, or ``None`` when
-    stopped first.
-
-    ``handover``: the descriptor :func:`send_listener` and :func:`send_roots` write to from
-    the command. ``owner``: a socket whose peer owns the command (only its hang-up is
-    watched, never its data, which may be the command's to read).
-    """
-    status: int | None = None
-    channel = _Handover(handover)
-    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.set_wakeup_fd(wake_w)
-    for signo in _SUPERVISOR_SIGNALS:
-        signal.signal(signo, _note_signal)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SUPERVISOR_SIGNALS)
-    poller = select.poll()
-    poller.register(wake_r, select.POLLIN)
-    poller.register(handover, select.POLLIN)
-    if owner >= 0:
-        poller.register(owner, 0)  # POLLHUP and POLLERR are always reported
-    while status is None and not _stop_requested:
-        try:
-            pid, wait_status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == command:
-            status = wait_status
-            break
-        if pid != 0:
-            continue
-        for fd, events in poller.poll():
-            if fd == wake_r:
-                with contextlib.suppress(OSError):
-                    os.read(wake_r, 512)
-            elif fd == owner:
-                _stop_requested.append(signal.SIGHUP)  # the harness is gone: stop
-            elif fd == handover:
-                if not channel.read(poller):
-                    poller.unregister(fd)
-            elif events & select.POLLIN:
-                # Roots sent before the exec must be known before any call is served.
-                while channel.open and channel.read(poller, block=False):
-                    pass
-                _serve(fd, channel.plan)
-            else:
-                poller.unregister(fd)  # the listener hung up: no process uses the filter
-    sweep()
-    return status
-
-
-class _Handover:
-    """The supervisor's end of the hand-over channel, and what came over it."""
-
-    def __init__(self, fd: int) -> None:
-        self.sock = socket.socket(fileno=fd)
-        self.open = True
-        arch = machine() or ""
-        self.plan = _ChildPlan(-1, 0, (), arch)  # no roots yet: every emulated call refused
-
-    def read(self, poller: select.poll, block: bool = True) -> bool:
-        """Take one message (a listener to poll, or the roots); False at end of file, or
-        when ``block`` is false and nothing is waiting."""
-        try:
-            body, fds = recv_with_fds(self.sock, 1 << 16, 1, 0 if block else socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return False
-        except OSError:
-            body, fds = b"", []
-        for fd in fds:
-            poller.register(fd, select.POLLIN)
-        if body.startswith(b"R"):
-            roots = tuple(r for r in body[1:].decode().split("\0") if r)
-            self.plan = _ChildPlan(-1, 0, roots, self.plan.arch)
-        if not body:
-            self.open = False
-            self.sock.close()
-        return bool(body)
-
-
-def _serve(listener: int, plan: _ChildPlan) -> None:
-    """Answer one notification: perform the call for the command, or refuse it."""
-    buf = bytearray(_NOTIF.size)
-    try:
-        fcntl.ioctl(listener, _NOTIF_RECV, buf, True)
-    except OSError:
-        return  # the caller died, or a spurious wake-up
-    nid, pid, _flags, nr, _arch, _ip, *args = _NOTIF.unpack(buf)
-    try:
-        error = _emulate(listener, nid, pid, nr, args, plan)
-    except OSError as err:
-        error = err.errno or errno.EPERM
-    except Exception:
-        error = errno.EPERM
-    if error < 0:
-        return  # the notification went stale: nobody is waiting for an answer
-    with contextlib.suppress(OSError):
-        fcntl.ioctl(listener, _NOTIF_SEND, bytearray(_NOTIF_RESP.pack(nid, 0, -error, 0)), True)
-
-
-def _emulate(listener: int, nid: int, pid: int, nr: int, args: list[int], plan: _ChildPlan) -> int:
-    numbers = _SYSCALLS[plan.arch]
-    name = next((n for n in _EMULATED if numbers.get(n) == nr), None)
-    if name is None:
-        return errno.EPERM
-    times: bytes | None = None
-    if name == "chmod":
-        dirfd, path_addr, mode, flags = _AT_FDCWD, args[0], args[1], 0
-    elif name == "fchmod":
-        dirfd, path_addr, mode, flags = _int32(args[0]), 0, args[1], 0
-    elif name in ("fchmodat", "fchmodat2"):
-        dirfd, path_addr, mode = _int32(args[0]), args[1], args[2]
-        flags = args[3] if name == "fchmodat2" else 0
-    else:  # utimensat(dirfd, path, times, flags)
-        dirfd, path_addr, mode, flags = _int32(args[0]), args[1], 0, args[3]
-        if args[2]:
-            times = _read_memory(pid, args[2], 32)
-    path = _read_path(pid, path_addr) if path_addr else None
-    target = _open_target(pid, dirfd, path, flags)
-    try:
-        # Everything read from the caller is in hand: make sure it is still the same caller,
-        # still waiting (its pid cannot have been reused in between).
-        try:
-            fcntl.ioctl(listener, _NOTIF_ID_VALID, bytearray(struct.pack("<Q", nid)), True)
-        except OSError:
-            return -1
-        where = os.readlink(f"/proc/self/fd/{target}")
-        if not _inside(where, plan.writable):
-            return errno.EACCES
-        if stat.S_ISLNK(os.fstat(target).st_mode):
-            return errno.EOPNOTSUPP
-        proc_path = f"/proc/self/fd/{target}"
-        if name == "utimensat":
-            return _utimensat(plan, proc_path, times)
-        os.chmod(proc_path, mode & 0o7777)
-        return 0
-    finally:
-        os.close(target)
-
-
-def _int32(value: int) -> int:
-    return ctypes.c_int32(value & 0xFFFFFFFF).value
-
-
-def _inside(path: str, roots: tuple[str, ...]) -> bool:
-    if not path.startswith("/") or path.endswith(" (deleted)"):
-        return False
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
-def _read_memory(pid: int, address: int, size: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
-            mem.seek(address)
-            data = mem.read(size)
-    except (OSError, OverflowError, ValueError) as err:
-        raise OSError(errno.EFAULT, "bad address") from err
-    if data is None or len(data) != size:
-        raise OSError(errno.EFAULT, "bad address")
-    return data
-
-
-def _read_path(pid: int, address: int) -> bytes:
-    out = b""
-    while len(out) < 4096:
-        try:
-            chunk = _read_memory(pid, address + len(out), 256)
-        except OSError:
-            chunk = _read_memory(pid, address + len(out), 1)
-        end = chunk.find(b"\0")
-        if end >= 0:
-            return out + chunk[:end]
-        out += chunk
-    raise OSError(errno.ENAMETOOLONG, "path too long")
-
-
-def _open_target(pid: int, dirfd: int, path: bytes | None, flags: int) -> int:
-    """An ``O_PATH`` descriptor of what the caller's call would have operated on."""
-    base = f"/proc/{pid}/cwd" if dirfd == _AT_FDCWD else f"/proc/{pid}/fd/{dirfd}"
-    if path is None or (path == b"" and flags & _AT_EMPTY_PATH):
-        return os.open(base, os.O_PATH | os.O_CLOEXEC)
-    if path == b"":
-        raise OSError(errno.ENOENT, "empty path")
-    nofollow = os.O_NOFOLLOW if flags & _AT_SYMLINK_NOFOLLOW else 0
-    if path.startswith(b"/"):
-        return os.open(path, os.O_PATH | os.O_CLOEXEC | nofollow)
-    directory = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        return os.open(path, os.O_PATH | os.O_CLOEXEC | nofollow, dir_fd=directory)
-    finally:
-        os.close(directory)
-
-
-def _utimensat(plan: _ChildPlan, path: str, times: bytes | None) -> int:
-    buf = ctypes.create_string_buffer(times, 32) if times is not None else None
-    result = plan.libc.utimensat(_AT_FDCWD, path.encode(), buf, 0)
-    return ctypes.get_errno() if result != 0 else 0
-
-
-def max_fd() -> int:
-    try:
-        return max(int(os.sysconf("SC_OPEN_MAX")), 1024)
-    except (OSError, ValueError):
-        return 65536
-
-
-def children() -> list[int]:
-    """This process's children (its main thread's)."""
-    me = os.getpid()
-    try:
-        with open(f"/proc/{me}/task/{me}/children", encoding="ascii") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        pass
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[1]) == me:
-                found.append(int(name))
-    return found
-
-
-def sweep() -> None:
-    """Kill everything below the supervisor until it has no children left.
-
-    Killing a process reparents its children to us (we are a subreaper), so repeat until
-    ``waitpid`` reports no children at all.
-    """
-    while True:
-        for pid in children():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            signal.sigtimedwait({signal.SIGCHLD}, 0.005)
-
-
-def _exit_like(status: int | None) -> NoReturn:
-    if status is None:
-        os._exit(128 + signal.SIGTERM)
-    if os.WIFEXITED(status):
-        os._exit(os.WEXITSTATUS(status))
-    sig = os.WTERMSIG(status)
-    # Die of the same signal so the harness sees what an unconfined run would show; no core.
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if sig not in (signal.SIGKILL, signal.SIGSTOP):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
-    os.kill(os.getpid(), sig)
-    os._exit(128 + sig)
 
 
 # -- launcher -------------------------------------------------------------------------------
-def _parse(args: list[str]) -> tuple[LandlockSpec, dict[str, str], list[str]]:
+def _parse(args: list[str]) -> tuple[LandlockSpec, SocketRules, dict[str, str], list[str]]:
     paths: dict[str, list[str]] = {"--rw": [], "--hide": [], "--ro": []}
     env: dict[str, str] = {}
+    sockets = SocketRules()
     network = False
     i = 0
     while i < len(args):
@@ -1152,12 +559,15 @@ def _parse(args: list[str]) -> tuple[LandlockSpec, dict[str, str], list[str]]:
             if not argv:
                 raise ValueError("no command after --")
             writable, hidden, readonly = (tuple(paths[k]) for k in ("--rw", "--hide", "--ro"))
-            return LandlockSpec(writable, hidden, network, readonly), env, argv
+            return LandlockSpec(writable, hidden, network, readonly), sockets, env, argv
         if arg == "--net":
             network = True
             i += 1
         elif arg in paths and i + 1 < len(args):
             paths[arg].append(args[i + 1])
+            i += 2
+        elif arg == "--sockets" and i + 1 < len(args):
+            sockets = SocketRules.from_json(json.loads(args[i + 1]))
             i += 2
         elif arg == "--setenv" and i + 2 < len(args):
             env[args[i + 1]] = args[i + 2]
@@ -1169,9 +579,15 @@ def _parse(args: list[str]) -> tuple[LandlockSpec, dict[str, str], list[str]]:
 
 def main(args: list[str]) -> NoReturn:
     try:
-        spec, env, argv = _parse(args)
-        ruleset = build_ruleset(spec)
-        confine_and_fork(plan_for(ruleset, spec))
+        spec, sockets, env, argv = _parse(args)
+        plan = plan_for(build_ruleset(spec), spec)
+        # A listener for the metadata calls inside writable roots, and for the socket calls.
+        notify = bool(plan.writable) or not spec.network
+        # Under Landlock, pathname sockets may be used inside the writable roots.
+        rules = Rules(
+            plan.writable, None if spec.network else replace(sockets, roots=plan.writable)
+        )
+        confine_and_fork(plan, filter_key(plan.arch, spec.network, notify), rules)
     except Exception as err:
         sys.stderr.write(f"{LAUNCHER_PREFIX}{err}\n")
         sys.stderr.flush()

@@ -1,35 +1,41 @@
-"""The Landlock fork server: confined commands forked from a small process, ahead of time.
+"""The fork server: confined commands forked from a small process, ahead of time.
 
 Forking the harness for every confined command is what made Landlock slow (no ``vfork`` with
 a ``preexec_fn``, page tables and copy-on-write faults that grow with the harness's memory,
 then a second fork for the supervisor). Instead, :mod:`tether.sandbox.landlock_client` starts
 this program once per harness process, as ``python -E -s -S landlock_server.py FD``: a small
-interpreter with nothing but the standard library and :mod:`landlock_exec` (found next to this
-file; ``-S`` keeps site-packages, and so ``tether``, out of its image). It holds no secret: its
-environment is ``PATH`` only.
+interpreter with nothing but the standard library and the sandbox's stdlib-only modules (found
+next to this file; ``-S`` keeps site-packages, and so ``tether``, out of its image). It holds
+no secret: its environment is ``PATH`` only. It serves both backends: Landlock commands, and
+bubblewrap commands, which run below the same kind of supervisor for their socket rules.
 
 Control socket ``FD`` (``SOCK_SEQPACKET``; the harness holds the other end):
 
-* ``F`` (one byte per pair wanted): fork one *pair* and send back ``P <pid>`` with two
-  descriptors: a pidfd of the pair's supervisor and the harness's end of the pair's socket;
-  or ``E <reason>`` when it could not (out of processes, say), and go on serving.
+* one byte per pair wanted, its *kind* (:data:`LANDLOCK`, :data:`LANDLOCK_NET`,
+  :data:`BWRAP`): fork one *pair* and send back ``P <kind> <pid>`` with two descriptors: a
+  pidfd of the pair's supervisor and the harness's end of the pair's socket; or
+  ``E <kind> <reason>`` when it could not (out of processes, say), and go on serving.
 * end of file (the harness closed it, or died): exit. Running commands are not affected: each
   belongs to the harness's end of its pair socket (below), not to the server.
 
 A pair is forked before any command is known, so a spawn costs the harness one message:
 
-* the **supervisor** starts a session, drops every capability and sets ``no_new_privs``,
-  becomes a child subreaper and not dumpable (:func:`landlock_exec.become_supervisor`), and
-  forks the command-to-be. It stays outside any Landlock domain: from ABI 6 a domain may not
-  signal processes outside it, and it may never ptrace them, so the command cannot touch its
-  supervisor (the launcher's supervisor enters a domain of its own first; that is needed
-  there only because it was forked from the harness with the harness's privileges).
-* the **command-to-be** installs the metadata filter, hands the supervisor its listener, and
-  waits on the pair socket for one request: five descriptors (stdin, stdout, stderr, the
-  Landlock ruleset the harness built, and a memfd holding the JSON body: argv, env, cwd, the
-  writable roots). It puts its stdio in place, enters cwd, enters the domain, tells the
-  supervisor the writable roots, and execs. End of file instead of a request (the harness let
-  the pair go): it exits.
+* the **supervisor** starts a session, becomes a child subreaper and not dumpable
+  (:func:`supervisor.become_supervisor`), drops every capability and sets ``no_new_privs``,
+  and forks the command-to-be (a bubblewrap pair's supervisor drops its capabilities only
+  after the fork: bwrap needs them as root, and drops them for the command itself). It stays
+  outside any Landlock domain: from ABI 6 a domain may not signal processes outside it, and
+  it may never ptrace them, so the command cannot touch its supervisor (the launcher's
+  supervisor enters a domain of its own first; that is needed there only because it was
+  forked from the harness with the harness's privileges). Bubblewrap's command lives in PID
+  and mount namespaces of its own, from which the supervisor is not visible at all.
+* the **command-to-be** installs its filter (:mod:`seccomp_filter`: Landlock's metadata and
+  socket rules, or bubblewrap's socket rules), hands the supervisor its listener, and waits
+  on the pair socket for one request: the descriptors (stdin, stdout, stderr, for Landlock
+  the ruleset the harness built, and a memfd holding the JSON body: argv, env, cwd, the
+  writable roots, the supervisor's rules). It puts its stdio in place, enters cwd, enters the
+  Landlock domain, forwards the rules to the supervisor as they came, and execs (the command,
+  or bwrap). End of file instead of a request (the harness let the pair go): it exits.
 * when the command exits, or the supervisor is told to stop (SIGTERM from the harness, or the
   harness's end of the pair socket hanging up: the harness closed it or died), the supervisor
   kills everything left below it, sends ``X <returncode>`` on the pair socket (``subprocess``
@@ -39,8 +45,9 @@ A pair is forked before any command is known, so a spawn costs the harness one m
 This server is a child subreaper too: processes left by a supervisor that was killed outright
 (SIGKILL from the harness's last resort) are reparented here, and are killed here.
 
-A command-to-be that cannot confine itself writes one ``tether-landlock: ...`` line on its
-stderr and exits 125 (the backend's runner-failure rule), without running anything.
+A command-to-be that cannot confine itself (or cannot execute bwrap) writes one
+``tether-landlock: ...`` line on its stderr and exits 125 (the backends' runner-failure rule),
+without running anything.
 """
 
 from __future__ import annotations
@@ -54,32 +61,67 @@ import select
 import signal
 import socket
 import sys
-from typing import Any, Final, NoReturn
+from typing import Final, NoReturn
 
 if __package__:
+    from tether.sandbox import bwrap_exec, seccomp_filter, socket_calls, supervisor, syscalls
     from tether.sandbox import landlock_exec as ll
 else:  # run as the server program: this directory is sys.path[0]
+    import bwrap_exec  # type: ignore[import-not-found,no-redef,unused-ignore]
     import landlock_exec as ll  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import socket_calls  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import supervisor  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 MAX_REQUEST: Final = 8 << 20
 """Largest request body (argv, env, cwd, roots), in bytes."""
-_REQUEST_FDS: Final = 5
 REQUEST: Final = b"R"
 """The request message; its body travels in the memfd (a message is limited by the socket's
 send buffer, an environment is not)."""
+LANDLOCK: Final = b"L"
+"""A pair for a Landlock command without network: metadata and socket rules."""
+LANDLOCK_NET: Final = b"N"
+"""A pair for a Landlock command with network: metadata rules only."""
+BWRAP: Final = b"B"
+"""A pair that execs bwrap: socket rules only, capabilities kept (bwrap drops them)."""
+KINDS: Final = (LANDLOCK, LANDLOCK_NET, BWRAP)
+REQUEST_FDS: Final = {LANDLOCK: 5, LANDLOCK_NET: 5, BWRAP: 4}
+"""Descriptors of a request: stdin, stdout, stderr, the ruleset (Landlock), the body."""
 _SAMPLE: Final = json.dumps(
-    {"argv": ["true"], "env": {"PATH": os.defpath}, "cwd": "/", "writable": ["/"]}
+    {
+        "argv": ["true"],
+        "env": {"PATH": os.defpath},
+        "cwd": "/",
+        "writable": ["/"],
+        "rules": supervisor.Rules().encode().decode(),
+    }
 ).encode()
+
+
+def filters(arch: str) -> dict[bytes, seccomp_filter.FilterKey]:
+    """The filter each kind of pair installs."""
+    return {
+        LANDLOCK: ll.filter_key(arch, False, True),
+        LANDLOCK_NET: ll.filter_key(arch, True, True),
+        BWRAP: bwrap_exec.filter_key(arch),
+    }
 
 
 def serve(control_fd: int) -> NoReturn:
     """Fork pairs on request until the control socket reaches end of file."""
     # Nothing the harness may have left inheritable stays open here (or in any pair).
-    (control_fd,) = ll.isolate_fds([control_fd])
+    (control_fd,) = supervisor.isolate_fds([control_fd])
     control = socket.socket(fileno=control_fd)
-    base = ll.plan_for(-1, ll.LandlockSpec())
-    ll.become_subreaper(base)  # see "killed outright" above
-    ll.default_internal_signals(base)  # as subprocess would leave them for the commands
+    arch = syscalls.machine()
+    if arch is None:
+        raise ll.LandlockError(errno.ENOTSUP, f"no seccomp filter for {os.uname().machine}")
+    syscalls.prepare()
+    keys = filters(arch)
+    for key in keys.values():
+        seccomp_filter.compiled(key)  # built once here, inherited by every pair
+    syscalls.become_subreaper()  # see "killed outright" above
+    syscalls.default_internal_signals(arch)  # as subprocess would leave them for the commands
     # Everything alive now lives as long as the server: keep the collector from touching (and
     # so copying, page by page) these objects in every pair.
     gc.collect()
@@ -103,12 +145,14 @@ def serve(control_fd: int) -> NoReturn:
                     wanted = control.recv(64)
             if not wanted:
                 os._exit(0)
-            for _ in range(wanted.count(b"F")):
+            for kind in (bytes([b]) for b in wanted):
+                if kind not in keys:
+                    continue
                 try:
-                    pairs.add(_fork_pair(control, base, (wake_r, wake_w)))
+                    pairs.add(_fork_pair(control, kind, keys[kind], (wake_r, wake_w)))
                 except OSError as err:  # out of processes or descriptors: this pair only
                     with contextlib.suppress(OSError):
-                        control.send(f"E cannot fork a pair: {err}".encode())
+                        control.send(b"E " + kind + f" cannot fork a pair: {err}".encode())
         _reap(pairs)
 
 
@@ -123,7 +167,7 @@ def _reap(pairs: set[int]) -> None:
             break
         pairs.discard(pid)
     try:
-        orphans = [pid for pid in ll.children() if pid not in pairs]
+        orphans = [pid for pid in supervisor.children() if pid not in pairs]
     except OSError:
         return  # out of descriptors, say: the next SIGCHLD tries again
     for pid in orphans:
@@ -131,7 +175,9 @@ def _reap(pairs: set[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _fork_pair(control: socket.socket, base: Any, private: tuple[int, int]) -> int:
+def _fork_pair(
+    control: socket.socket, kind: bytes, key: seccomp_filter.FilterKey, private: tuple[int, int]
+) -> int:
     harness_end, pair_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         pid = os.fork()
@@ -145,9 +191,9 @@ def _fork_pair(control: socket.socket, base: Any, private: tuple[int, int]) -> i
             harness_end.close()
             for fd in private:
                 os.close(fd)
-            _supervisor(pair_end, base)
+            _supervisor(pair_end, kind, key)
         except BaseException:
-            os._exit(ll.LAUNCHER_EXIT)
+            os._exit(supervisor.LAUNCHER_EXIT)
     pair_end.close()
     try:
         pidfd = os.pidfd_open(pid)
@@ -156,7 +202,7 @@ def _fork_pair(control: socket.socket, base: Any, private: tuple[int, int]) -> i
         harness_end.close()
         raise
     try:
-        socket.send_fds(control, [b"P %d" % pid], [pidfd, harness_end.fileno()])
+        socket.send_fds(control, [b"P " + kind + b" %d" % pid], [pidfd, harness_end.fileno()])
     except OSError:
         os.kill(pid, signal.SIGKILL)  # the harness is gone: nobody will use this pair
     finally:
@@ -165,28 +211,34 @@ def _fork_pair(control: socket.socket, base: Any, private: tuple[int, int]) -> i
     return pid
 
 
-def _supervisor(pair: socket.socket, base: Any) -> NoReturn:
+def _supervisor(pair: socket.socket, kind: bytes, key: seccomp_filter.FilterKey) -> NoReturn:
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    ll.drop_privileges(base)
-    channel, old_mask = ll.become_supervisor(base)
-    supervisor = os.getpid()
+    if kind != BWRAP:
+        syscalls.drop_privileges()
+    channel, old_mask = supervisor.become_supervisor()
+    me = os.getpid()
     command = os.fork()
     if command == 0:
-        ll.die_with_parent(base, signal.SIGKILL, supervisor)
+        syscalls.die_with_parent(signal.SIGKILL, me, supervisor.LAUNCHER_EXIT)
         channel[0].close()
-        _command(pair, channel[1], old_mask, base)
+        _command(pair, channel[1], old_mask, kind, key)
     channel[1].close()
     status: int | None = None
     try:
-        pair_fd, handover = ll.isolate_fds([pair.detach(), channel[0].detach()])
-        _rehearse_supervisor()
-        status = ll.supervise(command, handover, owner=pair_fd)
+        listener = supervisor.take_listener(channel[0], command, key[0])
+        if kind == BWRAP:
+            syscalls.drop_privileges()  # bwrap, below, needs them; the supervisor does not
+        pair_fd, handover, listener = supervisor.isolate_fds(
+            [pair.detach(), channel[0].detach(), listener]
+        )
+        _rehearse_supervisor(key[0])
+        status = supervisor.supervise(command, handover, key[0], listener, owner=pair_fd)
     except BaseException:
         with contextlib.suppress(BaseException):
-            ll.sweep()
-        os._exit(ll.LAUNCHER_EXIT)
+            supervisor.sweep()
+        os._exit(supervisor.LAUNCHER_EXIT)
     with socket.socket(fileno=pair_fd) as report, contextlib.suppress(OSError):
         report.send(b"X %d" % _returncode(status))
         while report.recv(16):  # until the harness closes its end
@@ -203,47 +255,61 @@ def _returncode(status: int | None) -> int:
 
 
 def _command(
-    pair: socket.socket, handover: socket.socket, old_mask: set[int], base: Any
+    pair: socket.socket,
+    handover: socket.socket,
+    old_mask: set[int],
+    kind: bytes,
+    key: seccomp_filter.FilterKey,
 ) -> NoReturn:
     """The command-to-be: install the filter, wait for the request, confine, exec."""
     try:
-        # The metadata filter does not depend on the request: install it (and give the
-        # supervisor its listener) now, off the spawn's critical path. Until the roots
-        # arrive the supervisor refuses every emulated call; read-only sends none.
-        ll.send_listener(base, handover)
-        _parse(_SAMPLE)  # rehearsal: see _rehearse_supervisor
+        # The filter does not depend on the request: install it (and give the supervisor its
+        # listener) now, off the spawn's critical path. Until the rules arrive the
+        # supervisor refuses every call it serves.
+        program = -1
+        if kind == BWRAP:
+            syscalls.set_no_new_privs()  # the Landlock kinds' supervisor set it already
+            program = bwrap_exec.program_file(key[0])
+        supervisor.offer_listener(handover, seccomp_filter.install(key))
+        _parse(_SAMPLE, kind)  # rehearsal: see _rehearse_supervisor
     except BaseException:
-        os._exit(ll.LAUNCHER_EXIT)
+        os._exit(supervisor.LAUNCHER_EXIT)
     try:
-        message, fds = ll.recv_with_fds(pair, 16, _REQUEST_FDS)
+        message, fds = supervisor.recv_with_fds(pair, 16, REQUEST_FDS[kind])
     except OSError:
         os._exit(0)
     if not message:
         os._exit(0)  # the harness let this pair go unused
     try:
-        if message != REQUEST or len(fds) != _REQUEST_FDS:
+        if message != REQUEST or len(fds) != REQUEST_FDS[kind]:
             raise ll.LandlockError(errno.EPROTO, "malformed request from the harness")
         # Received descriptors are numbered from 3 up (0-2 are open), so none is overwritten.
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
-        argv, env, cwd, plan = _parse(_read_body(fds[4]), fds[3])
+        ruleset = fds[3] if kind != BWRAP else -1
+        argv, env, cwd, plan, rules = _parse(_read_body(fds[-1]), kind, ruleset)
         if cwd is not None:
             os.chdir(cwd)
-        ll.enter_domain(plan)
-        ll.send_roots(plan.writable, handover)
+        if plan is not None:
+            ll.enter_domain(plan)
+        supervisor.send_rules(handover, rules)
         handover.close()
         pair.close()
-        os.closerange(3, ll.max_fd())  # the ruleset and the stdio originals
+        keep = 3
+        if program >= 0:  # for bwrap's --seccomp
+            bwrap_exec.place_program(program)
+            keep = bwrap_exec.PROGRAM_FD + 1
+        os.closerange(keep, supervisor.max_fd())  # the ruleset and the stdio originals
         for signo in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(signo, signal.SIG_DFL)  # as subprocess's restore_signals does
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     except BaseException as err:
-        with contextlib.suppress(BaseException):
-            os.write(2, f"{ll.LAUNCHER_PREFIX}{err}\n".encode())
-        os._exit(ll.LAUNCHER_EXIT)
+        supervisor.fail(err)
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as err:
+        if kind == BWRAP:  # bwrap is the runner: not executing it means nothing was confined
+            supervisor.fail(OSError(err.errno, f"cannot execute {argv[0]}: {err.strerror}"))
         with contextlib.suppress(OSError):
             os.write(2, f"{argv[0]}: {err.strerror}\n".encode())
         os._exit(126 if err.errno == errno.EACCES else 127)
@@ -259,23 +325,35 @@ def _read_body(fd: int) -> bytes:
     return body
 
 
-def _parse(body: bytes, ruleset: int = -1) -> tuple[list[str], dict[str, str], str | None, Any]:
-    """A request's argv, env, cwd and confinement plan."""
+def _parse(
+    body: bytes, kind: bytes, ruleset: int = -1
+) -> tuple[list[str], dict[str, str], str | None, ll.Plan | None, bytes]:
+    """A request's argv, env, cwd, Landlock plan (``None`` for bubblewrap) and the
+    supervisor's rules (encoded: the supervisor decodes and checks them)."""
     request = json.loads(body)
     argv = [str(a) for a in request["argv"]]
     env = {str(k): str(v) for k, v in request["env"].items()}
     if not argv:
         raise ValueError("empty argv")
     cwd = request["cwd"]
-    plan = ll.plan_for(ruleset, ll.LandlockSpec(tuple(str(r) for r in request["writable"])))
-    return argv, env, None if cwd is None else str(cwd), plan
+    plan = None
+    if kind != BWRAP:
+        writable = tuple(str(r) for r in request["writable"])
+        plan = ll.plan_for(ruleset, ll.LandlockSpec(writable))
+    rules = request["rules"]
+    if not isinstance(rules, str):
+        raise ValueError("malformed rules")
+    return argv, env, None if cwd is None else str(cwd), plan, rules.encode()
 
 
-def _rehearse_supervisor() -> None:
+def _rehearse_supervisor(arch: str) -> None:
     """Run the supervisor's per-command Python once before any command exists. A forked
     process copies every memory page it first writes to (reference counts, allocator pools):
-    doing it now, while the pair waits, keeps those copies off the spawn's critical path."""
-    ll.children()
+    doing it now, while the pair waits, keeps those copies off the spawn's critical path (a
+    bubblewrap command's first served calls are bwrap's own, on every start)."""
+    supervisor.children()
+    supervisor.Rules.decode(json.loads(_SAMPLE)["rules"].encode())
+    socket_calls.rehearse(arch)
     _returncode(0)
 
 
@@ -284,4 +362,4 @@ if __name__ == "__main__":
         serve(int(sys.argv[1]))
     except Exception as exc:
         sys.stderr.write(f"tether-landlock-server: {exc}\n")
-        sys.exit(ll.LAUNCHER_EXIT)
+        sys.exit(supervisor.LAUNCHER_EXIT)

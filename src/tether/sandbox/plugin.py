@@ -50,6 +50,18 @@ class SandboxConfig(BaseModel):
     ``tether.toml``, ...); see ``docs/sandbox.md``."""
     env_allow: list[str] = Field(default_factory=list)
     """More environment variables commands keep (globs; secret-looking names never pass)."""
+    allow_unix_sockets: list[str] = Field(default_factory=list)
+    """Unix socket paths (absolute) commands without network may connect to, wherever they
+    are (e.g. ``/var/run/docker.sock``); any other outside their writable roots is refused.
+    It widens what a command reaches: it decides confinement."""
+
+    @field_validator("allow_unix_sockets")
+    @classmethod
+    def _absolute(cls, value: list[str]) -> list[str]:
+        relative = [v for v in value if not v.startswith("/")]
+        if relative:
+            raise ValueError(f"not absolute paths: {relative} (name each socket by its full path)")
+        return value
 
     @field_validator("backends", "disable")
     @classmethod
@@ -77,6 +89,7 @@ class SandboxPlugin:
             env_allow=config.env_allow,
             store_paths=[str(p) for p in persistence_files(_persistence(ctx))],
             open_workspace_root=config.open_workspace_root,
+            allow_unix_sockets=config.allow_unix_sockets,
         )
         ctx.provide("sandbox", provider)
 

@@ -6,8 +6,9 @@ from ``/dev/null`` by default. Spawn failures of the runner itself become
 :class:`SandboxUnavailableError`: a broken sandbox is an infrastructure failure, never a
 reason to run the command some other way.
 
-Landlock commands (the fast path) come from the fork server (:mod:`.landlock_client`) as a
-:class:`ForkedProcess`; everything else is an ``asyncio.subprocess.Process``. Both are
+Supervised commands (Landlock, and bubblewrap without network) come from the fork server
+(:mod:`.landlock_client`) as a :class:`ForkedProcess`; everything else is an
+``asyncio.subprocess.Process``. Both are
 :data:`CommandProcess`, and :func:`kill`, :func:`kill_group` and :func:`stop` take either.
 
 Spawn from the event loop's thread (as ``asyncio.create_subprocess_exec`` does): bubblewrap's
@@ -29,7 +30,7 @@ from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.landlock_client import ForkedProcess, fork_server
 
 STOP_GRACE: Final = 2.0
-"""Seconds a Landlock supervisor gets to sweep its processes after SIGTERM before the whole
+"""Seconds a supervisor gets to sweep its processes after SIGTERM before the whole
 process group is killed outright."""
 
 Stream = int | IO[Any] | None
@@ -58,7 +59,7 @@ async def spawn(
         "start_new_session": True,
         "close_fds": True,
     }
-    if command.landlock is not None and command.fast_path:
+    if command.fast_path:
         return await fork_server().spawn(
             command, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr
         )
@@ -79,9 +80,9 @@ async def spawn(
 def kill(process: CommandProcess, command: ConfinedCommand) -> None:
     """Stop the command and everything it started, now, without waiting.
 
-    A Landlock supervisor gets SIGTERM (it kills every process below it, including ones that
-    left the process group, then exits); anything else gets SIGKILL on its process group
-    (under bubblewrap that kills the PID namespace with it).
+    A supervisor gets SIGTERM (it kills every process below it, including ones that left the
+    process group, then exits); anything else gets SIGKILL on its process group (under
+    bubblewrap that kills the PID namespace with it).
     """
     if command.supervised:
         if process.returncode is None:

@@ -24,6 +24,7 @@ from tether.policy import SandboxExecutionPolicy, SandboxMode, parse_sandbox_mod
 from tether.sandbox.backends import (
     Backend,
     BwrapBackend,
+    Coverage,
     LandlockBackend,
     Probe,
     Profile,
@@ -58,6 +59,8 @@ class BackendReport:
     status: BackendStatus
     reason: str
     enforcement: Enforcement | None = None
+    enforces: Coverage = ()
+    """What it enforces, aspect by aspect (a usable backend only)."""
 
 
 def _parse_names(value: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -88,9 +91,11 @@ class SandboxProvider:
     control paths (readable, never writable), and to the environment allowlist.
     ``store_paths``: the session store's files, hidden like credentials. ``open_workspace_root``:
     under bubblewrap, bind the workspace root writable as a whole (see ``docs/sandbox.md``).
-    ``home``: the home directory whose credentials are hidden (default: the harness user's
-    and the command environment's ``$HOME``). ``environ``: the environment commands derive
-    from (default ``os.environ`` at the moment of each ``confine``).
+    ``allow_unix_sockets``: socket paths (absolute) a command without network may connect to
+    wherever they are, like Claude Code's ``allowUnixSockets``. ``home``: the home directory
+    whose credentials are hidden (default: the harness user's and the command environment's
+    ``$HOME``). ``environ``: the environment commands derive from (default ``os.environ`` at
+    the moment of each ``confine``).
     """
 
     def __init__(
@@ -106,10 +111,18 @@ class SandboxProvider:
         env_allow: Sequence[str] = (),
         store_paths: Sequence[str] = (),
         open_workspace_root: bool = False,
+        allow_unix_sockets: Sequence[str] = (),
         home: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         chain = _parse_names(backends)
+        relative = [p for p in allow_unix_sockets if not os.path.isabs(p)]
+        if relative:
+            raise SandboxError(
+                f"allow_unix_sockets: {', '.join(relative)} is not an absolute path "
+                "(name each socket by its full path, e.g. /var/run/docker.sock)",
+                code="SANDBOX_CONFIG",
+            )
         _check_names(chain, "backends")
         if disable is None:
             source = os.environ if environ is None else environ
@@ -128,6 +141,7 @@ class SandboxProvider:
         self._explicit_runner = (runner_command or bwrap_path) is not None
         self.open_workspace_root = open_workspace_root
         self.env_allow = tuple(env_allow)
+        self.unix_sockets = tuple(allow_unix_sockets)
         self.home = home
         self._environ = environ
         self._probes: dict[str, Probe] = {}
@@ -189,11 +203,13 @@ class SandboxProvider:
                 probe = self._probe(name)
             if not probe.ok:
                 rows.append(BackendReport(key, "rejected", probe.reason))
-            elif name == chosen:
-                rows.append(BackendReport(key, "chosen", probe.reason, probe.enforcement))
+                continue
+            enforces = self._backends[name].coverage()
+            if name == chosen:
+                rows.append(BackendReport(key, "chosen", probe.reason, probe.enforcement, enforces))
             else:
                 reason = f"{probe.reason}; not used: {chosen} comes first"
-                rows.append(BackendReport(key, "available", reason, probe.enforcement))
+                rows.append(BackendReport(key, "available", reason, probe.enforcement, enforces))
         return rows
 
     # -- confine --------------------------------------------------------------------------
@@ -251,6 +267,8 @@ class SandboxProvider:
             control=rules.control(workspace),
             network=network,
             open_root=self.open_workspace_root,
+            # Real paths, as the supervisor finds a socket (/var/run is a link to /run).
+            unix_sockets=tuple(dict.fromkeys(os.path.realpath(p) for p in self.unix_sockets)),
         )
         return backend.confine(argv, profile)
 

@@ -49,6 +49,8 @@ def doctor_command(
         fatal = True
     for report in describe_backends():
         typer.echo(f"sandbox {report.name}: {report.status}: {report.reason}")
+        for aspect, how in report.enforces:  # what it confines (docs/sandbox.md)
+            typer.echo(f"  {aspect}: {how}")
     plugins = available_plugins()
     typer.echo(f"plugins: {', '.join(sorted(plugins)) or 'none'}")
     try:

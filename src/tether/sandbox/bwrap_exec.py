@@ -1,0 +1,101 @@
+"""The launcher of a bubblewrap command without network: bwrap below a supervisor.
+
+``python -I -S .../bwrap_exec.py --sockets JSON -- BWRAP-ARGV...`` is what
+:attr:`ConfinedCommand.argv` holds for such a command, for callers that can only spawn an argv
+(hook commands); :func:`tether.sandbox.spawn` gets the same from a fork-server pair instead.
+This process becomes the supervisor (:mod:`.supervisor`); the command it forks installs the
+socket filter (:mod:`.seccomp_filter`; bwrap and everything it starts inherit it), puts the
+filter bwrap adds for the command itself at descriptor :data:`PROGRAM_FD` (the bwrap command
+line says ``--seccomp 3``), and execs bwrap. The command keeps its capabilities, which bwrap needs as root and drops for the
+sandboxed command itself; the supervisor drops its own once the command is forked. A network
+namespace isolates IP sockets, but not the host's pathname Unix sockets nor ``AF_VSOCK``:
+those the filter and the supervisor refuse.
+
+Standard library only. Failures print one ``tether-landlock: ...`` line on stderr and exit
+125 (the backends' runner-failure rule): nothing ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from typing import Final, NoReturn
+
+if __package__:
+    from tether.sandbox import seccomp_filter, supervisor, syscalls
+    from tether.sandbox.socket_calls import SocketRules
+else:  # the launcher: ``-I`` leaves this directory off sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import supervisor  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from socket_calls import SocketRules  # type: ignore[import-not-found,no-redef,unused-ignore]
+
+
+PROGRAM_FD: Final = 3
+"""Where bwrap finds the filter it installs on the command (``--seccomp``):
+:func:`~.seccomp_filter.no_user_namespaces`."""
+
+
+def program_file(arch: str) -> int:
+    """A descriptor (close-on-exec) of a memfd holding that filter, read from its start."""
+    fd = os.memfd_create("tether-bwrap-filter", os.MFD_CLOEXEC)
+    os.write(fd, seccomp_filter.no_user_namespaces(arch))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def place_program(fd: int) -> None:
+    """Put the filter at :data:`PROGRAM_FD`, inherited by bwrap (``dup2`` onto itself would
+    leave it close-on-exec)."""
+    if fd == PROGRAM_FD:
+        os.set_inheritable(fd, True)
+        return
+    os.dup2(fd, PROGRAM_FD)
+    os.close(fd)
+
+
+def filter_key(arch: str) -> seccomp_filter.FilterKey:
+    """The filter of a bubblewrap command without network: the socket rules, IP sockets
+    allowed (they live in its own network namespace); no metadata rules (read-only mounts
+    refuse those changes)."""
+    return (arch, None, "ip", True)
+
+
+def _parse(args: list[str]) -> tuple[SocketRules, list[str]]:
+    if len(args) < 4 or args[0] != "--sockets" or args[2] != "--":
+        raise ValueError("usage: bwrap_exec.py --sockets JSON -- BWRAP-ARGV...")
+    return SocketRules.from_json(json.loads(args[1])), args[3:]
+
+
+def main(args: list[str]) -> NoReturn:
+    try:
+        sockets, argv = _parse(args)
+        arch = syscalls.machine()
+        if arch is None:
+            raise OSError(f"no seccomp filter for architecture {os.uname().machine}")
+        syscalls.prepare()
+        key = filter_key(arch)
+        seccomp_filter.compiled(key)
+
+        def command(channel: socket.socket) -> None:
+            syscalls.set_no_new_privs()
+            supervisor.offer_listener(channel, seccomp_filter.install(key))
+            supervisor.send_rules(channel, supervisor.Rules((), sockets).encode())
+
+        supervisor.launch(
+            arch, before=lambda: None, command=command, after=syscalls.drop_privileges
+        )
+        place_program(program_file(arch))
+    except Exception as err:
+        supervisor.fail(err)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as err:
+        supervisor.fail(OSError(err.errno, f"cannot execute {argv[0]}: {err.strerror}"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
