@@ -1,4 +1,5 @@
-"""``approval_from_store``: its configuration and the command its wait hint names."""
+"""``approval_from_store``: its configuration, the store it watches and the command its wait
+hint names."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from tether.harness import Harness
+from tether.kernel import PluginConfigError, PluginEntry
 from tether.plugins.approval_from_store import ApprovalFromStoreConfig, answer_command
 
 
@@ -33,3 +36,25 @@ def test_the_timeout_defaults_to_fifteen_minutes_and_zero_means_no_deadline() ->
     for bad in (-1, float("nan"), float("inf")):
         with pytest.raises(ValidationError):
             ApprovalFromStoreConfig(store="sqlite:///s.db", timeout_seconds=bad)
+
+
+async def test_it_watches_the_runs_own_store_and_refuses_another(tmp_path: Path) -> None:
+    """Only the run's own store (its answer box included) is hidden from the run's commands,
+    so the answerer takes the store from the run and refuses a configured other one."""
+    own = f"jsonl://{tmp_path / 'own'}"
+    other = f"jsonl://{tmp_path / 'other'}"
+    (tmp_path / "ws").mkdir()
+    script = tmp_path / "script.json"
+    script.write_text('{"agents": [{"match": {}, "steps": [{"text": "hi"}]}]}')
+    model = f"scripted:{script}"
+    entry = PluginEntry(name="approval_from_store", config={"store": other})
+    with pytest.raises(PluginConfigError) as err:
+        async with Harness.open(workspace=tmp_path / "ws", model=model, store=own, plugins=[entry]):
+            pass
+    assert str(err.value).endswith(
+        f"approval_from_store: store {other!r} is not the run's store {own!r}; only the "
+        "run's own answer box is hidden from its commands (leave store out)"
+    )
+    same = PluginEntry(name="approval_from_store", config={"store": own})
+    async with Harness.open(workspace=tmp_path / "ws", model=model, store=own, plugins=[same]):
+        pass

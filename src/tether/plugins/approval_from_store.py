@@ -23,13 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.dirs import data_dir
 from tether.errors import TetherError
-from tether.kernel import Context, Next
+from tether.kernel import Context, Next, PluginConfigError
 from tether.policy.approval import Answer, ApprovalRequest, answer_within, register_answerer
 from tether.policy.modes import ApprovalOutcome
-from tether.session import Session
+from tether.session import Session, SessionStore
 from tether.session.answer_box import AnswerBox, BoxedAnswer
 from tether.session.answer_channel import RefusedAnswer
 from tether.session.persistence import store_location
+from tether.session.store_files import store_url_of
 
 REFUSED_EVENT: Final = "approval/answer-refused"
 DEFAULT_TIMEOUT_SECONDS: Final = 900.0
@@ -37,8 +38,9 @@ DEFAULT_TIMEOUT_SECONDS: Final = 900.0
 
 class ApprovalFromStoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    store: str = Field(min_length=1)
-    """The store URL whose answer box to watch (the run's own store)."""
+    store: str | None = Field(default=None, min_length=1)
+    """The run's own store URL (the default). Another store is refused: only the run's own
+    store, answer box included, is hidden from the run's commands and file tools."""
     timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, ge=0, allow_inf_nan=False)
     """How long one ask waits for an answer before it resolves ``unavailable``; 0 waits
     until answered."""
@@ -77,7 +79,8 @@ class ApprovalFromStorePlugin:
     config_model = ApprovalFromStoreConfig
 
     def apply(self, ctx: Context, config: ApprovalFromStoreConfig) -> None:
-        box = AnswerBox.for_store(config.store)
+        store = _own_store(ctx, config.store)
+        box = AnswerBox.for_store(store)
         seconds = config.timeout_seconds or None
 
         async def answer(request: ApprovalRequest, next_: Next[object]) -> object:
@@ -97,7 +100,7 @@ class ApprovalFromStorePlugin:
             )
             hint = (
                 f'approval {approval_id} ("{request.tool_name}") waits for an answer; from '
-                f"another terminal: {answer_command(approval_id, config.store)} ({limit})"
+                f"another terminal: {answer_command(approval_id, store)} ({limit})"
             )
             try:
                 got = await answer_within(
@@ -119,6 +122,23 @@ class ApprovalFromStorePlugin:
             return got
 
         register_answerer(ctx, answer)
+
+
+def _own_store(ctx: Context, configured: str | None) -> str:
+    """The URL of the run's store (``sessions`` service); a configured one must name it."""
+    sessions = ctx.get("sessions")
+    own = store_url_of(sessions.persistence) if isinstance(sessions, SessionStore) else None
+    if own is None:
+        raise PluginConfigError(
+            "approval_from_store needs the run's session store to be a sqlite:// or jsonl:// "
+            "store (its answer box lives beside it)"
+        )
+    if configured is not None and store_location(configured) != store_location(own):
+        raise PluginConfigError(
+            f"approval_from_store: store {configured!r} is not the run's store {own!r}; only "
+            "the run's own answer box is hidden from its commands (leave store out)"
+        )
+    return own
 
 
 plugin: Final = ApprovalFromStorePlugin()

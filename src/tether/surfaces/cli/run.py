@@ -106,12 +106,12 @@ def plugin_entries(names: list[str] | None, approver: str | None) -> list[Plugin
     return plugins
 
 
-def store_answerer(source: str, timeout: float | None, store: str) -> PluginEntry:
+def store_answerer(source: str, timeout: float | None) -> PluginEntry:
     """The ``approval_from_store`` entry for ``--approval-from``/``--approval-timeout``."""
     if source != "store":
         error_line("run: --approval-from takes 'store'")
         raise typer.Exit(2)
-    config: dict[str, object] = {"store": store}
+    config: dict[str, object] = {}
     if timeout is not None:
         if not math.isfinite(timeout) or timeout < 0:
             error_line("run: --approval-timeout takes a number of seconds, 0 or more")
@@ -144,7 +144,7 @@ def run_command(
     refuse_scope_on_resume("run", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
     if approval_from is not None:
-        plugins.insert(0, store_answerer(approval_from, approval_timeout, store_url(store)))
+        plugins.insert(0, store_answerer(approval_from, approval_timeout))
     elif approval_timeout is not None:
         error_line("run: --approval-timeout applies to --approval-from store")
         raise typer.Exit(2)
