@@ -32,6 +32,7 @@ from tether.kernel.plugin import (
     PluginRequirementError,
 )
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
+from tether.kernel.tasks import TaskScope, TaskScopeClosedError
 from tether.kernel.trust_store import TrustRecord, TrustStore, TrustStoreError
 from tether.kernel.workspace_files import (
     WORKSPACE_FILES,
@@ -78,6 +79,8 @@ __all__ = [
     "ServiceConflictError",
     "ServiceKey",
     "ServiceMissingError",
+    "TaskScope",
+    "TaskScopeClosedError",
     "TetherConfig",
     "TrustRecord",
     "TrustStore",

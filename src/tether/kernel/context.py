@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast, overload
 
@@ -27,6 +27,7 @@ from tether.kernel.keys import (
     _Key,
 )
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
+from tether.kernel.tasks import TaskScope
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -83,6 +84,8 @@ class Runtime:
         self._services: dict[str, object] = {}
         self._listeners: dict[str, list[_Listener]] = {}
         self.prompt = PromptRegistry()
+        self.tasks = TaskScope()
+        """Every background task of this runtime (:meth:`Context.spawn`)."""
         self.root = Context(self)
 
     # The context API is the public face; these are its storage operations.
@@ -311,6 +314,13 @@ class Context:
         return self._track(self.runtime.prompt.add(PromptPart("context", name, order, text, scope)))
 
     # -- lifetime ---------------------------------------------------------------------------
+    def spawn(
+        self, coro: Coroutine[Any, Any, T], *, name: str, report: bool = True
+    ) -> asyncio.Task[T]:
+        """Run ``coro`` as a background task owned by the runtime: cancelled and awaited when
+        the kernel closes (:meth:`tether.kernel.Kernel.aclose`), never left running."""
+        return self.runtime.tasks.spawn(coro, name=name, report=report)
+
     def effect(self, dispose: Callable[[], None]) -> Disposable:
         """Tie a resource's cleanup to this context's lifetime."""
         return self._track(dispose)

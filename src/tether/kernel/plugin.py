@@ -147,3 +147,9 @@ class Kernel:
     def dispose(self) -> None:
         for handle in reversed(list(self._plugins.values())):
             handle.dispose()
+
+    async def aclose(self) -> None:
+        """Stop every background task of the runtime (cancelled, then awaited), then unload
+        the plugins."""
+        await self.runtime.tasks.aclose()
+        self.dispose()
