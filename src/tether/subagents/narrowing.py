@@ -52,9 +52,7 @@ def narrow_live(ctx: Context, child: Any, mode: SandboxMode | str) -> bool:
     if sandbox is None:
         raise NarrowingError("no sandbox policy service is composed")
     session = child.session
-    current = sandbox.override_of(session)
-    if current is None:
-        current = sandbox.default_mode
+    current = sandbox.resolve(session).mode
     if not _check(session.id, session.header.delegation_depth, current, target):
         return False
     sandbox.set_sandbox_mode(session, target, source="parent")
