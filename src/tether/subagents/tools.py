@@ -8,12 +8,13 @@ and possibly narrowed by the tool instance's configured cap; it is never chosen 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from tether.agent import Agent
 from tether.errors import TetherError
+from tether.session import JsonValue
 from tether.subagents.composition import ChildSpec
 from tether.subagents.continuation import (
     SUBAGENTS_SERVICE,
@@ -104,7 +105,7 @@ class SubagentTool:
             result = await run_child(parent, args.prompt, spec, signal=call.signal)
         except TetherError as err:
             return ToolResult.error(str(err), code=err.code)
-        details: dict[str, Any] = {
+        details: dict[str, JsonValue] = {
             "subagent_id": result.child_id,
             "stop_reason": result.stop_reason,
         }
