@@ -113,13 +113,16 @@ class SandboxPolicyService:
         return SandboxExecutionPolicy(mode, root, None if session is None else session.id)
 
     # -- writing -------------------------------------------------------------------------
+    @staticmethod
     def set_sandbox_mode(
-        self, session: Session, mode: SandboxMode | str, source: PolicySource | None = None
+        session: Session, mode: SandboxMode | str, source: PolicySource | None = None
     ) -> Event:
         """Append exactly one ``sandbox/mode {mode, source?}``: the only way to change a mode.
 
         It takes effect on the next confined call and the next context assembly; no notice is
-        injected for sandbox switches.
+        injected for sandbox switches. It needs no service state, so a delegation can record a
+        capped child's mode (``source="delegation"``) even where no sandbox policy service is
+        composed.
         """
         data: dict[str, str] = {"mode": parse_sandbox_mode(mode).value}
         checked = parse_policy_source(source)

@@ -6,15 +6,14 @@ from tether.subagents.composition import (
     DELEGATION_CONTEXT_NAME,
     DELEGATION_CONTEXT_ORDER,
     DELEGATION_TEXT,
-    DelegatedPolicy,
+    ChildSpec,
+    PreparedChild,
     SubagentDepthError,
     SubagentError,
-    ToolFilter,
-    append_delegated_policy_overrides,
-    apply_child_composition,
-    capture_delegated_policy_overrides,
     child_session_meta,
+    compose_child_agent,
     delegation_depth_of,
+    prepare_child,
     resolve_child_depth,
 )
 from tether.subagents.continuation import (
@@ -23,8 +22,8 @@ from tether.subagents.continuation import (
     ContinuationManager,
     UserAuthority,
 )
-from tether.subagents.descriptor import Descriptor, fold_descriptor
-from tether.subagents.oneshot import OneShotRequest, run_one_shot
+from tether.subagents.descriptor import Descriptor, ToolFilter, fold_descriptor
+from tether.subagents.oneshot import OneShotRequest, run_child, run_one_shot
 from tether.subagents.results import SubagentResult
 
 __all__ = [
@@ -34,22 +33,23 @@ __all__ = [
     "DELEGATION_TEXT",
     "SUBAGENTS_SERVICE",
     "AncestorAuthority",
+    "ChildSpec",
     "ContinuationManager",
-    "DelegatedPolicy",
     "Descriptor",
     "OneShotRequest",
+    "PreparedChild",
     "SubagentDepthError",
     "SubagentError",
     "SubagentResult",
     "ToolFilter",
     "UserAuthority",
-    "append_delegated_policy_overrides",
-    "apply_child_composition",
-    "capture_delegated_policy_overrides",
     "child_session_meta",
+    "compose_child_agent",
     "delegation_depth_of",
     "fold_descriptor",
+    "prepare_child",
     "resolve_child_depth",
+    "run_child",
     "run_one_shot",
     "workflow",
 ]

@@ -1,29 +1,48 @@
-"""Shared child composition: the only home of the rules that fix a child's scope.
+"""Child composition: the only home of the rules that fix a child's scope.
 
-Every in-process path (one-shot spawn and fork, continuable start and cold resume, the workflow
-API, plugins) composes children through these functions (ARCHITECTURE.md principle 6):
+Every in-process delegation (one-shot spawn and fork, continuable start, the workflow API)
+describes its child with a :class:`ChildSpec` and prepares it with :func:`prepare_child`, which
+does, in this order and without awaiting:
 
-- :func:`delegation_depth_of` / :func:`resolve_child_depth`: the depth cap;
-- :func:`child_session_meta`: the child's durable header (lineage, ``origin``, depth);
-- :func:`capture_delegated_policy_overrides`: the parent's *explicit* sandbox override and the
-  ``never`` pin, read **synchronously, before the first await** of a start;
-- :func:`append_delegated_policy_overrides`: written into the child's log during unpublished
-  setup, after any fork seed and its end-seed marker;
-- :func:`apply_child_composition`: the ``subagent:delegation`` runtime context (order 120),
-  the persona section, and the tool filter.
+- the depth: the parent's depth plus one, refused above the spec's ``max_depth``;
+- the capture of the parent's scope: its *explicit* sandbox override (never the deployment
+  default, never a one-call escalation grant), narrowed by the spec's ``sandbox_cap``, and the
+  approval pin ``never`` whenever an approval service is composed;
+- the seed (a fork's prefix; a continuable child's descriptor) and the prepared, unpublished
+  session with its durable header (lineage, ``origin``, depth);
+- the delegation events, ``sandbox/mode`` then ``approval/policy``, each with
+  ``source: "delegation"``, written through the policy services' own write paths after the
+  seed and its end-seed marker, so a fresh snapshot beats stale seed state (last event wins).
+
+Because it is synchronous, a parent's switch can never slip in between the start of a
+delegation and the capture of its scope: callers only publish and run what it returns.
+:func:`compose_child_agent` then builds the child agent over a prepared (or, on cold resume,
+reopened) session: its options, its tool filter, the ``subagent:delegation`` runtime context
+and the persona.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Final, Literal
 
 from tether.agent import Agent, AgentOptions
 from tether.errors import TetherError
 from tether.kernel import Context
-from tether.policy import PolicySource, SandboxMode
-from tether.session import Event, Session, SessionMeta
+from tether.policy import (
+    APPROVAL_SERVICE,
+    SANDBOX_POLICY_SERVICE,
+    ApprovalPolicy,
+    ApprovalService,
+    PolicySource,
+    SandboxMode,
+    SandboxPolicyService,
+    is_strictly_wider,
+)
+from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
+from tether.subagents.descriptor import Descriptor, DescriptorMode, ToolFilter
 
 DELEGATION_CONTEXT_NAME: Final = "subagent:delegation"
 DELEGATION_CONTEXT_ORDER: Final = 120
@@ -38,9 +57,13 @@ DELEGATION_TEXT: Final = (
     "operation; finish and state the limitation in your reply to the delegating agent."
 )
 
+Provider = Literal["spawn", "fork"]
+"""``spawn``: a fresh child. ``fork``: seeded with the parent's log up to its last
+``turn/end`` (the in-flight turn that delegates is not inherited)."""
+
 
 class SubagentError(TetherError):
-    """Delegation failed. ``code`` is one of the codes in behaviour.md §5.1."""
+    """Delegation failed; ``code`` says why (``SUBAGENT_DEPTH``, ``DUPLICATE_CHILD``, ...)."""
 
     code = "SUBAGENT_ERROR"
 
@@ -53,38 +76,31 @@ class UnknownToolError(SubagentError):
     code = "UNKNOWN_TOOL"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildSpec:
+    """What a delegation asks for. Everything else about the child (its scope, depth and
+    header) comes from its parent, in :func:`prepare_child`."""
+
+    provider: Provider = "spawn"
+    label: str | None = None
+    max_depth: int | None = DEFAULT_MAX_DEPTH
+    """``None``: no cap (the workflow API's default)."""
+    persona: str | None = None
+    tool_filter: ToolFilter | None = None
+    sandbox_cap: SandboxMode | None = None
+    """Narrow the child below the parent's mode (never wider)."""
+    options: AgentOptions | None = None
+    """The child's model and limits; the parent's by default."""
+
+
 @dataclass(frozen=True, slots=True)
-class DelegatedPolicy:
-    """What a child inherits: the parent's explicit sandbox override (or ``None``) and the
-    approval pin (``never`` whenever an approval service is composed, else ``None``)."""
+class PreparedChild:
+    """A child whose session is built and holds its delegation events, but nothing about it is
+    live yet: publishing it (enter, announce) is the caller's next step."""
 
-    sandbox_mode: SandboxMode | None
-    approval_policy: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolFilter:
-    allow: tuple[str, ...] | None = None
-    deny: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        if self.allow is not None:
-            out["allow"] = list(self.allow)
-        if self.deny:
-            out["deny"] = list(self.deny)
-        return out
-
-    @classmethod
-    def from_json(cls, raw: object) -> ToolFilter | None:
-        if not isinstance(raw, Mapping):
-            return None
-        allow = raw.get("allow")
-        deny = raw.get("deny", ())
-        return cls(
-            tuple(str(x) for x in allow) if isinstance(allow, Sequence) else None,
-            tuple(str(x) for x in deny) if isinstance(deny, Sequence) else (),
-        )
+    store: SessionStore
+    session: Session
+    descriptor: Descriptor
 
 
 def delegation_depth_of(agent: Agent) -> int:
@@ -99,24 +115,13 @@ def check_max_depth(max_depth: int) -> int:
     return max_depth
 
 
-def resolve_child_depth(parent: Agent, max_depth: int) -> int:
-    """Depth of a new child of ``parent``: parent + 1, refused above ``max_depth``."""
+def resolve_child_depth(parent: Agent, max_depth: int | None) -> int:
+    """Depth of a new child of ``parent``: parent + 1, refused above ``max_depth`` (``None``:
+    no cap)."""
     depth = delegation_depth_of(parent) + 1
-    if depth > check_max_depth(max_depth):
+    if max_depth is not None and depth > check_max_depth(max_depth):
         raise SubagentDepthError(f"subagent depth {depth} exceeds maxDepth {max_depth}")
     return depth
-
-
-def resolve_child_agent_options(
-    parent: Agent,
-    *,
-    label: str | None,
-    overrides: AgentOptions | None = None,
-    allowed_tools: frozenset[str] | None = None,
-) -> AgentOptions:
-    """The child inherits the parent's model and limits unless overridden."""
-    base = overrides or parent.options
-    return replace(base, label=label, allowed_tools=allowed_tools)
 
 
 def child_session_meta(parent: Agent, depth: int, seed_length: int = 0) -> SessionMeta:
@@ -131,57 +136,77 @@ def child_session_meta(parent: Agent, depth: int, seed_length: int = 0) -> Sessi
     )
 
 
-def capture_delegated_policy_overrides(ctx: Context, parent: Agent) -> DelegatedPolicy:
-    """Read the parent's scope **now**. Call it synchronously before the first await: a switch
-    the parent makes after this belongs to the parent's future, not the child's.
+def fork_seed(parent: Session) -> list[Event]:
+    """The parent's log up to and including its last ``turn/end`` (empty if none)."""
+    last_end = parent.last("turn/end")
+    return [] if last_end is None else list(parent.events[: last_end.seq + 1])
 
-    Only the parent's *explicit* override is captured, never the deployment default and never a
-    one-shot escalation grant (grants live on the call, not in the log). The approval policy
-    is pinned to ``never`` whenever an approval service is composed; the parent's own approval
-    policy is deliberately not read.
+
+def require_store(agent: Agent) -> SessionStore:
+    store = agent.ctx.get("sessions")
+    if store is None:
+        raise SubagentError("no session store is composed", code="PERSISTENCE_UNAVAILABLE")
+    assert isinstance(store, SessionStore)
+    return store
+
+
+def delegated_mode(
+    sandbox: SandboxPolicyService | None, parent: Session, cap: SandboxMode | None
+) -> SandboxMode | None:
+    """The sandbox mode a child of ``parent`` is pinned to, or ``None`` for no event (the
+    deployment default then applies to the child as it does to the parent).
+
+    Without a cap that is the parent's explicit override. With one, it is the narrower of the
+    parent's effective mode and the cap: a cap can only narrow. Without a sandbox policy
+    service the deployment default is unknown, so only read-only is sure to be no wider.
     """
-    sandbox = ctx.get("sandbox_policy")
-    mode = sandbox.override_of(parent.session) if sandbox is not None else None
-    approval = "never" if ctx.get("approval") is not None else None
-    return DelegatedPolicy(mode, approval)
-
-
-def append_delegated_policy_overrides(
-    session: Session, overrides: DelegatedPolicy, *, source: PolicySource = DELEGATION_SOURCE
-) -> list[Event]:
-    """Write the captured scope into the child's log: ``sandbox/mode`` then ``approval/policy``.
-
-    Called during unpublished setup, after any seed and its end-seed marker, so a fresh
-    snapshot beats stale seed state (last event wins).
-    """
-    appended: list[Event] = []
-    if overrides.sandbox_mode is not None:
-        appended.append(
-            session.append(
-                "sandbox/mode",
-                {"mode": SandboxMode(overrides.sandbox_mode).value, "source": source},
-            )
-        )
-    if overrides.approval_policy is not None:
-        appended.append(
-            session.append(
-                "approval/policy", {"policy": overrides.approval_policy, "source": source}
-            )
-        )
-    return appended
-
-
-def narrow_delegated_policy(
-    captured: DelegatedPolicy, cap: SandboxMode | None, default: SandboxMode
-) -> DelegatedPolicy:
-    """Apply a per-delegation sandbox cap: the child gets the narrower of the parent's
-    effective mode and the cap. A cap can only narrow."""
     if cap is None:
-        return captured
-    effective = captured.sandbox_mode or default
-    order = [SandboxMode.READ_ONLY, SandboxMode.WORKSPACE_WRITE, SandboxMode.DANGER_FULL_ACCESS]
-    narrower = min(SandboxMode(effective), SandboxMode(cap), key=order.index)
-    return replace(captured, sandbox_mode=narrower)
+        return None if sandbox is None else sandbox.override_of(parent)
+    effective = SandboxMode.READ_ONLY if sandbox is None else sandbox.resolve(parent).mode
+    return effective if is_strictly_wider(cap, effective) else cap
+
+
+def prepare_child(
+    parent: Agent, spec: ChildSpec, *, mode: DescriptorMode, child_id: str | None = None
+) -> PreparedChild:
+    """Depth, capture, seed, the prepared session and its delegation events, in one synchronous
+    stretch (see the module docstring). Raises :class:`SubagentDepthError` above the cap and
+    :class:`SubagentError` without a session store; nothing is published either way."""
+    depth = resolve_child_depth(parent, spec.max_depth)
+    sandbox: SandboxPolicyService | None = parent.ctx.get(SANDBOX_POLICY_SERVICE)
+    approval: ApprovalService | None = parent.ctx.get(APPROVAL_SERVICE)
+    pinned_mode = delegated_mode(sandbox, parent.session, spec.sandbox_cap)
+    descriptor = Descriptor(mode, spec.provider, spec.label, spec.persona, spec.tool_filter)
+    prefix = fork_seed(parent.session) if spec.provider == "fork" else []
+    store = require_store(parent)
+    new_id = child_id or str(uuid.uuid4())
+    session = store.prepare(
+        new_id,
+        seed=_seed(new_id, prefix, descriptor),
+        meta=child_session_meta(parent, depth, len(prefix)),
+    )
+    if pinned_mode is not None:
+        # A capped child of a deployment without a sandbox policy service is still recorded.
+        set_mode = (
+            sandbox.set_sandbox_mode
+            if sandbox is not None
+            else SandboxPolicyService.set_sandbox_mode
+        )
+        set_mode(session, pinned_mode, DELEGATION_SOURCE)
+    if approval is not None:
+        approval.set_approval_policy(session, ApprovalPolicy.NEVER, DELEGATION_SOURCE)
+    return PreparedChild(store, session, descriptor)
+
+
+def _seed(child_id: str, prefix: list[Event], descriptor: Descriptor) -> list[Event]:
+    """A one-shot child's seed is the prefix alone (its descriptor is written when its first
+    step enters). A continuable child's descriptor is part of its seed, after the prefix and
+    the prefix's end-seed marker, so a cold resume finds it before any turn."""
+    if descriptor.mode == "one-shot":
+        return prefix
+    staging = Session(SessionHeader(id=child_id, created_at=0), prefix)
+    staging.append("subagent/descriptor", descriptor.to_data())
+    return list(staging.events)
 
 
 def resolve_tool_filter(
@@ -198,23 +223,40 @@ def resolve_tool_filter(
     return frozenset(allowed - set(tool_filter.deny))
 
 
-def delegation_context_text(_agent: Any) -> str:
-    return DELEGATION_TEXT
+def compose_child_agent(
+    ctx: Context,
+    parent: Agent,
+    session: Session,
+    descriptor: Descriptor,
+    *,
+    options: AgentOptions | None = None,
+) -> Agent:
+    """The child agent over ``session``, its composition scoped to a context of its own
+    (``agent.scope_ctx``, disposed with the child).
 
-
-def apply_child_composition(
-    child_ctx: Context, child: Agent, *, persona: str | None = None
-) -> None:
-    """Register the child's delegation statement (and persona) scoped to the child agent.
-
-    The statement is a runtime context, not a system-prompt section, so the child's system
-    prompt stays identical to an unpinned agent's (behaviour.md §7, uniformity). Registrations
-    die with ``child_ctx``. The tool filter is applied through the child's options
-    (:func:`resolve_tool_filter`), which removes tools from the prompt and from execution
-    together.
+    It gets the parent's model and limits unless ``options`` override them, the descriptor's
+    label, and the descriptor's tool filter through its options, which removes tools from the
+    prompt and from execution together (a filter naming a tool the parent does not have raises
+    :class:`UnknownToolError` before anything is registered). The delegation statement is a
+    runtime context, not a system-prompt section, so the child's system prompt stays identical
+    to an unpinned agent's; the persona is a section.
     """
-    child_ctx.context(
-        DELEGATION_CONTEXT_NAME, DELEGATION_CONTEXT_ORDER, delegation_context_text, scope=child
+    allowed = resolve_tool_filter(
+        parent.tools.names() if parent.tools else [], descriptor.tool_filter
     )
-    if persona:
-        child_ctx.section(PERSONA_SECTION_NAME, 0, persona, scope=child)
+    child_options = replace(
+        options or parent.options, label=descriptor.label, allowed_tools=allowed
+    )
+    child_ctx = ctx.child(f"subagent:{session.id}")
+    agent = Agent(ctx, session, child_options, tools=parent.tools)
+    agent.scope_ctx = child_ctx
+    child_ctx.context(
+        DELEGATION_CONTEXT_NAME, DELEGATION_CONTEXT_ORDER, delegation_context_text, scope=agent
+    )
+    if descriptor.persona:
+        child_ctx.section(PERSONA_SECTION_NAME, 0, descriptor.persona, scope=agent)
+    return agent
+
+
+def delegation_context_text(_agent: object) -> str:
+    return DELEGATION_TEXT

@@ -4,7 +4,11 @@ A continuable child is one durable session plus at most one process-local *activ
 resident agent). The manager starts children (capturing the parent's scope before the first
 await), routes ``followup`` messages (enqueue, wake, or cold resume), tells the parent when a
 child settles, relays ``report``, handles ``interrupt`` with its authority rules, and drains
-children first on shutdown (behaviour.md §5.5).
+children first on shutdown.
+
+Its background work (a watcher per resident child that waits for it to settle, and the
+disposal that follows) runs in the runtime's task scope (:meth:`Context.spawn`), so closing the
+kernel cancels and awaits whatever is still running.
 
 Cold resume replays the child's own log: nothing policy-related is appended and nothing is
 re-captured from the parent, so a parent that widened later cannot widen the child.
@@ -24,7 +28,6 @@ from tether.kernel import Context
 from tether.policy import SandboxMode
 from tether.session import (
     JsonValue,
-    Session,
     SessionHeader,
     SessionNotFoundError,
     StoredSession,
@@ -32,19 +35,16 @@ from tether.session import (
 from tether.signals import AbortSignal
 from tether.subagents.composition import (
     DEFAULT_MAX_DEPTH,
+    ChildSpec,
+    Provider,
     SubagentError,
-    ToolFilter,
-    apply_child_composition,
-    capture_delegated_policy_overrides,
-    check_max_depth,
-    resolve_child_agent_options,
-    resolve_child_depth,
-    resolve_tool_filter,
+    compose_child_agent,
+    prepare_child,
+    require_store,
 )
-from tether.subagents.descriptor import Descriptor, fold_descriptor
+from tether.subagents.descriptor import Descriptor, ToolFilter, fold_descriptor
 from tether.subagents.lifecycle import SubagentLifecycle
 from tether.subagents.narrowing import narrow_live, narrow_stored
-from tether.subagents.oneshot import Provider, build_child, fork_seed, require_store
 from tether.subagents.results import SubagentResult, result_from_events
 from tether.subagents.visibility import PendingQuestion, blocked_labels, last_denial
 
@@ -149,7 +149,32 @@ class ContinuationManager:
         options: AgentOptions | None = None,
         signal: AbortSignal | None = None,
     ) -> str:
-        """Create and start a background child; returns its id once the prompt is accepted."""
+        """Create and start a background child; returns its id once the prompt is accepted
+        (see :meth:`start_child`)."""
+        spec = ChildSpec(
+            provider=provider,
+            label=label,
+            max_depth=max_depth,
+            persona=persona,
+            tool_filter=tool_filter,
+            sandbox_cap=sandbox_cap,
+            options=options,
+        )
+        return await self.start_child(parent, prompt, spec, child_id=child_id, signal=signal)
+
+    async def start_child(
+        self,
+        parent: Agent,
+        prompt: str,
+        spec: ChildSpec,
+        *,
+        child_id: str | None = None,
+        signal: AbortSignal | None = None,
+    ) -> str:
+        """Create and start a background child of ``parent``; returns its id once the prompt
+        is accepted. The child is prepared before the only await (the check that a
+        caller-supplied id is not stored yet), so the parent's scope is the one it had when
+        the start began."""
         if self._draining:
             raise SubagentError("subagents are draining; no new children", code="DRAINING")
         store = require_store(parent)
@@ -158,17 +183,10 @@ class ContinuationManager:
                 "continuable subagents need a persistent session store",
                 code="PERSISTENCE_UNAVAILABLE",
             )
-        check_max_depth(max_depth)
-        depth = resolve_child_depth(parent, max_depth)
         new_id = child_id or str(uuid.uuid4())
+        prepared = prepare_child(parent, spec, mode="continuable", child_id=new_id)
         if new_id in self._active or store.get(new_id) is not None:
             raise SubagentError(f"subagent {new_id!r} already exists", code="DUPLICATE_CHILD")
-        descriptor = Descriptor("continuable", provider, label, persona, tool_filter)
-        captured = capture_delegated_policy_overrides(self.ctx, parent)  # before any await
-        prefix = fork_seed(parent.session) if provider == "fork" else []
-        staging = Session(SessionHeader(id=new_id, created_at=0), prefix)
-        staging.append("subagent/descriptor", descriptor.to_data())
-        seed = list(staging.events)
         # Re-check the live reservation after the await: a concurrent start with the same id
         # may have materialized it meanwhile.
         if child_id is not None and (
@@ -179,20 +197,10 @@ class ContinuationManager:
             raise SubagentError("subagent start was aborted before publication", code="CANCELLED")
         if self._draining:
             raise SubagentError("subagents are draining; no new children", code="DRAINING")
-        agent = build_child(
-            parent,
-            child_id=new_id,
-            seed=seed,
-            seed_length=len(prefix),
-            depth=depth,
-            descriptor=descriptor,
-            persona=persona,
-            tool_filter=tool_filter,
-            sandbox_cap=sandbox_cap,
-            options=options,
-            captured=captured,
+        agent = compose_child_agent(
+            parent.ctx, parent, prepared.session, prepared.descriptor, options=spec.options
         )
-        self._materialize(agent, parent.id, descriptor, create=True)
+        self._materialize(agent, parent.id, prepared.descriptor, create=True)
         agent.followup(prompt)
         return new_id
 
@@ -240,13 +248,7 @@ class ContinuationManager:
                 code="NOT_RESUMABLE",
             )
         session = await store.open(child_id, inspected=stored)  # the stored log is the state
-        allowed = resolve_tool_filter(
-            parent.tools.names() if parent.tools else [], descriptor.tool_filter
-        )
-        options = resolve_child_agent_options(parent, label=descriptor.label, allowed_tools=allowed)
-        agent = Agent(self.ctx, session, options, tools=parent.tools)
-        agent.scope_ctx = self.ctx.child(f"subagent:{child_id}")
-        apply_child_composition(agent.scope_ctx, agent, persona=descriptor.persona)
+        agent = compose_child_agent(self.ctx, parent, session, descriptor)
         self._materialize(agent, parent.id, descriptor, create=False)
         return agent
 
@@ -292,8 +294,9 @@ class ContinuationManager:
     def _watch(self, activation: Activation) -> None:
         if activation.watcher is None or activation.watcher.done():
             activation.turn_start = len(activation.agent.session)
-            activation.watcher = asyncio.get_running_loop().create_task(
-                self._settle_when_idle(activation)
+            activation.watcher = self.ctx.spawn(
+                self._settle_when_idle(activation),
+                name=f"subagent {activation.agent.id}: watcher",
             )
 
     async def _settle_when_idle(self, activation: Activation) -> None:
@@ -314,7 +317,7 @@ class ContinuationManager:
         if self._active.get(agent.id) is not activation:
             return
         del self._active[agent.id]
-        task = asyncio.get_running_loop().create_task(self._dispose(activation))
+        task = self.ctx.spawn(self._dispose(activation), name=f"subagent {agent.id}: disposal")
         self._disposing[agent.id] = task
         self._disposing_parent[agent.id] = activation.parent_id
         task.add_done_callback(lambda _t: self._disposing.pop(agent.id, None))

@@ -4,6 +4,8 @@ One-shot descriptors carry ``{version, mode: "one-shot", provider, label?}``; co
 add ``persona?`` and ``tool_filter?`` so a cold resume recomposes the child exactly as it was
 created. The first descriptor in the child's *own* suffix (after ``seed_length``) is
 authoritative, so an ancestor's descriptor inherited through a fork seed is ignored.
+
+:class:`ToolFilter` lives here because its JSON form is part of the descriptor.
 """
 
 from __future__ import annotations
@@ -13,13 +15,37 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tether.session import Event, JsonValue
-from tether.subagents.composition import ToolFilter
 
 DESCRIPTOR_VERSION: Final = 2
 DescriptorMode = Literal["one-shot", "continuable"]
 """``one-shot``: runs one task and is disposed. ``continuable``: resumable by its parent."""
 
 _FIELDS: Final = frozenset({"version", "mode", "provider", "label", "persona", "tool_filter"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFilter:
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        if self.allow is not None:
+            out["allow"] = list(self.allow)
+        if self.deny:
+            out["deny"] = list(self.deny)
+        return out
+
+    @classmethod
+    def from_json(cls, raw: object) -> ToolFilter | None:
+        if not isinstance(raw, Mapping):
+            return None
+        allow = raw.get("allow")
+        deny = raw.get("deny", ())
+        return cls(
+            tuple(str(x) for x in allow) if isinstance(allow, Sequence) else None,
+            tuple(str(x) for x in deny) if isinstance(deny, Sequence) else (),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,9 @@ narrowing a top-level session, is refused with a clear error.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
+from tether.agent import Agent
 from tether.errors import TetherError
 from tether.kernel import Context
 from tether.policy import WIDER_MODES, SandboxMode, fold_sandbox_mode, parse_sandbox_mode
@@ -45,26 +46,22 @@ def _check(session_id: str, depth: int, current: SandboxMode | None, target: San
     return True
 
 
-def narrow_live(ctx: Context, child: Any, mode: SandboxMode | str) -> bool:
+def narrow_live(ctx: Context, child: Agent, mode: SandboxMode | str) -> bool:
     """Narrow a live child agent. Returns False when it already is at ``mode``."""
     target = parse_sandbox_mode(mode)
     sandbox = ctx.get("sandbox_policy")
     if sandbox is None:
         raise NarrowingError("no sandbox policy service is composed")
     session = child.session
-    current = sandbox.override_of(session)
-    if current is None:
-        current = sandbox.default_mode
+    current = sandbox.resolve(session).mode
     if not _check(session.id, session.header.delegation_depth, current, target):
         return False
     sandbox.set_sandbox_mode(session, target, source="parent")
-    inject = getattr(child, "inject", None)
-    if callable(inject):
-        inject(
-            f'Your delegating agent narrowed your sandbox to "{target.value}". Operations '
-            "outside it will be denied; report any limitation in your reply.",
-            source=NOTICE_SOURCE,
-        )
+    child.inject(
+        f'Your delegating agent narrowed your sandbox to "{target.value}". Operations '
+        "outside it will be denied; report any limitation in your reply.",
+        source=NOTICE_SOURCE,
+    )
     return True
 
 

@@ -1,147 +1,64 @@
-"""The one-shot in-process driver for the ``spawn`` and ``fork`` providers (behaviour.md §5.4).
+"""The one-shot in-process driver for the ``spawn`` and ``fork`` providers.
 
-Everything up to the child's first prompt happens synchronously, so the parent's scope is
-captured before any await. The child is built unpublished (its delegation events and
-composition first), then entered and announced, owned by the parent in the agents registry,
-driven to idle, read from its own events, and disposed.
+The child is prepared by :func:`~tether.subagents.composition.prepare_child` (so the parent's
+scope is captured before any await) and composed unpublished; this driver then only publishes
+it (entered, announced, owned by the parent in the agents registry), drives it to idle, reads
+its result from its own events, and disposes it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import KW_ONLY, dataclass
 
-from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, PreStep
+from tether.agent import AGENTS_SERVICE, Agent, PreStep
 from tether.kernel import Next
-from tether.policy import SandboxMode
-from tether.session import Event, Session, SessionStore
+from tether.session import SessionStore
 from tether.signals import AbortSignal
 from tether.subagents.composition import (
-    DEFAULT_MAX_DEPTH,
-    DelegatedPolicy,
+    ChildSpec,
     SubagentError,
-    ToolFilter,
-    append_delegated_policy_overrides,
-    apply_child_composition,
-    capture_delegated_policy_overrides,
-    check_max_depth,
-    child_session_meta,
-    delegation_depth_of,
-    narrow_delegated_policy,
-    resolve_child_agent_options,
-    resolve_child_depth,
-    resolve_tool_filter,
+    compose_child_agent,
+    prepare_child,
 )
-from tether.subagents.descriptor import Descriptor
 from tether.subagents.lifecycle import SubagentLifecycle
 from tether.subagents.results import SubagentResult, result_from_events
 
-Provider = Literal["spawn", "fork"]
-"""``spawn``: a fresh child. ``fork``: seeded with the parent's log up to its last
-``turn/end`` (the in-flight turn that delegates is not inherited)."""
-
 
 @dataclass(frozen=True, slots=True)
-class OneShotRequest:
+class OneShotRequest(ChildSpec):
+    """One one-shot delegation as a value: the child's spec, plus who delegates, the task, and
+    the signal that aborts the child."""
+
     parent: Agent
     prompt: str
-    provider: Provider = "spawn"
-    label: str | None = None
-    max_depth: int | None = DEFAULT_MAX_DEPTH
-    """``None``: no cap (workflows pass none, as in the reference)."""
-    persona: str | None = None
-    tool_filter: ToolFilter | None = None
-    sandbox_cap: SandboxMode | None = None
-    """Narrow the child below the parent's mode (never wider)."""
-    options: AgentOptions | None = None
+    _: KW_ONLY
     signal: AbortSignal | None = None
 
 
-def fork_seed(parent: Session) -> list[Event]:
-    """The parent's log up to and including its last ``turn/end`` (empty if none)."""
-    last_end = parent.last("turn/end")
-    return [] if last_end is None else list(parent.events[: last_end.seq + 1])
-
-
-def require_store(parent: Agent) -> SessionStore:
-    store = parent.ctx.get("sessions")
-    if store is None:
-        raise SubagentError("no session store is composed", code="PERSISTENCE_UNAVAILABLE")
-    assert isinstance(store, SessionStore)
-    return store
-
-
-def build_child(
-    parent: Agent,
-    *,
-    child_id: str,
-    seed: Sequence[Event],
-    seed_length: int,
-    depth: int,
-    descriptor: Descriptor,
-    persona: str | None,
-    tool_filter: ToolFilter | None,
-    sandbox_cap: SandboxMode | None,
-    options: AgentOptions | None,
-    captured: DelegatedPolicy | None = None,
-) -> Agent:
-    """Prepare the child session and agent (unpublished). Synchronous on purpose."""
-    ctx = parent.ctx
-    store = require_store(parent)
-    session = store.prepare(
-        child_id, seed=seed, meta=child_session_meta(parent, depth, seed_length)
-    )
-    if captured is not None:
-        sandbox = ctx.get("sandbox_policy")
-        default = sandbox.default_mode if sandbox is not None else SandboxMode.READ_ONLY
-        append_delegated_policy_overrides(
-            session, narrow_delegated_policy(captured, sandbox_cap, default)
-        )
-    allowed = resolve_tool_filter(parent.tools.names() if parent.tools else [], tool_filter)
-    child_options = resolve_child_agent_options(
-        parent, label=descriptor.label, overrides=options, allowed_tools=allowed
-    )
-    child_ctx = ctx.child(f"subagent:{child_id}")
-    agent = Agent(ctx, session, child_options, tools=parent.tools)
-    agent.scope_ctx = child_ctx
-    apply_child_composition(child_ctx, agent, persona=persona)
-    return agent
-
-
 async def run_one_shot(request: OneShotRequest) -> SubagentResult:
-    parent = request.parent
+    """Run one child to completion (see :func:`run_child`)."""
+    return await run_child(request.parent, request.prompt, request, signal=request.signal)
+
+
+async def run_child(
+    parent: Agent, prompt: str, spec: ChildSpec, *, signal: AbortSignal | None = None
+) -> SubagentResult:
+    """Prepare, publish and drive one child of ``parent`` until it is idle, then dispose it.
+
+    Raises :class:`SubagentError` when the child cannot start (aborted before publication, too
+    deep, no store, unknown tools); once it has started, a failure is its stop reason.
+    Cancelling the caller cancels the child and waits until it has stopped.
+    """
     ctx = parent.ctx
-    if request.max_depth is not None:
-        check_max_depth(request.max_depth)
-    signal = request.signal or AbortSignal()
+    signal = signal or AbortSignal()
     if signal.aborted:
         raise SubagentError("subagent start was aborted before child publication", code="CANCELLED")
-    depth = (
-        resolve_child_depth(parent, request.max_depth)
-        if request.max_depth is not None
-        else delegation_depth_of(parent) + 1
+    prepared = prepare_child(parent, spec, mode="one-shot")
+    agent = compose_child_agent(
+        ctx, parent, prepared.session, prepared.descriptor, options=spec.options
     )
-    child_id = str(uuid.uuid4())
-    captured = capture_delegated_policy_overrides(ctx, parent)  # before any await
-    seed = fork_seed(parent.session) if request.provider == "fork" else []
-    descriptor = Descriptor("one-shot", request.provider, request.label)
-    store = require_store(parent)
-    agent = build_child(
-        parent,
-        child_id=child_id,
-        seed=seed,
-        seed_length=len(seed),
-        depth=depth,
-        descriptor=descriptor,
-        persona=request.persona,
-        tool_filter=request.tool_filter,
-        sandbox_cap=request.sandbox_cap,
-        options=request.options,
-        captured=captured,
-    )
+    descriptor, store = prepared.descriptor, prepared.store
     child_ctx = agent.scope_ctx
     assert child_ctx is not None
     written = False
@@ -166,11 +83,15 @@ async def run_one_shot(request: OneShotRequest) -> SubagentResult:
             unregister()
         child_ctx.dispose()
         raise
-    lifecycle = SubagentLifecycle(parent, child_id, request.provider, "one-shot", request.label)
-    ctx.emit("subagent/start", lifecycle, scope=parent)
+    child_id = agent.id
+    ctx.emit(
+        "subagent/start",
+        SubagentLifecycle(parent, child_id, spec.provider, "one-shot", spec.label),
+        scope=parent,
+    )
     remove_forward = signal.add_callback(lambda _reason: agent.cancel("parent"))
     try:
-        agent.followup(request.prompt)
+        agent.followup(prompt)
         await agent.when_idle()
     except asyncio.CancelledError:
         agent.cancel("parent")
@@ -187,9 +108,9 @@ async def run_one_shot(request: OneShotRequest) -> SubagentResult:
             SubagentLifecycle(
                 parent,
                 child_id,
-                request.provider,
+                spec.provider,
                 "one-shot",
-                request.label,
+                spec.label,
                 result.stop_reason,
                 result.output,
             ),

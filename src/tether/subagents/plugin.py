@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import Context
 from tether.policy import SandboxMode
-from tether.subagents.composition import DEFAULT_MAX_DEPTH, ToolFilter
+from tether.subagents.composition import DEFAULT_MAX_DEPTH, ChildSpec, Provider
 from tether.subagents.continuation import SUBAGENTS_SERVICE, ContinuationManager
-from tether.subagents.oneshot import Provider
+from tether.subagents.descriptor import ToolFilter
 from tether.subagents.tools import (
     BackgroundMode,
     InterruptAgentTool,
@@ -83,18 +83,17 @@ class SubagentsPlugin:
                 if instance.tools
                 else None
             )
+            spec = ChildSpec(
+                provider=instance.provider,
+                max_depth=instance.max_depth
+                if instance.max_depth is not None
+                else config.max_depth,
+                persona=instance.persona,
+                tool_filter=tool_filter,
+                sandbox_cap=instance.sandbox,
+            )
             tools.register(
-                SubagentTool(
-                    instance.name,
-                    provider=instance.provider,
-                    background_mode=instance.background_mode,
-                    max_depth=instance.max_depth
-                    if instance.max_depth is not None
-                    else config.max_depth,
-                    sandbox_cap=instance.sandbox,
-                    persona=instance.persona,
-                    tool_filter=tool_filter,
-                ),
+                SubagentTool(instance.name, spec, background_mode=instance.background_mode),
                 ctx=ctx,
             )
         for tool in (SendMessageTool(), InterruptAgentTool(), ListAgentsTool()):

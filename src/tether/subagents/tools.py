@@ -7,20 +7,21 @@ and possibly narrowed by the tool instance's configured cap; it is never chosen 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Literal
 
 from pydantic import Field
 
 from tether.agent import Agent
 from tether.errors import TetherError
-from tether.policy import SandboxMode
-from tether.subagents.composition import DEFAULT_MAX_DEPTH, ToolFilter
+from tether.session import JsonValue
+from tether.subagents.composition import ChildSpec
 from tether.subagents.continuation import (
     SUBAGENTS_SERVICE,
     AncestorAuthority,
     ContinuationManager,
 )
-from tether.subagents.oneshot import OneShotRequest, Provider, run_one_shot
+from tether.subagents.oneshot import run_child
 from tether.subagents.results import failure_text
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
@@ -56,30 +57,23 @@ class SubagentTool:
 
     def __init__(
         self,
-        name: str = "subagent",
+        name: str,
+        spec: ChildSpec,
         *,
-        provider: Provider = "spawn",
         background_mode: BackgroundMode = "continuable",
-        max_depth: int = DEFAULT_MAX_DEPTH,
-        sandbox_cap: SandboxMode | None = None,
-        persona: str | None = None,
-        tool_filter: ToolFilter | None = None,
     ) -> None:
+        """``spec`` is the instance's configuration; each call adds the model's label."""
         self.name = name
-        self.provider = provider
+        self.spec = spec
         self.background_mode = background_mode
-        self.max_depth = max_depth
-        self.sandbox_cap = sandbox_cap
-        self.persona = persona
-        self.tool_filter = tool_filter
         context = (
             "It starts with a copy of your conversation so far."
-            if provider == "fork"
+            if spec.provider == "fork"
             else "It starts fresh: give it everything it needs in the prompt."
         )
         scope = (
-            f" It always runs under at most the {sandbox_cap.value} sandbox mode."
-            if sandbox_cap
+            f" It always runs under at most the {spec.sandbox_cap.value} sandbox mode."
+            if spec.sandbox_cap
             else ""
         )
         background = (
@@ -96,41 +90,22 @@ class SubagentTool:
     async def run(self, call: ToolCall) -> ToolResult:
         args = call.args
         assert isinstance(args, SubagentArgs)
+        spec = replace(self.spec, label=args.description)
         try:
             parent = _agent(call)
             if self.background_mode == "continuable" and args.run_in_background is not False:
-                child_id = await _manager(call).start(
-                    parent,
-                    args.prompt,
-                    provider=self.provider,
-                    label=args.description,
-                    max_depth=self.max_depth,
-                    persona=self.persona,
-                    tool_filter=self.tool_filter,
-                    sandbox_cap=self.sandbox_cap,
-                    signal=call.signal,
+                child_id = await _manager(call).start_child(
+                    parent, args.prompt, spec, signal=call.signal
                 )
                 return ToolResult(f"started subagent {child_id}", details={"subagent_id": child_id})
             if args.run_in_background:
                 return ToolResult.error(
                     f'tool "{self.name}" runs one-shot subagents in the foreground only'
                 )
-            result = await run_one_shot(
-                OneShotRequest(
-                    parent,
-                    args.prompt,
-                    provider=self.provider,
-                    label=args.description,
-                    max_depth=self.max_depth,
-                    persona=self.persona,
-                    tool_filter=self.tool_filter,
-                    sandbox_cap=self.sandbox_cap,
-                    signal=call.signal,
-                )
-            )
+            result = await run_child(parent, args.prompt, spec, signal=call.signal)
         except TetherError as err:
             return ToolResult.error(str(err), code=err.code)
-        details: dict[str, Any] = {
+        details: dict[str, JsonValue] = {
             "subagent_id": result.child_id,
             "stop_reason": result.stop_reason,
         }

@@ -1,4 +1,4 @@
-"""Blocked and denied children, visible up the lineage (behaviour.md §8, issue #1723).
+"""Blocked and denied children, visible up the lineage.
 
 A child waiting on a routed approval question is *blocked*; every ancestor between it and the
 root shows that a descendant is waiting. A child's most recent scope denial (a sandbox denial

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from tether.agent import Agent
 from tether.policy import SandboxMode
 from tether.signals import AbortSignal
-from tether.subagents.composition import ToolFilter
-from tether.subagents.oneshot import OneShotRequest, Provider, run_one_shot
+from tether.subagents.composition import Provider
+from tether.subagents.descriptor import ToolFilter
+from tether.subagents.oneshot import OneShotRequest, run_one_shot
 from tether.subagents.results import SubagentResult
 
 
@@ -34,7 +35,8 @@ async def run(
     sandbox: SandboxMode | str | None = None,
     signal: AbortSignal | None = None,
 ) -> SubagentResult:
-    """One child run to completion. A failure is a stop reason, never an exception."""
+    """One child run to completion. Once the child has started, a failure is its stop reason,
+    never an exception; a child that cannot start raises (a ``SubagentError``)."""
     cap = SandboxMode(sandbox) if sandbox is not None else None
     return await run_one_shot(
         OneShotRequest(
@@ -64,19 +66,46 @@ async def fan_out(
 
     Every child's scope is captured when its run starts, so a parent switch during the fan-out
     affects only children that have not started yet.
+
+    The children run as one task group. If one of them raises (it could not start: see
+    :func:`run`), no further child starts, the others are cancelled (a running child is
+    aborted with cause ``parent`` and disposed), and ``fan_out`` waits until every one has
+    stopped before it raises that first error itself. Cancelling ``fan_out`` stops every child
+    the same way. A child that fails after it started is not an error: the failure is its
+    result's stop reason, and its siblings run on.
     """
     if limit < 1:
         raise ValueError("limit must be at least 1")
     gate = asyncio.Semaphore(limit)
+    stopping = False
 
     async def one(index: int, prompt: str) -> SubagentResult:
+        nonlocal stopping
         async with gate:
-            return await run(
-                parent,
-                prompt,
-                label=f"{label}-{index}" if label else None,
-                sandbox=sandbox,
-                signal=signal,
-            )
+            if stopping:
+                # The slot of a child that just failed (or was cancelled) is free before the
+                # group's cancellation reaches this one: it stops without starting.
+                raise asyncio.CancelledError
+            try:
+                return await run(
+                    parent,
+                    prompt,
+                    label=f"{label}-{index}" if label else None,
+                    sandbox=sandbox,
+                    signal=signal,
+                )
+            except BaseException:
+                stopping = True
+                raise
 
-    return list(await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts))))
+    failure: BaseException | None = None
+    try:
+        async with asyncio.TaskGroup() as group:
+            children = [group.create_task(one(i, p)) for i, p in enumerate(prompts)]
+    except BaseExceptionGroup as failed:
+        # Raised outside this handler, so the child's error keeps its own traceback and cause
+        # and does not point back at the group that holds it.
+        failure = failed.exceptions[0]
+    if failure is not None:
+        raise failure
+    return [child.result() for child in children]
