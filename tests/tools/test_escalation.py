@@ -4,6 +4,7 @@ wider check without a prompt, the one-call grant, and the audit pair (behaviour.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -267,3 +268,37 @@ async def test_bash_rejection_names_the_command_and_hints_are_exact(tmp_path: Pa
         "session's scope allows."
     )
     assert denial_hint("command", "danger-full-access", "ask") == ""
+
+
+async def test_an_escalation_cancelled_by_the_calls_abort_is_aborted_before_dispatch(
+    tmp_path: Path,
+) -> None:
+    kernel, tools, owner, _ = compose(tmp_path, answer=None)
+    asked = asyncio.Event()
+
+    async def hang(request: Any, _next: Any) -> str:
+        asked.set()
+        await asyncio.sleep(3600)
+        return "allowed-once"
+
+    register_answerer(kernel.ctx, hang)
+    signal = AbortSignal()
+    pending = asyncio.ensure_future(run(tools, owner, args(**ESCALATE), signal))
+    await asked.wait()
+    signal.abort("user")
+    result = await pending
+    assert (result.content, result.details) == (
+        "Error: ABORTED_BEFORE_DISPATCH: the call was cancelled before it ran",
+        {"cancelled": True},
+    )
+    assert audit(owner)[1][1]["outcome"] == "cancelled"
+    assert not (tmp_path / "out.txt").exists()
+
+
+async def test_a_refused_escalation_says_whether_it_was_cancelled(tmp_path: Path) -> None:
+    _, tools, owner, _ = compose(tmp_path, answer="cancelled")
+    cancelled = await run(tools, owner, args(**ESCALATE))
+    assert cancelled.details == {"cancelled": True}
+    _, tools, owner, _ = compose(tmp_path, answer="rejected")
+    rejected = await run(tools, owner, args(**ESCALATE))
+    assert rejected.details == {"cancelled": False}

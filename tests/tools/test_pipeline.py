@@ -216,3 +216,211 @@ async def test_an_invalid_pre_decision_fails_closed(tmp_path: Path) -> None:
         result.content == 'Error: a pre-execute hook returned an invalid decision for tool "mark"'
     )
     assert not (tmp_path / "marker").exists()
+
+
+# -- each step's own stops ----------------------------------------------------------------------
+class ProbeArgs(ToolArgs):
+    fail: bool = False
+    hang: bool = False
+
+
+class Probe:
+    """Records the policy its body ran under; can raise or hang."""
+
+    name = "probe"
+    description = "Record the call's policy."
+    Args = ProbeArgs
+
+    def __init__(self) -> None:
+        self.policies: list[Any] = []
+        self.started = asyncio.Event()
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        assert isinstance(call.args, ProbeArgs)
+        self.policies.append(call.policy)
+        self.started.set()
+        if call.args.fail:
+            raise OSError("disk on fire")
+        if call.args.hang:
+            await asyncio.sleep(3600)
+        return ToolResult("probed")
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "allowed", "text"),
+    [
+        ("nope", "{}", None, 'Error: unknown tool "nope"'),
+        ("mark", "{}", frozenset({"other"}), 'Error: unknown tool "mark"'),
+        (
+            "mark",
+            "{nope",
+            None,
+            'Error: arguments for tool "mark" are not valid JSON: Expecting property name '
+            "enclosed in double quotes",
+        ),
+        ("mark", "[]", None, 'Error: arguments for tool "mark" must be a JSON object'),
+        (
+            "mark",
+            '{"name": 3}',
+            None,
+            'Error: invalid arguments for tool "mark": name: Input should be a valid string',
+        ),
+        (
+            "mark",
+            '{"other": 1}',
+            None,
+            'Error: invalid arguments for tool "mark": other: Extra inputs are not permitted',
+        ),
+    ],
+)
+async def test_look_up_and_parse_stops_before_any_listener(
+    tmp_path: Path, name: str, raw: str, allowed: frozenset[str] | None, text: str
+) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    seen: list[ToolCall] = []
+    kernel.ctx.on("tools/pre-execute", lambda call, next_: seen.append(call) or next_())
+    result = await tools.execute(owner, "c1", name, raw, AbortSignal(), allowed=allowed)  # type: ignore[arg-type]
+    assert (result.content, result.is_error) == (text, True)
+    assert seen == [] and not (tmp_path / "marker").exists()
+
+
+async def test_a_call_aborted_before_dispatch_reaches_no_listener(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    seen: list[ToolCall] = []
+    kernel.ctx.on("tools/pre-execute", lambda call, next_: seen.append(call) or next_())
+    signal = AbortSignal()
+    signal.abort("user")
+    result = await run(tools, owner, signal)
+    assert (result.content, result.details) == (
+        f"Error: {ABORTED_BEFORE_DISPATCH}",
+        {"cancelled": True},
+    )
+    assert seen == []
+
+
+async def test_a_deny_without_a_reason_names_the_tool(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    kernel.ctx.on("tools/pre-execute", lambda call, next_: PreDecision("deny"))
+    assert (await run(tools, owner)).content == 'Error: tool "mark" was denied'
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_an_ask_whose_request_raises_is_an_error_result(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    owner.session.append("turn/end", {"turn": 1, "reason": "completed"})
+    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    result = await run(tools, owner)
+    assert result.content == (
+        "Error: approval for tool \"mark\" failed: approval for tool 'mark' requested outside an "
+        f"open turn of session {owner.session.id!r}: the approval/asked and approval/decided "
+        "audit pair must be enclosed in a turn"
+    )
+    assert not (tmp_path / "marker").exists()
+
+
+class ForeignApproval:
+    """Another implementation of the ``approval`` service, answering outside the vocabulary."""
+
+    async def request(self, request: Any) -> str:
+        return "maybe"
+
+
+async def test_an_answer_outside_the_vocabulary_from_the_service_denies(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path, approval=False)
+    kernel.ctx.provide("approval", ForeignApproval())
+    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    result = await run(tools, owner)
+    assert result.content == 'Error: approval for tool "mark" returned an unknown outcome'
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_an_abort_while_deciding_stops_the_call_after_the_guards(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    signal = AbortSignal()
+    guarded: list[str] = []
+
+    def abort_then_allow(call: ToolCall, next_: Any) -> PreDecision:
+        signal.abort("user")
+        return PreDecision.allow()
+
+    kernel.ctx.on("tools/pre-execute", abort_then_allow)
+    kernel.ctx.on("tools/guard", lambda call: guarded.append(call.name))
+    result = await run(tools, owner, signal)
+    assert result.content == f"Error: {ABORTED_BEFORE_DISPATCH}"
+    assert guarded == ["mark"] and not (tmp_path / "marker").exists()
+
+
+async def test_a_raising_guard_denies(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+
+    def broken(call: ToolCall) -> None:
+        raise ValueError("guard broke")
+
+    kernel.ctx.on("tools/guard", broken)
+    assert (await run(tools, owner)).content == 'Error: a guard failed for tool "mark": guard broke'
+    assert not (tmp_path / "marker").exists()
+
+
+async def test_listeners_see_the_call_before_its_policy_and_the_body_runs_under_it(
+    tmp_path: Path,
+) -> None:
+    kernel, tools, owner = compose(tmp_path)
+    probe = Probe()
+    tools.register(probe)
+    before: list[Any] = []
+    kernel.ctx.on("tools/pre-execute", lambda call, next_: before.append(call.policy) or next_())
+    kernel.ctx.on("tools/guard", lambda call: before.append(call.policy))
+    after: list[Any] = []
+    kernel.ctx.on(
+        "tools/post-execute", lambda payload, next_: after.append(payload[0].policy) or next_()
+    )
+    result = await tools.execute(owner, "c1", "probe", "{}", AbortSignal())  # type: ignore[arg-type]
+    assert result.content == "probed"
+    assert before == [None, None]
+    [policy] = probe.policies
+    assert (policy.mode, policy.workspace_root, policy.session_id) == (
+        "workspace-write",
+        str(tmp_path.resolve()),
+        owner.session.id,
+    )
+    assert after == [policy]
+
+
+async def test_a_raising_or_cancelled_body_is_an_error_result(tmp_path: Path) -> None:
+    _, tools, owner = compose(tmp_path)
+    probe = Probe()
+    tools.register(probe)
+    failed = await tools.execute(owner, "c1", "probe", '{"fail": true}', AbortSignal())  # type: ignore[arg-type]
+    assert failed.content == 'Error: tool "probe" failed: OSError: disk on fire'
+    signal = AbortSignal()
+    probe.started.clear()
+    running = asyncio.ensure_future(
+        tools.execute(owner, "c2", "probe", '{"hang": true}', signal)  # type: ignore[arg-type]
+    )
+    await probe.started.wait()
+    signal.abort("user")
+    cancelled = await running
+    assert (cancelled.content, cancelled.details) == (
+        'Error: tool "probe" was cancelled',
+        {"cancelled": True},
+    )
+
+
+async def test_a_failing_or_invalid_post_execute_is_an_error_result(tmp_path: Path) -> None:
+    kernel, tools, owner = compose(tmp_path)
+
+    def boom(payload: Any, next_: Any) -> PostDecision:
+        raise RuntimeError("post broke")
+
+    handle = kernel.ctx.on("tools/post-execute", boom)
+    assert (await run(tools, owner)).content == (
+        'Error: a post-execute hook failed for tool "mark": post broke'
+    )
+    handle.dispose()
+    handle = kernel.ctx.on("tools/post-execute", lambda payload, next_: "accept")
+    assert (await run(tools, owner)).content == (
+        'Error: a post-execute hook returned an invalid decision for "mark"'
+    )
+    handle.dispose()
+    kernel.ctx.on("tools/post-execute", lambda payload, next_: PostDecision("block"))
+    assert (await run(tools, owner)).content == 'Error: tool "mark" result was blocked'

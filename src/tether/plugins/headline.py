@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tether.plugins.shown_text import inert_json, quoted, shown_in_full
+from tether.policy.escalation import JUSTIFICATION_ARGUMENT, PERMISSIONS_ARGUMENT
 from tether.policy.modes import SandboxMode
 
 SEPARATOR: Final = " · "
@@ -72,10 +73,10 @@ def escalation_headline(action: Mapping[str, Any], reason: str | None) -> str:
     Built from the structured action the escalation ladder passes; ``reason`` (the ladder's
     text, which embeds the justification) is shown quoted only when the action has none.
     """
-    target = action.get("sandbox_permissions")
+    target = action.get(PERMISSIONS_ARGUMENT)
     modes = {mode.value for mode in SandboxMode}
     lead = f"escalate sandbox to {target}" if target in modes else "escalate sandbox"
-    why = _why(action.get("justification")) or _why(reason)
+    why = _why(action.get(JUSTIFICATION_ARGUMENT)) or _why(reason)
     return "Subagent approval: " + SEPARATOR.join([lead, *why, *_last(action, ("command", "path"))])
 
 

@@ -34,7 +34,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,11 +42,13 @@ from tether.errors import TetherError
 from tether.kernel import Context, Next
 from tether.plugins.headline import arguments_summary, escalation_headline, headline
 from tether.policy.approval import ApprovalRequest, RoutedOrigin
-from tether.policy.modes import ApprovalPolicy
+from tether.policy.escalation import ESCALATION_ASK_EVENT, ESCALATION_ROUTED_EVENT
+from tether.policy.modes import ApprovalOutcome, ApprovalPolicy, AskFailure, as_outcome
+from tether.policy.outcome_text import RoutedAsk, outcome_text
 from tether.session import JsonValue, SessionHeader
 from tether.subagents.visibility import is_denial
 from tether.tools.base import PreDecision, ToolCall, ToolResult
-from tether.tools.pipeline import ESCALATION_ASK_EVENT, ESCALATION_ROUTED_EVENT, describe_action
+from tether.tools.pipeline import describe_action
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +57,6 @@ NOTICE_SOURCE: Final[Mapping[str, JsonValue]] = {
     "plugin": "root_approvals",
     "form": "notice",
 }
-
-RouteFailure = Literal["no-approval", "no-agents", "broken-lineage", "error"]
-"""Why a routed question could not be asked: no ``approval`` service, no ``agents`` registry,
-no live ancestor on the lineage, or the request raised."""
 
 
 class RootApprovalsConfig(BaseModel):
@@ -137,12 +135,22 @@ async def stored_header(store: Any, session_id: str) -> SessionHeader | None:
 class Routed:
     """What became of a routed question."""
 
-    outcome: str
-    """An approval outcome (``allowed-once``, ``rejected``, ``cancelled``, ``unavailable``),
-    ``never`` (rejected by the decider's policy without asking), or a :data:`RouteFailure`."""
+    outcome: ApprovalOutcome | AskFailure
+    """The decider's outcome; ``never`` when the decider's policy rejected it without asking;
+    or why it could not be asked (no ``approval`` service, no ``agents`` registry, no live
+    ancestor on the lineage, or the request raised: ``error``)."""
     decider: str | None = None
     detail: str | None = None
     """For ``error``: what the request raised."""
+
+    def as_escalation_outcome(self) -> ApprovalOutcome:
+        """What the escalation ladder is answered: ``never`` is a rejection, and a question
+        that could not be asked had no channel (the ladder words its own refusals)."""
+        if self.outcome is AskFailure.NEVER:
+            return ApprovalOutcome.REJECTED
+        if isinstance(self.outcome, ApprovalOutcome):
+            return self.outcome
+        return ApprovalOutcome.UNAVAILABLE
 
 
 class Router:
@@ -174,10 +182,10 @@ class Router:
             signal=call.signal,
             action=describe_action(call),
         )
-        if routed.outcome == "allowed-once":
+        if routed.outcome is ApprovalOutcome.ALLOWED_ONCE:
             return PreDecision.allow()
         reason = denial_reason(call.name, routed)
-        if routed.outcome != "cancelled" and self.config.notify_denials:
+        if routed.outcome is not ApprovalOutcome.CANCELLED and self.config.notify_denials:
             self._notify_parent(
                 agent, f"Subagent {agent.session.id}'s {call.name} call was denied: {reason}"
             )
@@ -199,13 +207,7 @@ class Router:
             signal=request.signal,
             action=request.action,
         )
-        # The ladder words its own refusals: "never" is a rejection, a routing failure has no
-        # channel ("unavailable").
-        if routed.outcome == "never":
-            return "rejected"
-        if routed.outcome in ("allowed-once", "rejected", "cancelled"):
-            return routed.outcome
-        return "unavailable"
+        return routed.as_escalation_outcome()
 
     async def route(
         self,
@@ -221,14 +223,14 @@ class Router:
         """Ask the deepest live ancestor of ``child``; never raises."""
         approval = self.ctx.get("approval")  # looked up now: a service mounted later counts
         if approval is None:
-            return Routed("no-approval")
+            return Routed(AskFailure.NO_APPROVAL)
         agents = self.ctx.get("agents")
         if agents is None:
-            return Routed("no-agents")
+            return Routed(AskFailure.NO_AGENTS)
         lineage = await resolve_lineage(agents, self.ctx.get("sessions"), child)
         root = lineage.decider
         if root is None:
-            return Routed("broken-lineage")
+            return Routed(AskFailure.BROKEN_LINEAGE)
         request = ApprovalRequest(
             root,
             tool_name,
@@ -242,17 +244,24 @@ class Router:
         )
         watcher = asyncio.ensure_future(self._notice_if_slow(child, reason))
         try:
-            outcome = await approval.request(request)
+            answer = await approval.request(request)
         except Exception as err:
             log.warning("routed approval for %s failed: %s", child.session.id, err)
             code = f"{err.code}: " if isinstance(err, TetherError) else ""
-            return Routed("error", root.session.id, f"{code}{err}")
+            return Routed(AskFailure.ERROR, root.session.id, f"{code}{err}")
         finally:
             watcher.cancel()
-        value = str(getattr(outcome, "value", outcome))
-        if value == "rejected" and _policy_of(approval, root) is ApprovalPolicy.NEVER:
-            value = "never"
-        return Routed(value, root.session.id)
+        outcome = as_outcome(answer)
+        if outcome is None:
+            # Another approval service answered outside the vocabulary: a failed request, with
+            # nothing raised to show.
+            return Routed(AskFailure.ERROR, root.session.id)
+        if (
+            outcome is ApprovalOutcome.REJECTED
+            and _policy_of(approval, root) is ApprovalPolicy.NEVER
+        ):
+            return Routed(AskFailure.NEVER, root.session.id)
+        return Routed(outcome, root.session.id)
 
     async def _notice_if_slow(self, child: Any, reason: str) -> None:
         await asyncio.sleep(self.config.blocked_notice_seconds)
@@ -300,19 +309,12 @@ def _policy_of(approval: Any, agent: Any) -> ApprovalPolicy | None:
 
 
 def denial_reason(tool: str, routed: Routed) -> str:
-    """The model-facing reason of a routed denial; each branch has its own."""
-    needs = f'"{tool}" needs the root session\'s approval, but'
-    reasons = {
-        "rejected": f"the root session's user rejected this subagent's \"{tool}\" call",
-        "never": f"{needs} session {routed.decider} does not take approval questions (approval "
-        'policy "never"), so it was rejected without asking',
-        "cancelled": f'the routed approval for "{tool}" was cancelled',
-        "unavailable": f"{needs} no approval channel is available there",
-        "no-approval": f"{needs} no approval service is composed",
-        "no-agents": f"{needs} no agents registry is composed to find the root session",
-        "broken-lineage": f"{needs} no live ancestor of this subagent was found",
-    }
-    return reasons.get(routed.outcome, f"{needs} the routed request failed: {routed.detail}")
+    """The model-facing reason of a routed denial (each ending has its own); a granted question
+    has none (``ValueError``)."""
+    outcome = routed.outcome
+    if outcome is ApprovalOutcome.ALLOWED_ONCE:
+        raise ValueError(f'the routed question for "{tool}" was allowed, not denied')
+    return outcome_text(outcome, RoutedAsk(tool, routed.decider), detail=routed.detail)
 
 
 def is_scope_denial(result: ToolResult) -> bool:

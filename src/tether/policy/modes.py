@@ -1,4 +1,5 @@
-"""The fixed policy vocabulary: sandbox modes, the escalation ladder, approval policies/outcomes.
+"""The fixed policy vocabulary: sandbox modes, the escalation ladder, approval policies, outcomes
+and ask failures.
 
 Every value that reaches a session log or a config file is parsed here, so a typo fails with
 the list of accepted values instead of silently meaning something else.
@@ -78,6 +79,33 @@ class ApprovalOutcome(StrEnum):
     """Nobody could answer: no answerer, a failing one, a rogue reply, or a timeout."""
 
 
+class AskFailure(StrEnum):
+    """How an ask ended without an :class:`ApprovalOutcome` to report: nobody could be asked, or
+    the asking itself failed. Worded beside the outcomes (``policy/outcome_text.py``); never
+    written to a log."""
+
+    NO_APPROVAL = "no-approval"
+    """No approval service is composed."""
+    NO_AGENT = "no-agent"
+    """The call has no agent to ask for."""
+    NO_AGENTS = "no-agents"
+    """A routed ask found no agents registry to look the root session up in."""
+    BROKEN_LINEAGE = "broken-lineage"
+    """A routed ask found no live ancestor of the asking subagent."""
+    NEVER = "never"
+    """The deciding session's approval policy is ``never``: rejected without asking anyone."""
+    ERROR = "error"
+    """The request raised."""
+    UNKNOWN_OUTCOME = "unknown-outcome"
+    """The approval service answered with a value outside :class:`ApprovalOutcome`."""
+
+
+EffectNoun = Literal["command", "operation"]
+"""How a denial, a rejection and a hint name a tool's action: ``command`` for ``bash``,
+``operation`` for the file tools. A tool that declares ``escalation_noun`` takes part in the
+escalation ladder (``policy/escalation.py``)."""
+
+
 PolicySource = Literal["delegation", "parent"]
 """Who wrote a ``sandbox/mode`` or ``approval/policy`` event, when it was not the session's own
 user: ``delegation`` is the scope a parent pinned at spawn; ``parent`` is a later adjustment a
@@ -145,6 +173,8 @@ __all__ = [
     "WIDER_MODES",
     "ApprovalOutcome",
     "ApprovalPolicy",
+    "AskFailure",
+    "EffectNoun",
     "PolicySource",
     "SandboxMode",
     "as_outcome",

@@ -3,7 +3,7 @@
 A tool declares its arguments as a pydantic model; the JSON schema the model sees is derived
 from it, and the same model validates every call, so a malformed argument becomes an error
 result the model can read rather than an exception. A call carries its effective sandbox
-policy, resolved once before dispatch (ARCHITECTURE.md principle 4): tool bodies never read
+policy, resolved once before dispatch (docs/design.md, principle 4): tool bodies never read
 session state to decide what they may do.
 """
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from tether.session import JsonValue
+from tether.session import JsonValue, Session
 from tether.signals import AbortSignal
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class AgentLike(Protocol):
     """What the tool layer needs of an agent: its session (and its identity as a scope)."""
 
     @property
-    def session(self) -> Any: ...
+    def session(self) -> Session: ...
 
 
 @dataclass(frozen=True, slots=True)

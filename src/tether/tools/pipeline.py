@@ -1,17 +1,25 @@
 """The tool pipeline: one home for how a call is parsed, decided, audited and dispatched.
 
-Order for one call (behaviour.md §4.1):
+:meth:`ToolRuntime.execute` takes one call through these steps, each a method below; the first
+step that stops the call returns its error result (a result the model reads, never an
+exception):
 
-1. look the tool up, parse the raw JSON arguments and validate them against the tool's model
-   (a bad argument is an error result the model can read);
-2. ``tools/pre-execute`` waterfall, scoped to the agent, fallback allow; a throwing listener
-   gives an error result;
-3. ``ask`` goes through the approval service (texts of §3.5);
-4. guards (``tools/guard`` listeners) run synchronously after an allow and may only deny, so
-   listener order can never resurrect a forbidden call;
-5. the effective sandbox policy is resolved once and stamped on the call;
-6. the body runs, raced against the call's signal;
-7. ``tools/post-execute`` may accept (optionally replacing the result) or block.
+1. **look up and parse** (``_look_up_and_parse``): the tool this agent sees, the raw JSON
+   arguments, the escalation ladder's paired arguments taken out (``policy/escalation.py``),
+   the rest validated against the tool's model; a call already aborted stops here;
+2. **pre-execute** (``_pre_execute``): the ``tools/pre-execute`` waterfall, scoped to the agent,
+   fallback allow; a throwing listener, an invalid decision and a deny stop the call;
+3. **ask** (``_ask``): an ``ask`` decision goes through the approval service, which writes the
+   audit pair; a refusal is worded by ``policy/outcome_text.py``;
+4. **guards** (``_guard``): ``tools/guard`` listeners run synchronously after an allow and may
+   only deny, so listener order can never resurrect a forbidden call; an abort that arrived
+   while deciding stops the call;
+5. **resolve the policy** (``_resolve_policy``): the effective sandbox policy, resolved once
+   and stamped on the call; an escalation is granted for this call only, or refused, here;
+6. **run** (``_run``): the body, raced against the call's signal; a sandbox denial of a tool
+   on the ladder gets its hint (``_with_hint``);
+7. **post-execute** (``_post_execute``): ``tools/post-execute`` may accept (optionally
+   replacing the result) or block.
 """
 
 from __future__ import annotations
@@ -20,25 +28,29 @@ import functools
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from tether.kernel import Context, Disposable
-from tether.policy import (
-    ESCALATION_TARGETS,
-    ApprovalPolicy,
-    ApprovalRequest,
-    SandboxExecutionPolicy,
-    SandboxMode,
-)
+from tether.policy.approval import ApprovalRequest, ApprovalService
 from tether.policy.escalation import (
+    JUSTIFICATION_ARGUMENT,
+    PERMISSIONS_ARGUMENT,
     EffectNoun,
     EscalationRefused,
-    approve_escalation,
-    denial_hint,
+    EscalationRequest,
+    InvalidEscalation,
+    escalation_hint,
+    escalation_noun,
+    grant_escalation,
+    take_escalation,
+    with_escalation_parameters,
 )
+from tether.policy.modes import ApprovalOutcome, AskFailure, as_outcome
+from tether.policy.outcome_text import ToolAsk, outcome_text
+from tether.policy.sandbox_policy import SandboxExecutionPolicy, SandboxPolicyService
 from tether.session import JsonValue
 from tether.signals import AbortedError, AbortSignal
 from tether.tools.base import (
@@ -54,33 +66,18 @@ from tether.tools.base import (
 log = logging.getLogger(__name__)
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH: the call was cancelled before it ran"
-ESCALATION_ASK_EVENT = "sandbox/escalation-ask"
-ESCALATION_ROUTED_EVENT = "sandbox/escalation-routed"
-"""Listeners return True for an agent whose escalations a plugin routes elsewhere."""
-"""Waterfall over the approval request of a sandbox escalation (fallback: the service)."""
 
 
 def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
     """The JSON schema advertised to the model for ``tool``'s arguments.
 
-    With ``escalation`` (a confining sandbox is mounted and the tool supports it), the paired
-    ``sandbox_permissions``/``justification`` parameters are added.
+    With ``escalation`` (a confining sandbox is mounted), a tool on the escalation ladder also
+    advertises its paired parameters.
     """
-    schema = dict(_args_schema(tool.Args))
+    schema = _args_schema(tool.Args)
     if escalation and escalation_noun(tool) is not None:
-        properties = dict(schema.get("properties", {}))
-        properties["sandbox_permissions"] = {
-            "type": "string",
-            "enum": [mode.value for mode in ESCALATION_TARGETS],
-            "description": "Run this one call under a wider sandbox mode; the user is asked "
-            "to approve. Give it only after a sandbox denial, together with justification.",
-        }
-        properties["justification"] = {
-            "type": "string",
-            "description": "Why this call needs the wider mode (shown to the approver).",
-        }
-        schema["properties"] = properties
-    return schema
+        return with_escalation_parameters(schema)
+    return dict(schema)
 
 
 @functools.lru_cache(maxsize=256)
@@ -91,10 +88,8 @@ def _args_schema(args: type[ToolArgs]) -> dict[str, Any]:
     return schema
 
 
-def escalation_noun(tool: Tool) -> EffectNoun | None:
-    """``command``/``operation`` for tools that support escalation, else ``None``."""
-    noun = getattr(tool, "escalation_noun", None)
-    return noun if noun in ("command", "operation") else None
+def _invalid_arguments(name: str, problem: str) -> str:
+    return f'invalid arguments for tool "{name}": {problem}'
 
 
 def format_validation_error(name: str, err: ValidationError) -> str:
@@ -102,7 +97,19 @@ def format_validation_error(name: str, err: ValidationError) -> str:
     for item in err.errors():
         where = ".".join(str(p) for p in item["loc"]) or "(arguments)"
         problems.append(f"{where}: {item['msg']}")
-    return f'invalid arguments for tool "{name}": ' + "; ".join(problems)
+    return _invalid_arguments(name, "; ".join(problems))
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """A call that passed the first step."""
+
+    tool: Tool
+    call: ToolCall
+    """Without a policy yet: pre-execute listeners and guards see ``policy=None``."""
+    noun: EffectNoun | None
+    """The tool's noun while the escalation ladder is offered to it, else ``None``."""
+    escalation: EscalationRequest | None
 
 
 class ToolRuntime:
@@ -176,182 +183,168 @@ class ToolRuntime:
         *,
         allowed: frozenset[str] | None = None,
     ) -> ToolResult:
+        """Take one call through the steps of the module docstring; its result, or the error
+        result of the step that stopped it."""
+        parsed = self._look_up_and_parse(agent, call_id, name, raw_arguments, signal, allowed)
+        if isinstance(parsed, ToolResult):
+            return parsed
+        call = parsed.call
+        decision = await self._pre_execute(call)
+        if isinstance(decision, ToolResult):
+            return decision
+        if decision.kind == "ask":
+            refused = await self._ask(call, decision.reason)
+            if refused is not None:
+                return refused
+        vetoed = self._guard(call)
+        if vetoed is not None:
+            return vetoed
+        policy = await self._resolve_policy(parsed)
+        if isinstance(policy, ToolResult):
+            return policy
+        call = replace(call, policy=policy)
+        result = self._with_hint(call, parsed.noun, await self._run(parsed.tool, call))
+        return await self._post_execute(call, result)
+
+    def _look_up_and_parse(
+        self,
+        agent: AgentLike | None,
+        call_id: str,
+        name: str,
+        raw_arguments: str,
+        signal: AbortSignal,
+        allowed: frozenset[str] | None,
+    ) -> _Parsed | ToolResult:
+        """Step 1: the tool ``agent`` sees as ``name`` (within ``allowed``) and the call its
+        arguments make; or the unknown tool, the malformed or invalid arguments, or the abort
+        that stops it."""
         tool = self.get(name, agent)
         if tool is None or (allowed is not None and name not in allowed):
             return ToolResult.error(f'unknown tool "{name}"')
-        parsed = _parse_arguments(name, raw_arguments)
-        if isinstance(parsed, ToolResult):
-            return parsed
+        arguments = _parse_arguments(name, raw_arguments)
+        if isinstance(arguments, ToolResult):
+            return arguments
         noun = escalation_noun(tool) if self.escalation_enabled() else None
-        requested: tuple[SandboxMode, str] | None = None
+        escalation: EscalationRequest | None = None
         if noun is not None:
-            parsed = dict(parsed)
-            pair = _escalation_request(name, parsed)
-            if isinstance(pair, ToolResult):
-                return pair
-            requested = pair
+            taken = take_escalation(arguments)
+            if isinstance(taken, InvalidEscalation):
+                return ToolResult.error(_invalid_arguments(name, taken.problem))
+            arguments, escalation = taken
         try:
-            args = tool.Args.model_validate(parsed)
+            args = tool.Args.model_validate(arguments)
         except ValidationError as err:
             return ToolResult.error(format_validation_error(name, err))
-        call = ToolCall(call_id, name, args, raw_arguments, agent, signal, self.ctx, None)
         if signal.aborted:
-            return ToolResult.error(ABORTED_BEFORE_DISPATCH, cancelled=True)
+            return _aborted_before_dispatch()
+        call = ToolCall(call_id, name, args, raw_arguments, agent, signal, self.ctx, None)
+        return _Parsed(tool, call, noun, escalation)
 
+    async def _pre_execute(self, call: ToolCall) -> PreDecision | ToolResult:
+        """Step 2: the ``tools/pre-execute`` decision when it lets the call go on (allow or
+        ask); the error result of a failing listener, an invalid decision or a deny."""
         try:
             decision = await self.ctx.waterfall(
-                "tools/pre-execute", call, PreDecision.allow(), scope=agent
+                "tools/pre-execute", call, PreDecision.allow(), scope=call.agent
             )
         except Exception as err:
-            log.warning("tools/pre-execute listener failed for %s: %s", name, err)
-            return ToolResult.error(f'a pre-execute hook failed for tool "{name}": {err}')
-        denied = await self._decide(call, decision)
-        if denied is not None:
-            return denied
-
-        try:
-            vetoes = self.ctx.collect("tools/guard", call, scope=agent)
-        except Exception as err:
-            return ToolResult.error(f'a guard failed for tool "{name}": {err}')
-        for veto in vetoes:
-            if veto:
-                return ToolResult.error(str(veto))
-        if signal.aborted:
-            return ToolResult.error(ABORTED_BEFORE_DISPATCH, cancelled=True)
-
-        policy = self._resolve_policy(agent)
-        if requested is not None and noun is not None:
-            if policy is None:
-                return ToolResult.error("sandbox escalation requires a sandbox policy service")
-            approval = self.ctx.get("approval")
-
-            async def ask(request: ApprovalRequest) -> object:
-                # A routing plugin may answer an escalation for a subagent (opt-in); by default
-                # the executing agent's own approval service decides. (Only reached when an
-                # approval service is composed: the ladder refuses earlier otherwise.)
-                service: Any = approval
-                return await self.ctx.waterfall(
-                    ESCALATION_ASK_EVENT,
-                    request,
-                    lambda: service.request(request),
-                    scope=agent,
-                )
-
-            granted = await approve_escalation(
-                approval=approval,
-                ask=ask,
-                agent=agent,
-                policy=policy,
-                target=requested[0],
-                justification=requested[1],
-                tool_name=name,
-                call_id=call_id,
-                noun=noun,
-                signal=signal,
-                action=describe_action(call),
-            )
-            if isinstance(granted, EscalationRefused):
-                if granted.cancelled and signal.aborted:
-                    return ToolResult.error(ABORTED_BEFORE_DISPATCH, cancelled=True)
-                return ToolResult.error(granted.reason, cancelled=granted.cancelled)
-            policy = granted
-        call = ToolCall(call_id, name, args, raw_arguments, agent, signal, self.ctx, policy)
-        try:
-            result = await signal.race(tool.run(call))
-        except AbortedError:
-            return ToolResult.error(f'tool "{name}" was cancelled', cancelled=True)
-        except Exception as err:
-            log.exception("tool %s raised", name)
-            return ToolResult.error(f'tool "{name}" failed: {type(err).__name__}: {err}')
-        if noun is not None and result.details.get("sandbox_denied") and policy is not None:
-            result = self._with_hint(result, noun, policy, agent)
-        return await self._post(call, result)
-
-    def _with_hint(
-        self,
-        result: ToolResult,
-        noun: EffectNoun,
-        policy: SandboxExecutionPolicy,
-        agent: AgentLike | None,
-    ) -> ToolResult:
-        approval = self.ctx.get("approval")
-        effective = (
-            approval.effective_policy(agent.session)
-            if approval is not None and agent is not None
-            else ApprovalPolicy.NEVER
-        )
-        if (
-            effective is ApprovalPolicy.NEVER
-            and agent is not None
-            and any(self.ctx.collect(ESCALATION_ROUTED_EVENT, agent, scope=agent))
-        ):
-            # A plugin answers this agent's escalations elsewhere (the root's user): the
-            # pinned session may still ask, so the hint says how.
-            effective = ApprovalPolicy.ASK
-        hint = denial_hint(noun, policy.mode, effective)
-        if not hint:
-            return result
-        return replace(result, content=f"{result.content}\n{hint}")
-
-    async def _decide(self, call: ToolCall, decision: object) -> ToolResult | None:
-        """``None`` to proceed, or the denial result."""
+            log.warning("tools/pre-execute listener failed for %s: %s", call.name, err)
+            return ToolResult.error(f'a pre-execute hook failed for tool "{call.name}": {err}')
         if not isinstance(decision, PreDecision):
             return ToolResult.error(
                 f'a pre-execute hook returned an invalid decision for tool "{call.name}"'
             )
-        if decision.kind == "allow":
-            return None
         if decision.kind == "deny":
             return ToolResult.error(decision.reason or f'tool "{call.name}" was denied')
-        return await self.service_ask(call, decision.reason)
+        return decision
 
-    async def service_ask(self, call: ToolCall, reason: str | None) -> ToolResult | None:
-        """Route an ``ask`` through the approval service (behaviour.md §3.5)."""
-        name = call.name
-        approval = self.ctx.get("approval")
+    async def _ask(self, call: ToolCall, reason: str | None) -> ToolResult | None:
+        """Step 3: ask the approval service about ``call``; ``None`` when it is allowed once,
+        else the refusal. With no service to ask, the hook's ``reason`` (if any) says why."""
+        asked = ToolAsk(call.name)
+        approval: ApprovalService | None = self.ctx.get("approval")
         if approval is None:
-            return ToolResult.error(
-                reason or f'tool "{name}" requires approval (not yet supported)'
-            )
+            return ToolResult.error(reason or outcome_text(AskFailure.NO_APPROVAL, asked))
         if call.agent is None:
-            return ToolResult.error(
-                f'tool "{name}" requires approval, but the call has no agent to route it through'
-            )
+            return ToolResult.error(outcome_text(AskFailure.NO_AGENT, asked))
         request = ApprovalRequest(
             agent=call.agent,
-            tool_name=name,
+            tool_name=call.name,
             call_id=call.call_id,
             reason=reason,
             signal=call.signal,
             action=describe_action(call),
         )
         try:
-            outcome = await approval.request(request)
+            answer = await approval.request(request)
         except Exception as err:
-            return ToolResult.error(f'approval for tool "{name}" failed: {err}')
-        if outcome == "allowed-once":
+            return ToolResult.error(outcome_text(AskFailure.ERROR, asked, detail=str(err)))
+        # The composed service may be another implementation: check what it returned.
+        outcome = as_outcome(answer) or AskFailure.UNKNOWN_OUTCOME
+        if outcome is ApprovalOutcome.ALLOWED_ONCE:
             return None
-        if outcome == "rejected":
-            return ToolResult.error(f'the user rejected tool "{name}"')
-        if outcome == "cancelled":
-            if call.signal.aborted:
-                return ToolResult.error(ABORTED_BEFORE_DISPATCH, cancelled=True)
-            return ToolResult.error(f'approval for tool "{name}" was cancelled', cancelled=True)
-        if outcome == "unavailable":
-            return ToolResult.error(
-                f'tool "{name}" requires approval, but no approval channel is available'
-            )
-        return ToolResult.error(f'approval for tool "{name}" returned an unknown outcome')
+        if outcome is ApprovalOutcome.CANCELLED:
+            return _cancelled(outcome_text(outcome, asked), call.signal)
+        return ToolResult.error(outcome_text(outcome, asked))
 
-    def _resolve_policy(self, agent: AgentLike | None) -> SandboxExecutionPolicy | None:
-        service = self.ctx.get("sandbox_policy")
-        if service is None:
-            return None
-        session = agent.session if agent is not None else None
-        policy: SandboxExecutionPolicy = service.resolve(session=session)
-        return policy
+    def _guard(self, call: ToolCall) -> ToolResult | None:
+        """Step 4: the first veto of a ``tools/guard`` listener (a failing one vetoes too), or
+        the abort that arrived while the call was being decided; ``None`` to go on."""
+        try:
+            vetoes = self.ctx.collect("tools/guard", call, scope=call.agent)
+        except Exception as err:
+            return ToolResult.error(f'a guard failed for tool "{call.name}": {err}')
+        for veto in vetoes:
+            if veto:
+                return ToolResult.error(str(veto))
+        if call.signal.aborted:
+            return _aborted_before_dispatch()
+        return None
 
-    async def _post(self, call: ToolCall, result: ToolResult) -> ToolResult:
+    async def _resolve_policy(self, parsed: _Parsed) -> SandboxExecutionPolicy | ToolResult | None:
+        """Step 5: the sandbox policy the call runs under (``None``: no sandbox policy service
+        is composed), widened for this call when its escalation is granted; or the refusal."""
+        call = parsed.call
+        service: SandboxPolicyService | None = self.ctx.get("sandbox_policy")
+        session = call.agent.session if call.agent is not None else None
+        policy = service.resolve(session=session) if service is not None else None
+        if parsed.escalation is None or parsed.noun is None:
+            return policy
+        granted = await grant_escalation(
+            self.ctx,
+            call,
+            parsed.escalation,
+            policy=policy,
+            noun=parsed.noun,
+            action=describe_action(call),
+        )
+        if not isinstance(granted, EscalationRefused):
+            return granted
+        if granted.cancelled:
+            return _cancelled(granted.reason, call.signal)
+        return ToolResult.error(granted.reason, cancelled=False)
+
+    async def _run(self, tool: Tool, call: ToolCall) -> ToolResult:
+        """Step 6: the tool's body, raced against the call's signal; a raising body is an error
+        result."""
+        try:
+            return await call.signal.race(tool.run(call))
+        except AbortedError:
+            return ToolResult.error(f'tool "{call.name}" was cancelled', cancelled=True)
+        except Exception as err:
+            log.exception("tool %s raised", call.name)
+            return ToolResult.error(f'tool "{call.name}" failed: {type(err).__name__}: {err}')
+
+    def _with_hint(self, call: ToolCall, noun: EffectNoun | None, result: ToolResult) -> ToolResult:
+        """``result``, with the escalation ladder's hint when it is a sandbox denial of a tool
+        the ladder is offered to."""
+        if noun is None or not result.details.get("sandbox_denied") or call.policy is None:
+            return result
+        hint = escalation_hint(self.ctx, noun, call.policy.mode, call.agent)
+        return replace(result, content=f"{result.content}\n{hint}") if hint else result
+
+    async def _post_execute(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """Step 7: what ``tools/post-execute`` makes of ``result``: kept, replaced or blocked."""
         try:
             decision = await self.ctx.waterfall(
                 "tools/post-execute", (call, result), PostDecision("accept"), scope=call.agent
@@ -367,6 +360,18 @@ class ToolRuntime:
         return decision.result or result
 
 
+def _aborted_before_dispatch() -> ToolResult:
+    return ToolResult.error(ABORTED_BEFORE_DISPATCH, cancelled=True)
+
+
+def _cancelled(reason: str, signal: AbortSignal) -> ToolResult:
+    """A cancelled ask: when the call's own signal fired, the call reads as aborted before
+    dispatch rather than as an approval that went away."""
+    if signal.aborted:
+        return _aborted_before_dispatch()
+    return ToolResult.error(reason, cancelled=True)
+
+
 def _parse_arguments(name: str, raw: str) -> Mapping[str, Any] | ToolResult:
     try:
         value = json.loads(raw or "{}")
@@ -377,36 +382,11 @@ def _parse_arguments(name: str, raw: str) -> Mapping[str, Any] | ToolResult:
     return value
 
 
-def _escalation_request(
-    name: str, parsed: dict[str, Any]
-) -> tuple[SandboxMode, str] | ToolResult | None:
-    """Pop and validate the paired escalation arguments (both, or neither)."""
-    target = parsed.pop("sandbox_permissions", None)
-    justification = parsed.pop("justification", None)
-    if target is None and justification is None:
-        return None
-    if target is None or justification is None:
-        return ToolResult.error(
-            f'invalid arguments for tool "{name}": sandbox_permissions and justification must '
-            "be given together"
-        )
-    if target not in [mode.value for mode in ESCALATION_TARGETS]:
-        allowed = ", ".join(mode.value for mode in ESCALATION_TARGETS)
-        return ToolResult.error(
-            f'invalid arguments for tool "{name}": sandbox_permissions must be one of {allowed}'
-        )
-    if not isinstance(justification, str) or not justification.strip():
-        return ToolResult.error(
-            f'invalid arguments for tool "{name}": justification must be a non-empty string'
-        )
-    return SandboxMode(target), justification
-
-
 def describe_action(call: ToolCall) -> dict[str, JsonValue]:
     """What an answerer may show: the tool's own description of the action, else its args."""
     args = call.arguments()
     action: dict[str, JsonValue] = {"tool": call.name}
-    for key in ("command", "path", "description", "justification", "sandbox_permissions"):
+    for key in ("command", "path", "description", JUSTIFICATION_ARGUMENT, PERMISSIONS_ARGUMENT):
         value = args.get(key)
         if isinstance(value, str):
             action[key] = value
