@@ -7,7 +7,7 @@ A check is a plain async function over a :class:`Trial` that fails by raising (a
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,17 +167,12 @@ def raises(kind: type[E]) -> Iterator[Caught[E]]:
     raise AssertionError(f"expected {kind.__name__}, nothing was raised")
 
 
-def flatten(specs: Iterable[Spec]) -> list[Check]:
-    return [check for spec in specs for check in spec.checks]
-
-
 __all__ = [
     "Caught",
     "Check",
     "CheckBody",
     "Spec",
     "Trial",
-    "flatten",
     "open_handle",
     "raises",
     "settled",
