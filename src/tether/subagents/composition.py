@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias
 
 from tether.agent import Agent, AgentOptions
 from tether.errors import TetherError
@@ -39,10 +39,27 @@ DELEGATION_TEXT: Final = (
 )
 
 
+SubagentErrorCode: TypeAlias = Literal[
+    "CANCELLED",
+    "CONTINUATION_UNAVAILABLE",
+    "DRAINING",
+    "DUPLICATE_CHILD",
+    "NO_AGENT",
+    "NOT_RESUMABLE",
+    "PARENT_UNAVAILABLE",
+    "PERSISTENCE_UNAVAILABLE",
+    "UNAUTHORIZED",
+]
+"""The codes a :class:`SubagentError` may be raised with besides its own."""
+
+
 class SubagentError(TetherError):
-    """Delegation failed. ``code`` is one of the codes in behaviour.md §5.1."""
+    """Delegation failed; ``code`` says why (``docs/errors.md``)."""
 
     code = "SUBAGENT_ERROR"
+
+    def __init__(self, message: str, *, code: SubagentErrorCode | None = None) -> None:
+        super().__init__(message, code=code)
 
 
 class SubagentDepthError(SubagentError):
