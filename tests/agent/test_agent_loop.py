@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from event_support import kinds as layout
 from tether.agent import SNAPSHOT_HEAD, Agent, AgentOptions
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
@@ -69,10 +70,6 @@ def compose(
     session = store.create(meta=SessionMeta(cwd=str(tmp_path)))
     agent = Agent(kernel.ctx, session, AgentOptions(model, max_steps=max_steps), tools=tools)
     return kernel, agent, slow
-
-
-def layout(agent: Agent) -> list[str]:
-    return [e.type for e in agent.session.events]
 
 
 async def test_turn_with_a_tool_call_has_the_reference_layout(tmp_path: Any) -> None:

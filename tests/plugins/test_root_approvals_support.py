@@ -16,6 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from event_support import plain
+from script_support import call as call
+from script_support import write as write
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
@@ -23,7 +26,6 @@ from tether.plugins.root_approvals import plugin as root_approvals_plugin
 from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
 from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
-from tether.session.json import thaw
 from tether.session.persistence import JsonlPersistence
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
@@ -177,12 +179,6 @@ class Rig:
         return [h for h in headers if h.parent_session == parent_id]
 
 
-def plain(event: Event) -> dict[str, Any]:
-    value = thaw(event.data)
-    assert isinstance(value, dict)
-    return value
-
-
 def layout(
     events: Sequence[Event], types: Sequence[str] = ("approval/", "tool/", "turn/")
 ) -> list[tuple[str, dict[str, Any]]]:
@@ -200,14 +196,6 @@ def notices(events: Sequence[Event]) -> list[str]:
         for e in events
         if e.type == "user/message" and plain(e)["source"] == NOTICE
     ]
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def write(path: str = "out.txt", content: str = "x", **extra: Any) -> dict[str, Any]:
-    return call("write", path=path, content=content, **extra)
 
 
 def args(**arguments: Any) -> str:

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from event_support import kinds as kinds
+from event_support import plain
+from script_support import call
+from script_support import write as write
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
@@ -73,31 +77,12 @@ def world(
     return World(kernel, store, tools, registry, model, workspace)
 
 
-def kinds(session: Session, start: int = 0) -> list[str]:
-    return [e.type for e in session.events[start:]]
-
-
 def data(session: Session, event_type: str) -> list[dict[str, Any]]:
     # ``plain`` thaws nested payloads; ``json.dumps(default=list)`` turned them into key lists.
     return [plain(e) for e in session.events if e.type == event_type]
 
 
-def write(path: str, content: str = "x", **extra: str) -> dict[str, Any]:
-    return {
-        "tool_calls": [{"name": "write", "arguments": {"path": path, "content": content, **extra}}]
-    }
-
-
 # -- continuable delegation helpers (behaviour.md §5.5, §10.2, §10.7) ----------------------------
-
-
-def plain(event: Any) -> dict[str, Any]:
-    """An event's payload as plain JSON values (nested frozen mappings thawed)."""
-    from tether.session.json import thaw
-
-    value = thaw(event.data)
-    assert isinstance(value, dict)
-    return value
 
 
 def subagents(w: World, config: dict[str, Any] | None = None) -> Any:
@@ -160,10 +145,6 @@ def child(
     if label is not None:
         match["label"] = label
     return {"match": match, "steps": list(steps)}
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 class HoldArgs(ToolArgs):

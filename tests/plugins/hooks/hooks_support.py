@@ -10,9 +10,12 @@ import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from event_support import kinds
+from script_support import write
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
 from tether.kernel import Kernel, Next
 from tether.model import ScriptedModel
@@ -202,7 +205,7 @@ class Rig:
         return [e for e in self.session.events if not types or e.type in types]
 
     def layout(self) -> list[str]:
-        return [e.type for e in self.session.events]
+        return kinds(self.session)
 
 
 def compose(
@@ -253,8 +256,8 @@ def compose(
     return Rig(kernel, store, agent, workspace, asked)
 
 
-def write_call(path: str = "marker.txt", content: str = "x") -> dict[str, Any]:
-    return {"tool_calls": [{"name": "write", "arguments": {"path": path, "content": content}}]}
+write_call = partial(write, path="marker.txt")
+"""A step that writes ``marker.txt`` (``content`` may be given)."""
 
 
 def normalized(event: Event) -> dict[str, Any]:
