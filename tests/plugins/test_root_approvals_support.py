@@ -16,20 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from compose_support import compose_kernel
 from event_support import plain
 from script_support import call as call
 from script_support import write as write
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
-from tether.kernel import Kernel
 from tether.model import ScriptedModel
 from tether.plugins.root_approvals import plugin as root_approvals_plugin
-from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
-from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
-from tether.tools.pipeline import ToolRuntime
 
 NOTICE = {"kind": "plugin", "plugin": "root_approvals", "form": "notice"}
 
@@ -65,18 +63,15 @@ class Rig:
         self.workspace = tmp_path / "ws"
         self.workspace.mkdir(exist_ok=True)
         self.persistence = FailingPersistence(tmp_path / "store")
-        self.kernel = Kernel()
-        self.store = SessionStore(self.persistence)
-        self.ctx.provide("sessions", self.store)
-        self.kernel.load(
-            sandbox_policy_plugin, {"mode": default_mode, "workspace_root": str(self.workspace)}
+        composed = compose_kernel(
+            self.workspace,
+            mode=default_mode,
+            approval=policy if approval else None,
+            store=SessionStore(self.persistence),
+            tools=file_tools(),
+            provide_tools=True,
         )
-        if approval:
-            self.kernel.load(approval_plugin, {"policy": policy})
-        self.tools = ToolRuntime(self.ctx)
-        self.ctx.provide("tools", self.tools)
-        for tool in file_tools():
-            self.tools.register(tool)
+        self.kernel, self.store, self.tools = composed.kernel, composed.store, composed.tools
         self.registry = AgentRegistry()
         if registry:
             self.ctx.provide(AGENTS_SERVICE, self.registry)
