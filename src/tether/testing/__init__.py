@@ -19,6 +19,9 @@ once::
     print(report.format())
     raise SystemExit(0 if report.ok else 1)
 
+The checks are asserts, so they refuse to run under ``python -O``, which strips asserts
+(``ASSERTS_DISABLED``).
+
 ``open`` may be called more than once in a check with the same ``root``: every call must
 return a new, independent handle onto the same storage. A backend has the six operations of
 :class:`~tether.session.persistence.base.Persistence`; everything else is a
@@ -60,6 +63,7 @@ from tether.testing.fixtures import (
     titles,
 )
 from tether.testing.runner import (
+    AssertsDisabledError,
     CheckResult,
     Report,
     Status,
@@ -75,6 +79,7 @@ __all__ = [
     "REQUIRED",
     "T0",
     "UNKNOWN_TYPE",
+    "AssertsDisabledError",
     "BackendUnderTest",
     "Capability",
     "Check",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tether.errors import TetherError
 from tether.testing.capabilities import Capability
 from tether.testing.checks import Check, Trial, open_handle
 from tether.testing.spec import SPECS
@@ -16,6 +17,12 @@ from tether.testing.subject import BackendUnderTest
 
 Status = Literal["passed", "failed", "skipped"]
 """``skipped``: the backend under test does not claim a capability the check needs."""
+
+
+class AssertsDisabledError(TetherError):
+    """Python runs with ``-O``, which strips the asserts every check is made of."""
+
+    code = "ASSERTS_DISABLED"
 
 
 def all_checks() -> list[Check]:
@@ -34,11 +41,20 @@ async def run_check(subject: BackendUnderTest, check: Check, root: Path) -> None
     Runs whatever ``subject`` claims: a test framework adapter picks checks with
     :func:`applicable` and reports each failure its own way.
     """
+    _require_asserts()
     handle = await open_handle(subject, root)
     try:
         await check.body(Trial(subject, root, handle))
     finally:
         await handle.close()
+
+
+def _require_asserts() -> None:
+    if not __debug__:
+        # Every check would pass without checking anything.
+        raise AssertsDisabledError(
+            "python -O strips the asserts the conformance checks are made of; run without -O"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +97,9 @@ async def run_conformance(
     subject: BackendUnderTest, *, only: Iterable[Capability] | None = None
 ) -> Report:
     """Every check (or those of the specs in ``only``) against ``subject``, each with a fresh
-    temporary storage root. A check whose needs ``subject`` does not claim is skipped."""
+    temporary storage root. A check whose needs ``subject`` does not claim is skipped.
+    Raises :class:`AssertsDisabledError` under ``python -O``."""
+    _require_asserts()
     wanted = None if only is None else frozenset(only)
     results: list[CheckResult] = []
     for check in all_checks():
@@ -103,6 +121,7 @@ async def run_conformance(
 
 
 __all__ = [
+    "AssertsDisabledError",
     "CheckResult",
     "Report",
     "Status",

@@ -83,6 +83,31 @@ def test_the_kit_imports_and_runs_where_pytest_cannot_be_imported() -> None:
     }
 
 
+def test_the_kit_refuses_to_run_when_asserts_are_stripped() -> None:
+    program = (
+        "import asyncio, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from conformance_support import JsonlBackend\n"
+        "from tether.testing import AssertsDisabledError, run_conformance\n"
+        "try:\n"
+        "    asyncio.run(run_conformance(JsonlBackend()))\n"
+        "except AssertsDisabledError as err:\n"
+        "    print(err.code, err)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-O", "-c", program, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout == (
+        "ASSERTS_DISABLED python -O strips the asserts the conformance checks are made of; "
+        "run without -O\n"
+    )
+
+
 class NewestFirst(JsonlPersistence):
     """The JSONL backend with one rule broken: ``list`` returns the newest header first."""
 
