@@ -3,6 +3,10 @@ adds a conftest's directory), so cross-package helpers such as ``proc_support`` 
 
 import pytest
 
+# The conformance kit is plain asserts in the package; rewrite them for readable failures
+# (before any test module imports it).
+pytest.register_assert_rewrite("tether.testing")
+
 
 @pytest.fixture(autouse=True)
 def isolated_user_dirs(

@@ -8,14 +8,12 @@ from typing import Any
 
 import pytest
 
+from compose_support import compose_kernel
+from event_support import kinds as layout
 from tether.agent import SNAPSHOT_HEAD, Agent, AgentOptions
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
-from tether.policy.approval import approval_plugin
-from tether.policy.sandbox_policy import sandbox_policy_plugin
-from tether.session import SessionMeta, SessionStore
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.pipeline import ToolRuntime
 
 
 class EchoArgs(ToolArgs):
@@ -53,26 +51,17 @@ class Slow:
 def compose(
     steps: list[dict[str, Any]], tmp_path: Any, *, max_steps: int = 50, policies: bool = True
 ) -> tuple[Kernel, Agent, Slow]:
-    kernel = Kernel()
-    store = SessionStore()
-    kernel.ctx.provide("sessions", store)
-    if policies:
-        kernel.load(
-            sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(tmp_path)}
-        )
-        kernel.load(approval_plugin, {"policy": "ask"})
-    tools = ToolRuntime(kernel.ctx)
-    tools.register(Echo())
     slow = Slow()
-    tools.register(slow)
+    rig = compose_kernel(
+        tmp_path,
+        mode="workspace-write" if policies else None,
+        approval="ask" if policies else None,
+        tools=[Echo(), slow],
+    )
     model = ScriptedModel.from_dict({"agents": [{"match": {}, "steps": steps}]})
-    session = store.create(meta=SessionMeta(cwd=str(tmp_path)))
-    agent = Agent(kernel.ctx, session, AgentOptions(model, max_steps=max_steps), tools=tools)
-    return kernel, agent, slow
-
-
-def layout(agent: Agent) -> list[str]:
-    return [e.type for e in agent.session.events]
+    options = AgentOptions(model, max_steps=max_steps)
+    agent = Agent(rig.ctx, rig.session(), options, tools=rig.tools)
+    return rig.kernel, agent, slow
 
 
 async def test_turn_with_a_tool_call_has_the_reference_layout(tmp_path: Any) -> None:

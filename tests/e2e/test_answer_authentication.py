@@ -12,17 +12,19 @@ import json
 import os
 import pwd
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_support import TETHER, run_args, tether
+from script_support import call, write
+from script_support import script as steps_script
 from tether.session.answer_box import AnswerBox
 
-TETHER = str(Path(sys.executable).parent / "tether")
 USER = pwd.getpwuid(os.getuid()).pw_name
 ANSWERED_BY = f"tether approvals answer ({USER}, pid "
 """How a run records an answer from ``tether approvals answer`` (the pid follows)."""
@@ -35,21 +37,11 @@ RUN_STARTED = "this run started it (every command of the run stays below the run
 pytestmark = pytest.mark.timeout(120)
 
 
-def tether(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=60, check=False)
-
-
-def steps_script(path: Path, steps: list[dict[str, Any]]) -> Path:
-    path.write_text(json.dumps({"agents": [{"match": {"depth": 0}, "steps": steps}]}))
-    return path
-
-
-def write_call(target: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "write", "arguments": {"path": target, "content": "a"}}]}
+write_call = partial(write, content="a")
 
 
 def bash_call(command: str, **extra: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command, **extra}}]}
+    return call("bash", command=command, **extra)
 
 
 @dataclass
@@ -101,21 +93,7 @@ def start(tmp: Path, steps: list[dict[str, Any]], *args: str, store: str | None 
     url = store or f"sqlite:///{tmp / 's.db'}"
     model = steps_script(tmp / "script.json", steps)
     proc = subprocess.Popen(
-        [
-            TETHER,
-            "run",
-            "--model",
-            f"scripted:{model}",
-            "--workspace",
-            str(workspace),
-            "--store",
-            url,
-            "--approval-from",
-            "store",
-            "--json",
-            *args,
-            "go",
-        ],
+        [TETHER, *run_args(model, workspace, url, "--approval-from", "store", *args, prompt="go")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-TETHER = str(Path(sys.executable).parent / "tether")
+from cli_support import TETHER, tether
+
 pytestmark = pytest.mark.timeout(120)
-
-
-def tether(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 def wait_for_pending(store: str, deadline: float) -> list[dict[str, object]]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_support import JsonRun, tree
 
+from cli_support import TETHER, run_args, tether
 from tether.harness import Harness
 from tether.model import ScriptedModel
 from tether.policy import SandboxMode
@@ -25,7 +25,6 @@ from tether.policy.sandbox_policy import SandboxPolicyService, fold_sandbox_mode
 from tether.session import SessionStore
 from tether.session.persistence import JsonlPersistence
 
-TETHER = str(Path(sys.executable).parent / "tether")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "delegation"
 READ_ONLY_MARKER = "[sandbox: file access denied under read-only mode]"
 NEVER = {"policy": "never", "source": "delegation"}
@@ -33,34 +32,7 @@ NEVER = {"policy": "never", "source": "delegation"}
 pytestmark = pytest.mark.timeout(120)
 
 
-class Run:
-    """One ``tether run --json``: every event line grouped by session, and the result."""
-
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.proc = proc
-        lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-        self.result = lines[-1] if lines else {}
-        self.sessions: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for line in lines[:-1]:
-            self.sessions[line["session"]].append(line)
-
-    @property
-    def root(self) -> str:
-        return str(self.result["session"])
-
-    def children(self) -> list[str]:
-        return [s for s in self.sessions if s != self.root]
-
-    def of_type(self, session: str, event_type: str) -> list[dict[str, Any]]:
-        return [line["data"] for line in self.sessions[session] if line["type"] == event_type]
-
-    def policy(self, session: str) -> list[tuple[str, dict[str, Any]]]:
-        return [
-            (line["type"], line["data"])
-            for line in self.sessions[session]
-            if line["type"] in ("sandbox/mode", "approval/policy")
-        ]
-
+class Run(JsonRun):
     def by_label(self, env: dict[str, Any], label: str) -> str:
         """A child's id by its label. A continuable child's descriptor is part of its creation
         seed, which is never published live, so the label comes from the stored tree."""
@@ -77,13 +49,6 @@ class Run:
         assert only in self.sessions
         return only
 
-    def notices(self, session: str) -> list[dict[str, Any]]:
-        return [
-            m
-            for m in self.of_type(session, "user/message")
-            if m["source"]["kind"] == "subagent-settled"
-        ]
-
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, Any]:
@@ -93,38 +58,7 @@ def env(tmp_path: Path) -> dict[str, Any]:
 
 
 def tether_run(env: dict[str, Any], script: str, *extra: str) -> Run:
-    proc = subprocess.run(
-        [
-            TETHER,
-            "run",
-            "--model",
-            f"scripted:{EXAMPLES / script}",
-            "--workspace",
-            str(env["workspace"]),
-            "--store",
-            env["store"],
-            "--json",
-            *extra,
-            "do the task",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=False,
-    )
-    return Run(proc)
-
-
-def tree(env: dict[str, Any], root: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [TETHER, "sessions", "tree", root, "--store", env["store"], "--json"],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return dict(json.loads(proc.stdout))
+    return Run(tether(*run_args(EXAMPLES / script, env["workspace"], env["store"], *extra)))
 
 
 def test_depth_two_rejection(env: dict[str, Any]) -> None:

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from script_support import script as script_file
 from tether import Harness
 from tether.session.lease import SessionLiveError
 
 
 def script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:
-    path = tmp_path / "s.json"
-    path.write_text(json.dumps({"agents": [{"match": {"depth": 0}, "steps": steps}]}))
-    return f"scripted:{path}"
+    """The model spec of a one-entry script in ``tmp_path``."""
+    return f"scripted:{script_file(tmp_path / 's.json', steps)}"
 
 
 async def test_run_then_stream_on_the_same_root(tmp_path: Path) -> None:

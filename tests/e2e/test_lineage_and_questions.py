@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_support import tether
 from tether.harness import Harness
 from tether.tools.ask_user import DELEGATED_CALLER, QUESTION_EVENT
 
-TETHER = str(Path(sys.executable).parent / "tether")
 pytestmark = pytest.mark.timeout(120)
 
 SCRIPT = {
@@ -42,10 +40,6 @@ SCRIPT = {
         },
     ]
 }
-
-
-def tether(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=100, check=False)
 
 
 def test_tree_shows_each_childs_recorded_scope(tmp_path: Path) -> None:

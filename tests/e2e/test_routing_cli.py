@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_support import JsonRun as Run
+from e2e_support import stored, tree
 
-TETHER = str(Path(sys.executable).parent / "tether")
+from cli_support import TETHER, run_args, tether
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "routing"
 READ_ONLY_MARKER = "[sandbox: file access denied under read-only mode]"
 NOTES_HEADLINE = (
@@ -27,40 +29,6 @@ NOTES_HEADLINE = (
 NEVER = {"policy": "never", "source": "delegation"}
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class Run:
-    """One ``tether run --json``: every event line grouped by session, and the result."""
-
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.proc = proc
-        lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-        self.lines = lines[:-1]
-        self.result = lines[-1] if lines else {}
-        self.sessions: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for line in self.lines:
-            self.sessions[line["session"]].append(line)
-
-    @property
-    def root(self) -> str:
-        return str(self.result["session"])
-
-    def children(self) -> list[str]:
-        return [s for s in self.sessions if s != self.root]
-
-    def of_type(self, session: str, event_type: str) -> list[dict[str, Any]]:
-        return [line["data"] for line in self.sessions[session] if line["type"] == event_type]
-
-    def audit(self, session: str) -> list[tuple[str, dict[str, Any]]]:
-        """The session's tool and approval events, in order."""
-        return [
-            (line["type"], line["data"])
-            for line in self.sessions[session]
-            if line["type"].startswith(("tool/", "approval/a", "approval/d", "approval/pending"))
-        ]
-
-    def kinds(self, session: str) -> list[str]:
-        return [line["type"] for line in self.sessions[session]]
 
 
 @pytest.fixture
@@ -116,39 +84,15 @@ def asked(env: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def tether(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=100, check=False)
-
-
 def tether_run(env: dict[str, Any], script: str, *extra: str) -> Run:
     # The workspace's tether.toml is the test's own: trusted for each run, as CI would.
     return Run(
         tether(
-            "run",
-            "--trust-workspace",
-            "--model",
-            f"scripted:{EXAMPLES / script}",
-            "--workspace",
-            str(env["workspace"]),
-            "--store",
-            env["store"],
-            "--json",
-            *extra,
-            "do the task",
+            *run_args(
+                EXAMPLES / script, env["workspace"], env["store"], "--trust-workspace", *extra
+            )
         )
     )
-
-
-def stored(env: dict[str, Any], session: str) -> list[dict[str, Any]]:
-    proc = tether("sessions", "show", session, "--store", env["store"], "--json")
-    assert proc.returncode == 0, proc.stderr
-    return list(json.loads(proc.stdout)["events"])
-
-
-def tree(env: dict[str, Any], root: str) -> dict[str, Any]:
-    proc = tether("sessions", "tree", root, "--store", env["store"], "--json")
-    assert proc.returncode == 0, proc.stderr
-    return dict(json.loads(proc.stdout))
 
 
 def routed_pair(run: Run, child: str, tool: str, reason: str, outcome: str) -> list[Any]:

@@ -11,18 +11,11 @@ from typing import Any
 
 import pytest
 
-TETHER = str(Path(sys.executable).parent / "tether")
+from cli_support import TETHER, run_args, tether
+from script_support import script
+from script_support import write as write_call
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def script(path: Path, steps: list[dict[str, Any]]) -> Path:
-    path.write_text(json.dumps({"agents": [{"match": {"depth": 0}, "steps": steps}]}))
-    return path
-
-
-def write_call(target: str, content: str = "x") -> dict[str, Any]:
-    return {"tool_calls": [{"name": "write", "arguments": {"path": target, "content": content}}]}
 
 
 @pytest.fixture
@@ -36,28 +29,11 @@ def env(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-def tether(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TETHER, *args], capture_output=True, text=True, cwd=cwd, timeout=100, check=False
-    )
-
-
 def run_json(
     env: dict[str, Any], steps: list[dict[str, Any]], *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     model = script(env["tmp"] / "script.json", steps)
-    proc = tether(
-        "run",
-        "--model",
-        f"scripted:{model}",
-        "--workspace",
-        str(env["workspace"]),
-        "--store",
-        env["store"],
-        "--json",
-        *extra,
-        "do the task",
-    )
+    proc = tether(*run_args(model, env["workspace"], env["store"], *extra))
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     return proc, lines
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
+from cli_support import run_args, tether
+from script_support import script
 from tether import Harness
 from tether.harness import _protect_store
 from tether.kernel import PluginEntry
@@ -21,23 +21,19 @@ from tether.sandbox import SandboxError, SandboxProvider
 from tether.session.persistence import SqlitePersistence
 from tether.session.store_files import store_files
 
-TETHER = str(Path(sys.executable).parent / "tether")
 TOKEN = "prompt-token-8f3a"
 HIDDEN = "it is hidden from every agent (it holds credentials or tether's own state)"
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def tether(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=100, check=False)
-
-
 def run(workspace: Path, store: str, steps: list[dict[str, Any]], model: Path) -> Any:
-    model.write_text(json.dumps({"agents": [{"match": {"depth": 0}, "steps": steps}]}))
+    script(model, steps)
     return tether(
-        "run", "--model", f"scripted:{model}", "--workspace", str(workspace),
-        "--store", store, "--sandbox", "workspace-write", "--json", f"do the task {TOKEN}",
-    )  # fmt: skip
+        *run_args(
+            model, workspace, store, "--sandbox", "workspace-write", prompt=f"do the task {TOKEN}"
+        )
+    )
 
 
 @pytest.mark.bwrap

@@ -6,15 +6,13 @@ import json
 import os
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from cli_support import TETHER
 from tether.surfaces.cli.tty_answerer import parse_reply
-
-TETHER = str(Path(sys.executable).parent / "tether")
 
 
 @pytest.mark.parametrize(

@@ -11,47 +11,23 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from cli_support import TETHER, run_args, tether
 from model.fake_openai import FakeOpenAI, Reply, chunk, sse
+from script_support import script
+from script_support import write as write_step
 from tether.dirs import config_dir
 
-TETHER = str(Path(sys.executable).parent / "tether")
 ASK_WRITES = '[[plugins]]\nname = "ask_tools"\nconfig = { tools = ["write"] }\n'
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def tether(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TETHER, *args], capture_output=True, text=True, timeout=100, check=False)
-
-
-def script(path: Path, steps: list[dict[str, Any]]) -> Path:
-    path.write_text(json.dumps({"agents": [{"match": {}, "steps": steps}]}))
-    return path
-
-
-def write_step(target: str) -> dict[str, Any]:
-    return {"tool_calls": [{"name": "write", "arguments": {"path": target, "content": "x"}}]}
-
-
 def run(ws: Path, model: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return tether(
-        "run",
-        "--model",
-        f"scripted:{model}",
-        "--workspace",
-        str(ws),
-        "--store",
-        f"jsonl://{ws.parent / 'store'}",
-        "--json",
-        *extra,
-        "do the task",
-    )
+    return tether(*run_args(model, ws, f"jsonl://{ws.parent / 'store'}", *extra))
 
 
 def refusal(ws: Path, *files: str) -> str:

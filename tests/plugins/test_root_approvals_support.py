@@ -16,18 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from compose_support import compose_kernel
+from event_support import plain
+from script_support import call as call
+from script_support import write as write
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
-from tether.kernel import Kernel
 from tether.model import ScriptedModel
 from tether.plugins.root_approvals import plugin as root_approvals_plugin
-from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
-from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
-from tether.session.json import thaw
 from tether.session.persistence import JsonlPersistence
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
-from tether.tools.pipeline import ToolRuntime
 
 NOTICE = {"kind": "plugin", "plugin": "root_approvals", "form": "notice"}
 
@@ -63,18 +63,15 @@ class Rig:
         self.workspace = tmp_path / "ws"
         self.workspace.mkdir(exist_ok=True)
         self.persistence = FailingPersistence(tmp_path / "store")
-        self.kernel = Kernel()
-        self.store = SessionStore(self.persistence)
-        self.ctx.provide("sessions", self.store)
-        self.kernel.load(
-            sandbox_policy_plugin, {"mode": default_mode, "workspace_root": str(self.workspace)}
+        composed = compose_kernel(
+            self.workspace,
+            mode=default_mode,
+            approval=policy if approval else None,
+            store=SessionStore(self.persistence),
+            tools=file_tools(),
+            provide_tools=True,
         )
-        if approval:
-            self.kernel.load(approval_plugin, {"policy": policy})
-        self.tools = ToolRuntime(self.ctx)
-        self.ctx.provide("tools", self.tools)
-        for tool in file_tools():
-            self.tools.register(tool)
+        self.kernel, self.store, self.tools = composed.kernel, composed.store, composed.tools
         self.registry = AgentRegistry()
         if registry:
             self.ctx.provide(AGENTS_SERVICE, self.registry)
@@ -177,12 +174,6 @@ class Rig:
         return [h for h in headers if h.parent_session == parent_id]
 
 
-def plain(event: Event) -> dict[str, Any]:
-    value = thaw(event.data)
-    assert isinstance(value, dict)
-    return value
-
-
 def layout(
     events: Sequence[Event], types: Sequence[str] = ("approval/", "tool/", "turn/")
 ) -> list[tuple[str, dict[str, Any]]]:
@@ -200,14 +191,6 @@ def notices(events: Sequence[Event]) -> list[str]:
         for e in events
         if e.type == "user/message" and plain(e)["source"] == NOTICE
     ]
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def write(path: str = "out.txt", content: str = "x", **extra: Any) -> dict[str, Any]:
-    return call("write", path=path, content=content, **extra)
 
 
 def args(**arguments: Any) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from event_support import type_data
 from tether.kernel import Kernel
 from tether.policy import (
     ApprovalService,
@@ -36,7 +37,6 @@ from tether.session import (
     SessionStore,
     StoredSession,
 )
-from tether.session.json import thaw
 
 
 @dataclass(eq=False)
@@ -101,9 +101,8 @@ class MemoryPersistence:
         return [json.loads(r)["type"] for r in self.records.get(session_id, [])]
 
 
-def layout(session: Session, start: int = 0) -> list[tuple[str, object]]:
-    """``(type, data)`` of each event from ``start``: the exact-layout assertion form."""
-    return [(e.type, thaw(e.data)) for e in session.events[start:]]
+layout = type_data
+"""``(type, data)`` of each event from ``start``: the exact-layout assertion form."""
 
 
 def open_turn(session: Session, turn: int = 1) -> None:

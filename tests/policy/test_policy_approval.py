@@ -20,6 +20,7 @@ from policy_support import (
     layout,
     open_turn,
 )
+from policy_support import approval_of as service_of
 
 from tether.kernel import Kernel, Next, PluginConfigError, resolve_plugin
 from tether.policy import (
@@ -57,10 +58,6 @@ def turn_agent(session_id: str = "s1") -> ToyAgent:
     agent = new_agent(session_id)
     open_turn(agent.session)
     return agent
-
-
-def service_of(kernel: Kernel) -> ApprovalService:
-    return approval_of(kernel)
 
 
 def audit(session: Session, start: int = 0) -> list[tuple[str, object]]:

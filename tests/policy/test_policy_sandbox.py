@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from policy_support import SessionOnlyAgent, ToyAgent, compose, layout
+from policy_support import sandbox_of as service_of
 
 from tether.kernel import Kernel, PluginConfigError, resolve_plugin
 from tether.policy import (
@@ -46,12 +47,6 @@ def workspace_write_text(root: str) -> str:
 
 def session_at(cwd: str | None = None, session_id: str = "s1") -> Session:
     return Session(SessionHeader(session_id, 0, cwd=cwd))
-
-
-def service_of(kernel: Kernel) -> SandboxPolicyService:
-    service = kernel.ctx.get("sandbox_policy")
-    assert isinstance(service, SandboxPolicyService)
-    return service
 
 
 def contexts(kernel: Kernel, agent: object) -> list[tuple[str, str]]:

@@ -16,16 +16,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sandbox_support import Host
 
+from cli_support import tether
 from tether.dirs import config_dir
-
-TETHER = str(Path(sys.executable).parent / "tether")
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -118,24 +116,17 @@ def tether_run(
     host: Host, backend: str, model: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TETHER_SANDBOX_DISABLE": "bwrap" if backend == "landlock" else ""}
-    return subprocess.run(
-        [
-            TETHER,
-            "run",
-            "--model",
-            f"scripted:{model}",
-            "--workspace",
-            str(host.ws),
-            "--store",
-            f"jsonl://{host.top / 'store'}",
-            *extra,
-            "go",
-        ],
-        capture_output=True,
-        text=True,
+    return tether(
+        "run",
+        "--model",
+        f"scripted:{model}",
+        "--workspace",
+        str(host.ws),
+        "--store",
+        f"jsonl://{host.top / 'store'}",
+        *extra,
+        "go",
         env=env,
-        timeout=100,
-        check=False,
     )
 
 

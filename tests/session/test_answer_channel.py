@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from answer_support import start_waiter
+from cli_support import TETHER
 from tether.session import SessionMeta, SessionStore
 from tether.session.answer_box import AnswerBox, ApprovalStaleError
 from tether.session.answer_channel import (
@@ -26,7 +27,6 @@ from tether.session.answer_channel import (
 )
 from tether.session.persistence import open_persistence
 
-TETHER = str(Path(sys.executable).parent / "tether")
 pytestmark = pytest.mark.timeout(60)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from event_support import seq_kinds as layout
 from tether.session import (
     Event,
     PayloadError,
@@ -26,10 +27,6 @@ def ticking() -> itertools.count[int]:
 def fresh(seed: Sequence[Event] = (), session_id: str = "s") -> Session:
     clock = ticking()
     return Session(SessionHeader(id=session_id, created_at=1), seed, clock=lambda: next(clock))
-
-
-def layout(session: Session) -> list[tuple[int, str]]:
-    return [(e.seq, e.type) for e in session.events]
 
 
 def seed_of(*types: str) -> tuple[Event, ...]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from event_support import seq_kinds as layout
 from tether.errors import TetherError
 from tether.session import (
     Event,
@@ -127,10 +128,6 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 async def stored_events(persistence: Persistence, session_id: str) -> list[Event]:
     return list((await persistence.inspect(session_id)).events)
-
-
-def layout(events: Sequence[Event]) -> list[tuple[int, str]]:
-    return [(e.seq, e.type) for e in events]
 
 
 def completed_turn(session: Session, turn: int) -> None:

@@ -9,11 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
+from compose_support import compose_kernel
+from event_support import kinds as kinds
+from event_support import plain
+from script_support import call
+from script_support import write as write
+from tether.agent import Agent, AgentOptions, AgentRegistry
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
-from tether.policy.approval import approval_plugin
-from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.session import Session, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
@@ -57,24 +60,18 @@ def world(
 ) -> World:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
-    kernel = Kernel()
-    store = SessionStore(JsonlPersistence(tmp_path / "store") if persistence else None)
-    kernel.ctx.provide("sessions", store)
-    kernel.load(sandbox_policy_plugin, {"mode": default_mode, "workspace_root": str(workspace)})
-    if approval:
-        kernel.load(approval_plugin, {"policy": "ask"})
-    tools = ToolRuntime(kernel.ctx)
-    kernel.ctx.provide("tools", tools)
-    for tool in file_tools():
-        tools.register(tool)
-    registry = AgentRegistry()
-    kernel.ctx.provide(AGENTS_SERVICE, registry)
+    rig = compose_kernel(
+        workspace,
+        mode=default_mode,
+        approval="ask" if approval else None,
+        store=SessionStore(JsonlPersistence(tmp_path / "store") if persistence else None),
+        tools=file_tools(),
+        provide_tools=True,
+        agents=True,
+    )
+    assert rig.agents is not None
     model = ScriptedModel.from_dict({"agents": agents})
-    return World(kernel, store, tools, registry, model, workspace)
-
-
-def kinds(session: Session, start: int = 0) -> list[str]:
-    return [e.type for e in session.events[start:]]
+    return World(rig.kernel, rig.store, rig.tools, rig.agents, model, workspace)
 
 
 def data(session: Session, event_type: str) -> list[dict[str, Any]]:
@@ -82,22 +79,7 @@ def data(session: Session, event_type: str) -> list[dict[str, Any]]:
     return [plain(e) for e in session.events if e.type == event_type]
 
 
-def write(path: str, content: str = "x", **extra: str) -> dict[str, Any]:
-    return {
-        "tool_calls": [{"name": "write", "arguments": {"path": path, "content": content, **extra}}]
-    }
-
-
 # -- continuable delegation helpers (behaviour.md §5.5, §10.2, §10.7) ----------------------------
-
-
-def plain(event: Any) -> dict[str, Any]:
-    """An event's payload as plain JSON values (nested frozen mappings thawed)."""
-    from tether.session.json import thaw
-
-    value = thaw(event.data)
-    assert isinstance(value, dict)
-    return value
 
 
 def subagents(w: World, config: dict[str, Any] | None = None) -> Any:
@@ -160,10 +142,6 @@ def child(
     if label is not None:
         match["label"] = label
     return {"match": match, "steps": list(steps)}
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 class HoldArgs(ToolArgs):

@@ -7,10 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +28,6 @@ pytestmark = pytest.mark.timeout(60)
 
 BACKENDS = [pytest.param("bwrap", marks=pytest.mark.bwrap), "landlock"]
 MARKER_RO = "[sandbox: file access denied under read-only mode]"
-
-
-@pytest.fixture
-def ws() -> Iterator[Path]:
-    # Under /var/tmp: bubblewrap's private /tmp would hide "outside" targets under /tmp.
-    root = Path(os.path.realpath(tempfile.mkdtemp(prefix="tether-bash-", dir="/var/tmp")))
-    (root / "ws" / "src").mkdir(parents=True)
-    (root / "outside").mkdir()
-    try:
-        yield root / "ws"
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def policy(ws: Path, mode: str) -> SandboxExecutionPolicy:

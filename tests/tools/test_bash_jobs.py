@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,17 +53,6 @@ class Rig:
 
     async def call(self, name: str, agent: FakeAgent | None = None, **args: Any) -> ToolResult:
         return await self.tools.execute(agent, "c", name, json.dumps(args), AbortSignal())
-
-
-@pytest.fixture
-def ws() -> Iterator[Path]:
-    root = Path(os.path.realpath(tempfile.mkdtemp(prefix="tether-jobs-", dir="/var/tmp")))
-    (root / "ws" / "src").mkdir(parents=True)
-    (root / "outside").mkdir()
-    try:
-        yield root / "ws"
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(params=[pytest.param("bwrap", marks=pytest.mark.bwrap), "landlock"])

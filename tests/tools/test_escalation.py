@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from compose_support import compose_kernel
 from tether.kernel import Kernel
-from tether.policy.approval import approval_plugin, register_answerer
+from tether.policy.approval import register_answerer
 from tether.policy.escalation import denial_hint
-from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.sandbox import SandboxProvider
-from tether.session import Session, SessionMeta, SessionStore
+from tether.session import Session
 from tether.signals import AbortSignal
 from tether.tools.bash import BashTool
 from tether.tools.fs import file_tools
@@ -38,28 +38,15 @@ def compose(
     approval: bool = True,
     sandbox: bool = True,
 ) -> tuple[Kernel, ToolRuntime, Owner, list[Any]]:
-    kernel = Kernel()
-    store = SessionStore()
-    kernel.ctx.provide("sessions", store)
-    kernel.load(sandbox_policy_plugin, {"mode": "read-only", "workspace_root": str(tmp_path)})
-    if approval:
-        kernel.load(approval_plugin, {"policy": policy})
-    if sandbox:
-        kernel.ctx.provide("sandbox", SandboxProvider())
-    asked: list[Any] = []
-    if answer is not None:
-
-        def answerer(request: Any, _next: Any) -> str:
-            asked.append(request)
-            return answer
-
-        register_answerer(kernel.ctx, answerer)
-    tools = ToolRuntime(kernel.ctx)
-    for tool in file_tools():
-        tools.register(tool)
-    session = store.create(meta=SessionMeta(cwd=str(tmp_path)))
-    session.append("turn/start", {"turn": 1})
-    return kernel, tools, Owner(session), asked
+    rig = compose_kernel(
+        tmp_path,
+        mode="read-only",
+        approval=policy if approval else None,
+        sandbox=SandboxProvider() if sandbox else None,
+        answer=answer,
+        tools=file_tools(),
+    )
+    return rig.kernel, rig.tools, Owner(rig.session(turn=True)), rig.asked
 
 
 def args(**extra: str) -> str:

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
+from compose_support import compose_kernel
 from tether.kernel import Kernel
-from tether.policy.approval import approval_plugin, register_answerer
-from tether.policy.sandbox_policy import sandbox_policy_plugin
-from tether.session import SessionMeta, SessionStore
+from tether.policy.approval import register_answerer
 from tether.signals import AbortSignal
 from tether.tools.base import PostDecision, PreDecision, ToolArgs, ToolCall, ToolResult
 from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH, ToolRuntime
@@ -44,17 +43,8 @@ class Owner:
 
 
 def compose(tmp_path: Path, *, approval: bool = True) -> tuple[Kernel, ToolRuntime, Owner]:
-    kernel = Kernel()
-    store = SessionStore()
-    kernel.ctx.provide("sessions", store)
-    kernel.load(sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(tmp_path)})
-    if approval:
-        kernel.load(approval_plugin, {"policy": "ask"})
-    tools = ToolRuntime(kernel.ctx)
-    tools.register(Mark(tmp_path))
-    session = store.create(meta=SessionMeta(cwd=str(tmp_path)))
-    session.append("turn/start", {"turn": 1})
-    return kernel, tools, Owner(session)
+    rig = compose_kernel(tmp_path, approval="ask" if approval else None, tools=[Mark(tmp_path)])
+    return rig.kernel, rig.tools, Owner(rig.session(turn=True))
 
 
 def ask_with(reason: str | None) -> Any:

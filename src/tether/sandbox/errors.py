@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Literal, TypeAlias
 
 from tether.errors import TetherError
+
+SandboxErrorCode: TypeAlias = Literal["SANDBOX_CONFIG", "STORE_UNPROTECTED", "WORKSPACE_HIDDEN"]
+"""The codes a :class:`SandboxError` may be raised with besides its own."""
 
 
 class SandboxError(TetherError):
     code = "SANDBOX_ERROR"
+
+    def __init__(self, message: str, *, code: SandboxErrorCode | None = None) -> None:
+        super().__init__(message, code=code)
 
 
 class SandboxUnavailableError(SandboxError):
@@ -36,4 +43,4 @@ class SandboxUnavailableError(SandboxError):
         }
 
 
-__all__ = ["SandboxError", "SandboxUnavailableError"]
+__all__ = ["SandboxError", "SandboxErrorCode", "SandboxUnavailableError"]

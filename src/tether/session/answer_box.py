@@ -67,6 +67,10 @@ class ApprovalOnOtherHostError(TetherError):
     code = "APPROVAL_ON_OTHER_HOST"
 
 
+class InvalidAnswerError(TetherError):
+    code = "INVALID_ANSWER"
+
+
 class AnswerBoxError(TetherError):
     """The answer box cannot hold this wait's marker."""
 
@@ -315,7 +319,7 @@ class AnswerBox:
     def deliver(self, approval_id: str, outcome: str, surface: str) -> str:
         """Hand an answer to the process waiting for it; the ``answered_by`` it recorded."""
         if outcome not in ANSWERS:
-            raise TetherError(f"an answer is one of {', '.join(ANSWERS)}", code="INVALID_ANSWER")
+            raise InvalidAnswerError(f"an answer is one of {', '.join(ANSWERS)}")
         marker = self.marker(approval_id)
         if marker is None:
             raise ApprovalStaleError(_stale_text(approval_id))

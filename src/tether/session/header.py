@@ -10,7 +10,32 @@ from typing import Final, Literal
 from tether.errors import TetherError
 
 SESSION_FORMAT_VERSION: Final = 0
-"""Pinned pre-release. Any other version is refused on load; there is no migration."""
+"""The format of a stored session: the header's stored form (:meth:`SessionHeader.to_dict`),
+the event envelope (:meth:`tether.session.events.Event.to_dict`) and what the payload keys of
+each event type mean. An export file is the same format (``surfaces/cli/archive.py``).
+
+When it changes: bump it with any change that a reader of the current version would misread,
+or refuse for a reason other than the version: a header or envelope field added, removed or
+renamed, a value that changes meaning, an event payload read differently. No bump for a new
+event type (a reader that does not know a required one refuses the session with
+``UNKNOWN_EVENT_TYPE``, and keeps an ``ignorable`` one) or for a payload key that a reader
+which does not know it loses nothing by skipping.
+
+A newer version: refused (:class:`FormatVersionError`, ``UNSUPPORTED_FORMAT_VERSION``) by
+load, inspect and import, checked before any other field, because a newer format may add
+fields and "unsupported version" is what the user can act on. Nothing is read in part and
+nothing is written.
+
+An older version: read only through migrations, and version 0 is the first, so none exists
+yet and any other version is refused. A migration is added with the bump that needs it: a pure
+function from the stored header and events of version ``N`` to those of ``N + 1``, applied in
+order from the stored version up to this one before validation; writers write only this
+version, so a session migrated on load is stored again at this version before anything is
+appended to it (a log never mixes versions), while inspect and export migrate in memory only.
+Each migration lands with a stored session of the old version as a test fixture that must load
+to its expected current form, and ``tests/session/test_session_header.py`` pins the new number
+and the refusal of the next one.
+"""
 
 Origin = Literal["subagent"]
 
@@ -72,11 +97,7 @@ class SessionHeader:
             raise InvalidHeaderError(f"delegation_depth must be >= 0: {self.delegation_depth!r}")
         if self.agent_preset is not None and not isinstance(self.agent_preset, str):
             raise InvalidHeaderError("agent_preset must be a string")
-        if not _is_int(self.version) or self.version != SESSION_FORMAT_VERSION:
-            raise FormatVersionError(
-                f"session {self.id!r} has format version {self.version!r}; this tether reads "
-                f"only version {SESSION_FORMAT_VERSION} (no migration exists)"
-            )
+        _check_version(self.id, self.version)
 
     @classmethod
     def from_meta(cls, session_id: str, created_at: int, meta: SessionMeta) -> SessionHeader:
@@ -119,14 +140,9 @@ class SessionHeader:
             raise InvalidHeaderError("session header must have type 'session'")
         if "version" not in raw:
             raise FormatVersionError("session header has no format version")
-        version = raw["version"]
-        if not _is_int(version) or version != SESSION_FORMAT_VERSION:
-            # Checked before the fields: a newer format may well add fields, and "unsupported
-            # version" is the message a user can act on, not "unknown fields".
-            raise FormatVersionError(
-                f"session {raw.get('id')!r} has format version {version!r}; this tether reads "
-                f"only version {SESSION_FORMAT_VERSION} (no migration exists)"
-            )
+        # Checked before the fields: a newer format may well add fields, and "unsupported
+        # version" is the message a user can act on, not "unknown fields".
+        _check_version(raw.get("id"), raw["version"])
         if "delegation_depth" not in raw:
             raise InvalidHeaderError("session header has no delegation_depth (required on disk)")
         known = {
@@ -154,6 +170,14 @@ class SessionHeader:
             delegation_depth=raw.get("delegation_depth"),  # type: ignore[arg-type]
             agent_preset=raw.get("agent_preset"),
             version=raw.get("version"),  # type: ignore[arg-type]
+        )
+
+
+def _check_version(session_id: object, version: object) -> None:
+    if not _is_int(version) or version != SESSION_FORMAT_VERSION:
+        raise FormatVersionError(
+            f"session {session_id!r} has format version {version!r}; this tether reads "
+            f"only version {SESSION_FORMAT_VERSION} (no migration exists)"
         )
 
 

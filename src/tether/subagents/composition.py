@@ -26,7 +26,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Final, Literal
+from typing import Final, Literal, TypeAlias
 
 from tether.agent import Agent, AgentOptions
 from tether.errors import TetherError
@@ -62,10 +62,27 @@ Provider = Literal["spawn", "fork"]
 ``turn/end`` (the in-flight turn that delegates is not inherited)."""
 
 
+SubagentErrorCode: TypeAlias = Literal[
+    "CANCELLED",
+    "CONTINUATION_UNAVAILABLE",
+    "DRAINING",
+    "DUPLICATE_CHILD",
+    "NO_AGENT",
+    "NOT_RESUMABLE",
+    "PARENT_UNAVAILABLE",
+    "PERSISTENCE_UNAVAILABLE",
+    "UNAUTHORIZED",
+]
+"""The codes a :class:`SubagentError` may be raised with besides its own."""
+
+
 class SubagentError(TetherError):
-    """Delegation failed; ``code`` says why (``SUBAGENT_DEPTH``, ``DUPLICATE_CHILD``, ...)."""
+    """Delegation failed; ``code`` says why (``docs/errors.md``)."""
 
     code = "SUBAGENT_ERROR"
+
+    def __init__(self, message: str, *, code: SubagentErrorCode | None = None) -> None:
+        super().__init__(message, code=code)
 
 
 class SubagentDepthError(SubagentError):

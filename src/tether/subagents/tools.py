@@ -15,7 +15,7 @@ from pydantic import Field
 from tether.agent import Agent
 from tether.errors import TetherError
 from tether.session import JsonValue
-from tether.subagents.composition import ChildSpec
+from tether.subagents.composition import ChildSpec, SubagentError
 from tether.subagents.continuation import (
     SUBAGENTS_SERVICE,
     AncestorAuthority,
@@ -41,14 +41,14 @@ class SubagentArgs(ToolArgs):
 
 def _agent(call: ToolCall) -> Agent:
     if not isinstance(call.agent, Agent):
-        raise TetherError("delegation needs a calling agent", code="NO_AGENT")
+        raise SubagentError("delegation needs a calling agent", code="NO_AGENT")
     return call.agent
 
 
 def _manager(call: ToolCall) -> ContinuationManager:
     manager = call.ctx.get(SUBAGENTS_SERVICE)
     if not isinstance(manager, ContinuationManager):
-        raise TetherError("no subagent manager is composed", code="CONTINUATION_UNAVAILABLE")
+        raise SubagentError("no subagent manager is composed", code="CONTINUATION_UNAVAILABLE")
     return manager
 
 

@@ -18,12 +18,7 @@ escalation ladder (behaviour.md §2.4) calls it with a policy widened for one ca
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal as signals
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,31 +27,22 @@ from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.policy.escalation import EffectNoun
 from tether.sandbox import (
     SANDBOX_SERVICE,
-    CommandProcess,
     ConfinedCommand,
     SandboxError,
     SandboxUnavailableError,
-    kill,
-    kill_group,
-    spawn,
-    stop,
     unconfined,
 )
-from tether.session import JsonValue
-from tether.signals import AbortSignal
 from tether.tools.base import Tool, ToolArgs, ToolCall, ToolResult
-from tether.tools.fs.fence import denial_marker
-
-if TYPE_CHECKING:
-    from tether.tools.jobs import JobManager
+from tether.tools.command_run import (
+    MAX_TIMEOUT,
+    OUTPUT_LIMIT,
+    RunningCommand,
+    render,
+    unavailable_result,
+)
+from tether.tools.jobs import JobKillTool, JobManager, JobOutputTool
 
 DEFAULT_TIMEOUT: Final = 120.0
-MAX_TIMEOUT: Final = 600.0
-OUTPUT_LIMIT: Final = 30_000
-"""Bytes of output kept per call (stdout two thirds, stderr one third; head and tail each)."""
-EXIT_GRACE: Final = 0.5
-"""Seconds to wait for the pipes to close after the command exited; a process that keeps them
-open (possible only under ``danger-full-access``) is then killed with the group."""
 SHELL: Final = "bash"
 
 NO_POLICY_REASON: Final = "no sandbox policy is composed; commands are refused"
@@ -83,278 +69,6 @@ class BashArgs(ToolArgs):
             "Start the command as a background job and return its id at once; read it with "
             "job_output, stop it with job_kill."
         ),
-    )
-
-
-# -- output capture ---------------------------------------------------------------------------
-class HeadTail:
-    """Keeps the first ``limit/2`` and the last ``limit/2`` bytes of a stream."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_limit = limit // 2
-        self.tail_limit = limit - self.head_limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            excess = len(self.tail) - self.tail_limit
-            if excess > 0:
-                del self.tail[:excess]
-
-    @property
-    def omitted(self) -> int:
-        return self.total - len(self.head) - len(self.tail)
-
-    def text(self) -> str:
-        head = self.head.decode("utf-8", "replace")
-        if not self.omitted:
-            return head + self.tail.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
-        return f"{head}\n[... {self.omitted} bytes omitted ...]\n{tail}"
-
-
-class SignatureScan:
-    """Finds denial signatures anywhere in a stream, including the part not kept."""
-
-    def __init__(self, signatures: tuple[str, ...]) -> None:
-        self.signatures = tuple(s.encode() for s in signatures)
-        self.keep = max((len(s) for s in self.signatures), default=1) - 1
-        self.carry = b""
-        self.found = False
-
-    def feed(self, chunk: bytes) -> None:
-        if self.found or not self.signatures:
-            return
-        window = self.carry + chunk
-        self.found = any(sig in window for sig in self.signatures)
-        self.carry = window[-self.keep :] if self.keep else b""
-
-
-RunStatus = Literal["running", "exited", "timeout", "cancelled", "killed"]
-"""Where a command run stands.
-
-- ``running``: not finished yet (background jobs only).
-- ``exited``: it ended by itself (``exit_code`` or ``signal`` says how).
-- ``timeout``: it outlived its timeout; everything it started was killed.
-- ``cancelled``: the call was cancelled; everything it started was killed.
-- ``killed``: ``job_kill`` (or tether shutting down) stopped it.
-"""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    status: RunStatus
-    exit_code: int | None
-    signal: str | None
-    stdout: str
-    stderr: str
-    stdout_bytes: int
-    stderr_bytes: int
-    denied: bool
-    runner_failure: str | None
-
-
-class RunningCommand:
-    """One spawned :class:`ConfinedCommand`, its output readers and its exit."""
-
-    def __init__(self, command: ConfinedCommand, process: CommandProcess, limit: int) -> None:
-        self.command = command
-        self.process = process
-        self.stdout = HeadTail(limit * 2 // 3)
-        self.stderr = HeadTail(limit - limit * 2 // 3)
-        self.scan = SignatureScan(command.denial_signatures)
-        self.status: RunStatus = "running"
-        assert process.stdout is not None and process.stderr is not None
-        self._readers = [
-            asyncio.ensure_future(_pump(process.stdout, (self.stdout.feed,))),
-            asyncio.ensure_future(_pump(process.stderr, (self.stderr.feed, self.scan.feed))),
-        ]
-        self._exit = asyncio.ensure_future(process.wait())
-        self._closed = False
-
-    @classmethod
-    async def start(
-        cls, command: ConfinedCommand, *, cwd: str, limit: int = OUTPUT_LIMIT
-    ) -> RunningCommand:
-        """Spawn ``command``; raises ``SandboxUnavailableError`` (nothing ran) or ``OSError``."""
-        try:
-            process = await spawn(command, cwd=cwd)
-        except BaseException:
-            command.close()
-            raise
-        return cls(command, process, limit)
-
-    @property
-    def done(self) -> bool:
-        return self.status != "running"
-
-    async def wait(self, timeout: float | None, signal: AbortSignal | None = None) -> Outcome:
-        """Wait for the exit; a timeout or the signal kills everything the command started."""
-        aborted = asyncio.ensure_future(signal.wait()) if signal is not None else None
-        try:
-            waiting: set[asyncio.Future[Any]] = {self._exit}
-            if aborted is not None:
-                waiting.add(aborted)
-            done, _ = await asyncio.wait(
-                waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            if self._exit not in done:
-                if self.status == "running":
-                    cancelled = aborted is not None and aborted in done
-                    self.status = "cancelled" if cancelled else "timeout"
-                await stop(self.process, self.command)
-            elif self.status == "running":
-                self.status = "exited"
-            await self._drain()
-        except BaseException:
-            # Our own caller was cancelled: take everything down before propagating.
-            self.kill_now("cancelled")
-            with contextlib.suppress(BaseException):
-                await asyncio.wait([self._exit, *self._readers], timeout=EXIT_GRACE)
-            self._finish()
-            raise
-        finally:
-            if aborted is not None:
-                aborted.cancel()
-        self._finish()
-        return self.outcome()
-
-    def kill_now(self, status: RunStatus = "killed") -> None:
-        """Stop it now, without waiting (``job_kill``, shutdown, a cancelled caller)."""
-        if self.status == "running":
-            self.status = status
-        if self.process.returncode is None:
-            kill(self.process, self.command)
-
-    async def _drain(self) -> None:
-        _, still_open = await asyncio.wait(self._readers, timeout=EXIT_GRACE)
-        if still_open:
-            kill_group(self.process)
-            await asyncio.wait(still_open, timeout=EXIT_GRACE)
-
-    def _finish(self) -> None:
-        for reader in self._readers:
-            if not reader.done():
-                reader.cancel()
-            reader.add_done_callback(_retrieve)
-        if not self._closed:
-            self._closed = True
-            self.command.close()
-
-    def outcome(self) -> Outcome:
-        code = self.process.returncode if self.status == "exited" else None
-        sig = None
-        if code is not None and code < 0:
-            with contextlib.suppress(ValueError):
-                sig = signals.Signals(-code).name
-            sig = sig or f"signal {-code}"
-            code = None
-        stderr = self.stderr.text()
-        failure = None
-        if self.status == "exited":
-            failure = self.command.runner_failure(self.process.returncode, stderr)
-        return Outcome(
-            status=self.status,
-            exit_code=code,
-            signal=sig,
-            stdout=self.stdout.text(),
-            stderr=stderr,
-            stdout_bytes=self.stdout.total,
-            stderr_bytes=self.stderr.total,
-            denied=self.scan.found and self.command.confined,
-            runner_failure=failure,
-        )
-
-
-async def _pump(stream: asyncio.StreamReader, sinks: tuple[Callable[[bytes], None], ...]) -> None:
-    while chunk := await stream.read(65536):
-        for sink in sinks:
-            sink(chunk)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
-# -- rendering ----------------------------------------------------------------------------------
-def status_line(outcome: Outcome, timeout: float | None) -> str:
-    if outcome.status == "timeout":
-        return f"timed out after {timeout:g} s: the command and everything it started were killed"
-    if outcome.status == "cancelled":
-        return "cancelled: the command and everything it started were killed"
-    if outcome.status == "killed":
-        return "killed: the command and everything it started were stopped"
-    if outcome.status == "running":
-        return "still running"
-    if outcome.signal is not None:
-        return f"terminated by {outcome.signal}"
-    return f"exit code: {outcome.exit_code}"
-
-
-def render(
-    outcome: Outcome, command: ConfinedCommand, timeout: float | None, **extra: JsonValue
-) -> ToolResult:
-    """The tool result for one finished (or still running) command."""
-    details: dict[str, JsonValue] = {
-        "exit_code": outcome.exit_code,
-        "status": outcome.status,
-        "mode": command.mode.value,
-        "backend": command.backend,
-        "enforcement": command.enforcement,
-        "stdout_bytes": outcome.stdout_bytes,
-        "stderr_bytes": outcome.stderr_bytes,
-        **extra,
-    }
-    if outcome.runner_failure is not None:
-        return unavailable_result(
-            SandboxUnavailableError(
-                f"{outcome.runner_failure}; the command did not run",
-                mode=command.mode.value,
-                reasons={command.backend: outcome.runner_failure},
-            ),
-            **extra,
-        )
-    if outcome.signal is not None:
-        details["signal"] = outcome.signal
-    if outcome.status == "timeout":
-        details["timed_out"] = True
-    if outcome.status == "cancelled":
-        details["cancelled"] = True
-    parts = []
-    if outcome.stdout:
-        parts.append(outcome.stdout.rstrip("\n"))
-    if outcome.stderr:
-        parts.append("[stderr]\n" + outcome.stderr.rstrip("\n"))
-    parts.append(status_line(outcome, timeout))
-    if outcome.denied:
-        details["sandbox_denied"] = True
-        parts.append(denial_marker(command.mode.value))
-        if command.denial_note is not None:
-            parts.append(command.denial_note)
-    failed = outcome.status != "running" and (
-        outcome.status != "exited" or outcome.exit_code != 0 or outcome.denied
-    )
-    return ToolResult("\n".join(parts), failed, details)
-
-
-def unavailable_result(err: SandboxUnavailableError, **extra: JsonValue) -> ToolResult:
-    reasons: dict[str, JsonValue] = dict(err.reasons)
-    return ToolResult.error(
-        f"{err.code}: {err}",
-        code=err.code,
-        sandbox_unavailable=True,
-        mode=err.mode,
-        reasons=reasons,
-        **extra,
     )
 
 
@@ -448,25 +162,14 @@ class BashTool:
 
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "EXIT_GRACE",
     "JOBS_SERVICE",
-    "MAX_TIMEOUT",
     "NO_POLICY_REASON",
-    "OUTPUT_LIMIT",
     "BashArgs",
     "BashConfig",
     "BashPlugin",
     "BashTool",
-    "HeadTail",
-    "Outcome",
-    "RunStatus",
-    "RunningCommand",
-    "SignatureScan",
     "confine_command",
     "plugin",
-    "render",
-    "status_line",
-    "unavailable_result",
 ]
 
 
@@ -492,8 +195,6 @@ class BashPlugin:
     config_model = BashConfig
 
     def apply(self, ctx: Context, config: BashConfig) -> None:
-        from tether.tools.jobs import JobKillTool, JobManager, JobOutputTool
-
         tools = ctx.get("tools")
         if tools is None:  # ``requires`` checked it at load; it was withdrawn since
             raise RuntimeError("the bash plugin needs the tools service")

@@ -19,7 +19,7 @@ from typing import Any, Final
 from pydantic import Field
 
 from tether.tools.base import AgentLike, ToolArgs, ToolCall, ToolResult
-from tether.tools.bash import MAX_TIMEOUT, Outcome, RunningCommand, render
+from tether.tools.command_run import MAX_TIMEOUT, Outcome, RunningCommand, render
 
 MAX_JOBS: Final = 32
 """Jobs one manager keeps (running or finished); the oldest finished ones are forgotten."""

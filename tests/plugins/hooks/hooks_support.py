@@ -10,18 +10,20 @@ import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
-from tether.kernel import Kernel, Next
+from compose_support import compose_kernel
+from event_support import kinds
+from script_support import write
+from tether.agent import Agent, AgentOptions
+from tether.kernel import Kernel
 from tether.model import ScriptedModel
 from tether.plugins.hooks import HookService, plugin
-from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
-from tether.policy.sandbox_policy import sandbox_policy_plugin
-from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
+from tether.policy.approval import ApprovalRequest
+from tether.session import Event, Persistence, Session, SessionStore
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.pipeline import ToolRuntime
 
 PY = sys.executable
 
@@ -202,7 +204,7 @@ class Rig:
         return [e for e in self.session.events if not types or e.type in types]
 
     def layout(self) -> list[str]:
-        return [e.type for e in self.session.events]
+        return kinds(self.session)
 
 
 def compose(
@@ -220,41 +222,30 @@ def compose(
 ) -> Rig:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
-    kernel = Kernel()
-    store = SessionStore(persistence)
-    kernel.ctx.provide("sessions", store)
-    kernel.load(
-        sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(workspace)}
+    rig = compose_kernel(
+        workspace,
+        approval=approval_policy,
+        store=SessionStore(persistence),
+        answer=answer,
+        tools=all_tools(),
+        provide_tools=True,
+        agents=True,
     )
-    kernel.load(approval_plugin, {"policy": approval_policy})
-    tools = ToolRuntime(kernel.ctx)
-    kernel.ctx.provide("tools", tools)
-    kernel.ctx.provide(AGENTS_SERVICE, AgentRegistry())
-    for tool in all_tools():
-        tools.register(tool)
-    asked: list[ApprovalRequest] = []
-    if answer is not None:
-
-        async def answerer(request: ApprovalRequest, _next: Next) -> str:
-            asked.append(request)
-            return answer
-
-        register_answerer(kernel.ctx, answerer)
+    kernel = rig.kernel
     if before_hooks is not None:
         before_hooks(kernel)
     kernel.load(plugin, {**(config or {}), "hooks": dict(hooks or {})})
     if after_hooks is not None:
         after_hooks(kernel)
-    session = store.create(meta=SessionMeta(cwd=str(workspace)))
     model = ScriptedModel.from_dict(
         script or {"agents": [{"match": {}, "steps": steps or [{"text": "ok"}]}]}
     )
-    agent = Agent(kernel.ctx, session, AgentOptions(model), tools=tools)
-    return Rig(kernel, store, agent, workspace, asked)
+    agent = Agent(kernel.ctx, rig.session(), AgentOptions(model), tools=rig.tools)
+    return Rig(kernel, rig.store, agent, workspace, rig.asked)
 
 
-def write_call(path: str = "marker.txt", content: str = "x") -> dict[str, Any]:
-    return {"tool_calls": [{"name": "write", "arguments": {"path": path, "content": content}}]}
+write_call = partial(write, path="marker.txt")
+"""A step that writes ``marker.txt`` (``content`` may be given)."""
 
 
 def normalized(event: Event) -> dict[str, Any]:

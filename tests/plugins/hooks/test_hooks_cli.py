@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hooks_support import script
 
-TETHER = str(Path(sys.executable).parent / "tether")
+from cli_support import TETHER
+
 pytestmark = pytest.mark.timeout(120)
 
 

@@ -5,30 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
-from tether.kernel import Kernel, resolve_plugin
+from compose_support import compose_kernel
+from tether.agent import Agent, AgentOptions
+from tether.kernel import resolve_plugin
 from tether.model import ScriptedModel
-from tether.policy.approval import approval_plugin
-from tether.policy.sandbox_policy import sandbox_policy_plugin
-from tether.session import SessionMeta, SessionStore
 from tether.tools.fs import file_tools
-from tether.tools.pipeline import ToolRuntime
 
 
 async def run_with_hook(tmp_path: Path, hook: str, mode: str) -> Agent:
     workspace = tmp_path / "ws"
     (workspace / "src").mkdir(parents=True)  # commands write below the root, not in it
-    kernel = Kernel()
-    store = SessionStore()
-    kernel.ctx.provide("sessions", store)
-    kernel.load(sandbox_policy_plugin, {"mode": mode, "workspace_root": str(workspace)})
-    kernel.load(approval_plugin, {"policy": "ask"})
+    rig = compose_kernel(workspace, mode=mode, tools=file_tools(), provide_tools=True, agents=True)
+    kernel = rig.kernel
     kernel.load(resolve_plugin("sandbox"))
-    tools = ToolRuntime(kernel.ctx)
-    kernel.ctx.provide("tools", tools)
-    kernel.ctx.provide(AGENTS_SERVICE, AgentRegistry())
-    for tool in file_tools():
-        tools.register(tool)
     kernel.load(
         resolve_plugin("hooks"),
         {
@@ -55,8 +44,7 @@ async def run_with_hook(tmp_path: Path, hook: str, mode: str) -> Agent:
             ]
         }
     )
-    session = store.create(meta=SessionMeta(cwd=str(workspace)))
-    agent = Agent(kernel.ctx, session, AgentOptions(model), tools=tools)
+    agent = Agent(kernel.ctx, rig.session(), AgentOptions(model), tools=rig.tools)
     await agent.run("write")
     return agent
 

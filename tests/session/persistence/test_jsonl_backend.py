@@ -17,7 +17,8 @@ from tether.session.persistence import (
     SeqConflictError,
     SessionExistsError,
 )
-from tether.session.persistence.conformance import (
+from tether.session.persistence.jsonl import LOCK_NAME, LOG_NAME, escape_id
+from tether.testing import (
     T0,
     closed_turn,
     dicts,
@@ -25,7 +26,6 @@ from tether.session.persistence.conformance import (
     make_events,
     titles,
 )
-from tether.session.persistence.jsonl import LOCK_NAME, LOG_NAME, escape_id
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from tether.session.persistence import (
     PersistenceError,
     SqlitePersistence,
 )
-from tether.session.persistence.conformance import T0, dicts, header, titles
+from tether.testing import T0, dicts, header, titles
 
 
 @pytest.fixture

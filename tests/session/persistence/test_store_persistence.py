@@ -17,7 +17,7 @@ from tether.session.persistence import (
     SessionNotFoundError,
     SqlitePersistence,
 )
-from tether.session.persistence.conformance import T0, dicts, expected_closers, make_events
+from tether.testing import T0, dicts, expected_closers, make_events
 
 Factory = Callable[[], Persistence]
 

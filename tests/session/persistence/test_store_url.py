@@ -14,7 +14,7 @@ from tether.session.persistence import (
     default_store_url,
     open_persistence,
 )
-from tether.session.persistence.conformance import header
+from tether.testing import header
 
 
 async def test_sqlite_url_opens_the_sqlite_backend(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tty_support import TETHER, audit_pairs, chat, chat_args
+from tty_support import audit_pairs, chat, chat_args
 
+from cli_support import TETHER
 from tether.surfaces.cli.chat.prompts import answerer_name
 
 

@@ -9,17 +9,15 @@ import os
 import select
 import struct
 import subprocess
-import sys
 import termios
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cli_support import TETHER
 from tether.session.json import thaw
 from tether.session.persistence import open_persistence
-
-TETHER = str(Path(sys.executable).parent / "tether")
 
 
 class Terminal:

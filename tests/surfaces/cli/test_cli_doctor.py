@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-TETHER = str(Path(sys.executable).parent / "tether")
+from cli_support import tether
 
 
 def doctor(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     base = {
         k: v for k, v in os.environ.items() if k not in ("TETHER_MODEL", "TETHER_SANDBOX_DISABLE")
     }
-    return subprocess.run(
-        [TETHER, "doctor", "--store", f"sqlite:///{tmp_path / 'd.db'}"],
-        capture_output=True,
-        text=True,
-        env={**base, **env},
-        timeout=60,
-        check=False,
-    )
+    return tether("doctor", "--store", f"sqlite:///{tmp_path / 'd.db'}", env={**base, **env})
 
 
 def test_doctor_reports_each_part(tmp_path: Path) -> None:

@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_support import tether
 from tether.sandbox.landlock_exec import abi_version
-
-TETHER = str(Path(sys.executable).parent / "tether")
 
 
 def doctor(tmp_path: Path, disable: str) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k != "TETHER_SANDBOX_DISABLE"}
-    done = subprocess.run(
-        [TETHER, "doctor", "--store", f"sqlite:///{tmp_path / 'd.db'}"],
-        capture_output=True,
-        text=True,
+    done = tether(
+        "doctor",
+        "--store",
+        f"sqlite:///{tmp_path / 'd.db'}",
         env={**env, "TETHER_SANDBOX_DISABLE": disable},
-        timeout=60,
-        check=False,
     )
     return done.stdout.splitlines()
 

@@ -3,33 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from cli_stores import CRASHED, DONE, StoreRef, add_standard, make_ref, populate
 
+from cli_support import tether_bytes as tether
 from tether import __version__
 
-TETHER = Path(sys.executable).parent / "tether"
-
 pytestmark = pytest.mark.timeout(60)
-
-
-def tether(
-    *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    base = {key: value for key, value in os.environ.items() if key != "TETHER_STORE"}
-    return subprocess.run(
-        [str(TETHER), *args],
-        input=stdin,
-        capture_output=True,
-        env={**base, **(env or {})},
-        timeout=30,
-        check=False,
-    )
 
 
 def test_version() -> None:

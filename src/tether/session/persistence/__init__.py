@@ -1,8 +1,8 @@
 """Session persistence: the narrow backend interface, the bundled backends, store URLs.
 
 ``SqlitePersistence`` is the default; ``JsonlPersistence`` keeps one JSONL file per session.
-Any backend, including a user's, can be checked with
-:mod:`tether.session.persistence.conformance` (which needs pytest and pytest-asyncio).
+Any backend, including a user's, can be checked with the conformance kit,
+:mod:`tether.testing`.
 """
 
 from tether.session.persistence.base import (

@@ -2,7 +2,7 @@
 
 Five operations, all async: ``create`` a header, ``append`` events continuing the stored seq,
 ``load`` (repairing a crashed tail durably), ``inspect`` (the same view, never writing), and a
-cheap header-only ``list``. :mod:`tether.session.persistence.conformance` checks any backend
+cheap header-only ``list``. The conformance kit, :mod:`tether.testing`, checks any backend
 against this contract.
 """
 

@@ -1,0 +1,88 @@
+"""A real in-process composition: kernel, session store, the policy plugins, a tool runtime
+(no tests here). Each test family's own rig (an agent, hooks, subagents) builds on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tether.agent import AGENTS_SERVICE, AgentRegistry
+from tether.kernel import Context, Kernel, Next
+from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
+from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.session import Session, SessionMeta, SessionStore
+from tether.tools.base import Tool
+from tether.tools.pipeline import ToolRuntime
+
+
+@dataclass
+class Composition:
+    kernel: Kernel
+    store: SessionStore
+    tools: ToolRuntime
+    workspace: Path
+    agents: AgentRegistry | None = None
+    """The agents registry, when one was provided."""
+    asked: list[ApprovalRequest] = field(default_factory=list)
+    """Every request the answerer of ``answer=`` saw, in order."""
+
+    @property
+    def ctx(self) -> Context:
+        return self.kernel.ctx
+
+    def session(self, *, turn: bool = False) -> Session:
+        """A new session in the workspace; with ``turn``, a turn is open in it."""
+        session = self.store.create(meta=SessionMeta(cwd=str(self.workspace)))
+        if turn:
+            session.append("turn/start", {"turn": 1})
+        return session
+
+
+def record_answers(ctx: Context, answer: str) -> list[ApprovalRequest]:
+    """Answer every approval request with ``answer``; the list fills with the requests."""
+    asked: list[ApprovalRequest] = []
+
+    async def answerer(request: ApprovalRequest, _next: Next[object]) -> str:
+        asked.append(request)
+        return answer
+
+    register_answerer(ctx, answerer)
+    return asked
+
+
+def compose_kernel(
+    workspace: Path,
+    *,
+    mode: str | None = "workspace-write",
+    approval: str | None = "ask",
+    store: SessionStore | None = None,
+    sandbox: object | None = None,
+    answer: str | None = None,
+    tools: Iterable[Tool] = (),
+    provide_tools: bool = False,
+    agents: bool = False,
+) -> Composition:
+    """The store as ``sessions``; the sandbox policy (``mode`` in ``workspace``) and the
+    approval service (policy ``approval``) unless ``None``; ``sandbox`` as the ``sandbox``
+    service; an answerer of ``answer``; ``tools`` registered in a runtime (provided as
+    ``tools`` with ``provide_tools``); an agents registry with ``agents``. In that order."""
+    kernel = Kernel()
+    store = store if store is not None else SessionStore()
+    kernel.ctx.provide("sessions", store)
+    if mode is not None:
+        kernel.load(sandbox_policy_plugin, {"mode": mode, "workspace_root": str(workspace)})
+    if approval is not None:
+        kernel.load(approval_plugin, {"policy": approval})
+    if sandbox is not None:
+        kernel.ctx.provide("sandbox", sandbox)
+    asked = record_answers(kernel.ctx, answer) if answer is not None else []
+    runtime = ToolRuntime(kernel.ctx)
+    if provide_tools:
+        kernel.ctx.provide("tools", runtime)
+    for tool in tools:
+        runtime.register(tool)
+    registry = AgentRegistry() if agents else None
+    if registry is not None:
+        kernel.ctx.provide(AGENTS_SERVICE, registry)
+    return Composition(kernel, store, runtime, workspace, registry, asked)
