@@ -208,6 +208,7 @@ async def test_a_jsonl_store_directory_is_hidden_whole(host: Host, variant: str)
 DIRECTORIES = {
     ".ssh", ".aws", ".azure", ".oci", ".config/gcloud", ".config/gh", ".config/hub",
     ".config/op", ".gnupg", ".docker", ".kube", ".password-store", ".local/share/keyrings",
+    ".config/github-copilot",
 }  # fmt: skip
 """Entries of :data:`CREDENTIAL_PATHS` that are directories in real life."""
 
@@ -277,6 +278,77 @@ async def test_no_credential_path_is_readable(host: Host, variant: str, mode: st
     output = ran.stdout + ran.stderr
     leaked = [p for p, secret in secrets.items() if secret in output]
     assert leaked == []
+    assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr
+
+
+TOKENS_AND_HISTORIES = (
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".config/github-copilot/hosts.json",
+    ".config/github-copilot/apps.json",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".node_repl_history",
+)
+"""Agent tokens, build tools' credentials and the histories passwords get typed into."""
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", RESTRICTED)
+async def test_tokens_and_histories_are_not_readable(host: Host, variant: str, mode: str) -> None:
+    secrets = {}
+    for rel in TOKENS_AND_HISTORIES:
+        secret = f"secret-{rel.replace('/', '_')}-must-not-leak"
+        plant(host.home / rel, secret, False)
+        secrets[rel] = secret
+    provider = make_provider(variant, host)
+    script = f"cd {host.home} && cat {' '.join(TOKENS_AND_HISTORIES)} 2>&1; grep -rs . {host.home}"
+    ran = await run_confined(provider, host.policy(mode), script)
+    assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr
+    assert [rel for rel, secret in secrets.items() if secret in ran.stdout + ran.stderr] == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only uid 0 can read them in the first place")
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", RESTRICTED)
+async def test_the_systems_password_hashes_are_not_readable_as_root(
+    host: Host, variant: str, mode: str
+) -> None:
+    present = [p for p in ("/etc/shadow", "/etc/gshadow") if os.path.exists(p)]
+    if not present:
+        pytest.skip("no /etc/shadow here")
+    lines = {line for p in present for line in Path(p).read_text().splitlines() if line}
+    provider = make_provider(variant, host)
+    script = "cat /etc/shadow /etc/gshadow /etc/shadow- /etc/gshadow- /etc/ssh/ssh_host_*_key"
+    ran = await run_confined(provider, host.policy(mode), f"{script} 2>&1; true")
+    assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr
+    assert [line for line in ran.stdout.splitlines() if line in lines] == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_the_real_home_is_hidden_when_home_points_elsewhere(
+    host: Host, variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sudo -E`` or CI: the harness's ``$HOME`` (and the command's) is not the effective
+    user's home, whose credentials are hidden all the same."""
+    from tether.sandbox import paths
+
+    elsewhere = host.top / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("HOME", str(elsewhere))
+    monkeypatch.setattr(paths, "real_home", lambda: str(host.home), raising=False)
+    provider = make_provider(
+        variant, host, home=None, environ={"PATH": FALLBACK_PATH, "HOME": str(elsewhere)}
+    )
+    ran = await run_confined(
+        provider, host.policy("read-only"), f"cat {host.home}/.ssh/id_rsa {host.home}/.netrc"
+    )
+    assert "must-not-leak" not in ran.stdout + ran.stderr
     assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr
 
 
@@ -437,3 +509,104 @@ async def test_a_real_repository_cannot_be_changed(host: Host, variant: str, mod
         capture_output=True, check=False,
     )  # fmt: skip
     assert config.stdout == b""
+
+
+# -- git running what the worktree holds ---------------------------------------------------------
+def hooked_repository(host: Host, *, husky: bool) -> None:
+    """A real repository whose configuration points into the worktree, as hook managers
+    set it up: ``core.hooksPath`` (husky's ``.husky``, or ``tools/hooks`` from an included
+    file), an ``[include]`` and an ``[includeIf]`` of files in the worktree, and a
+    ``core.fsmonitor`` program there. ``husky``: ``.husky`` exists (else it is missing)."""
+    shutil.rmtree(host.ws / ".git")
+    subprocess.run(["git", "init", "--quiet", str(host.ws)], check=True)
+    git = ["git", "-C", str(host.ws), "config"]
+    subprocess.run([*git, "core.hooksPath", ".husky"], check=True)
+    subprocess.run([*git, "include.path", "../shared.gitconfig"], check=True)
+    subprocess.run([*git, "includeIf.gitdir:/.path", "../conf/extra.inc"], check=True)
+    subprocess.run([*git, "core.fsmonitor", "tools/fsmonitor.sh"], check=True)
+    (host.ws / "shared.gitconfig").write_text("[core]\n\thooksPath = tools/hooks\n")
+    (host.ws / "conf").mkdir()
+    (host.ws / "conf" / "extra.inc").write_text("[user]\n\tname = someone\n")
+    (host.ws / "tools" / "hooks").mkdir(parents=True)
+    (host.ws / "tools" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (host.ws / "tools" / "fsmonitor.sh").write_text("#!/bin/sh\n")
+    (host.ws / "tools" / "other.sh").write_text("#!/bin/sh\n")
+    if husky:
+        (host.ws / ".husky").mkdir()
+        (host.ws / ".husky" / "pre-commit").write_text("#!/bin/sh\nnpm test\n")
+
+
+HOOK_ATTACKS = (
+    "printf '#!/bin/sh\\ntouch @OUT@/pwned\\n' > .husky/pre-commit",
+    "mkdir -p .husky && echo 'touch @OUT@/pwned' > .husky/post-checkout",
+    "echo 'touch @OUT@/pwned' >> tools/hooks/pre-commit",
+    "echo 'touch @OUT@/pwned' > tools/hooks/pre-push",
+    "rm -rf tools/hooks",
+    "mv tools/hooks tools/hooks.off && mkdir tools/hooks",
+    "echo 'touch @OUT@/pwned' >> tools/fsmonitor.sh",
+    "printf '[core]\\n\\tfsmonitor = /tmp/x\\n' >> shared.gitconfig",
+    "printf '[alias]\\n\\tst = !touch @OUT@/pwned\\n' >> conf/extra.inc",
+    "echo 'repos: []' > .pre-commit-config.yaml",
+    "echo 'pre-commit: {}' > lefthook.yml",
+)
+
+
+def hook_cases() -> Iterator[object]:
+    for variant in VARIANTS:
+        for mode in RESTRICTED:
+            for husky in (True, False):
+                state = "husky" if husky else "no-husky"
+                yield pytest.param(
+                    variant.values[0],
+                    mode,
+                    husky,
+                    marks=variant.marks,
+                    id=f"{variant.id}-{mode}-{state}",
+                )
+
+
+@pytest.mark.parametrize(("variant", "mode", "husky"), list(hook_cases()))
+async def test_what_the_git_configuration_runs_from_the_worktree_cannot_be_changed(
+    host: Host, variant: str, mode: str, husky: bool
+) -> None:
+    """What git runs at the user's next ``git commit``/``git status`` from the worktree (a
+    relocated hooks directory, included configuration, the fsmonitor program, a hook
+    manager's configuration) is read-only, existing or not."""
+    hooked_repository(host, husky=husky)
+    provider = make_provider(variant, host)
+    before = tree(host)
+    for attack in HOOK_ATTACKS:
+        script = attack.replace("@OUT@", str(host.outside))
+        ran = await run_confined(provider, host.policy(mode), script)
+        assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr
+        assert changed(before, tree(host)) == [], script
+    # The rest of the worktree's code stays writable.
+    ran = await run_confined(provider, host.policy(mode), "echo ok >> tools/other.sh")
+    assert (ran.returncode == 0) == (mode == "workspace-write"), ran.stderr
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_a_changed_git_configuration_takes_effect_at_the_next_command(
+    host: Host, variant: str
+) -> None:
+    """The rules are reused while nothing they were derived from changed: a new
+    ``core.hooksPath`` (the file changed in place, its timestamp old) counts at once."""
+    hooked_repository(host, husky=True)
+    (host.ws / "other" / "hooks").mkdir(parents=True)
+    (host.ws / "other" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
+    config = host.ws / ".git" / "config"
+    os.utime(config, ns=(10**18, 10**18))  # long before the rules are made
+    provider = make_provider(variant, host)
+    policy = host.policy("workspace-write")
+    first = await run_confined(provider, policy, "echo ok >> other/hooks/pre-commit")
+    assert first.returncode == 0, first.stderr
+    with open(config, "r+", encoding="utf-8") as f:  # in place: same inode
+        text = f.read().replace("hooksPath = .husky", "hooksPath = other/hooks")
+        f.seek(0)
+        f.write(text)
+        f.truncate()
+    os.utime(config, ns=(10**18 + 1, 10**18 + 1))
+    before = tree(host)
+    ran = await run_confined(provider, policy, "echo pwned >> other/hooks/pre-commit")
+    assert ran.returncode != 0
+    assert changed(before, tree(host)) == []

@@ -78,8 +78,27 @@ CONTROLLED = ("ws/.git", "ws/.tether-data")
 """Control paths of the host layout (``.tether-data`` is one through ``protected_paths``)."""
 BWRAP = (("bwrap", "read-only"), ("bwrap", "workspace-write"))
 
+_LEASE = (
+    f"{PYTHON} -c \"import fcntl, os; fd = os.open('@P@', os.O_RDONLY); "
+    'fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.@KIND@)"'
+)
+
 ATTEMPTS = (
     Attempt("write_outside", "echo pwned > @OUT@/new.txt", absent=("@OUT@/new.txt",)),
+    # A lease makes every host process opening the file wait (up to 45 s) for the command.
+    Attempt(
+        "read_lease_outside",
+        _LEASE.replace("@P@", "@OUT@/secret.txt").replace("@KIND@", "F_RDLCK"),
+    ),
+    Attempt(
+        "write_lease_outside",
+        _LEASE.replace("@P@", "@OUT@/secret.txt").replace("@KIND@", "F_WRLCK"),
+    ),
+    Attempt("lease_in_ws", _LEASE.replace("@P@", "@WS@/file.txt").replace("@KIND@", "F_RDLCK")),
+    Attempt(
+        "read_kernel_log",
+        f"{PYTHON} -c \"import os; os.open('/proc/kmsg', os.O_RDONLY | os.O_NONBLOCK)\"",
+    ),
     Attempt("overwrite_outside", "echo pwned > @OUT@/secret.txt"),
     Attempt("append_outside", "echo pwned >> @OUT@/secret.txt"),
     Attempt("truncate_outside", "truncate -s 0 @OUT@/secret.txt"),

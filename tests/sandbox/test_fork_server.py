@@ -366,7 +366,7 @@ async def test_a_malformed_request_runs_nothing(host: Host, server: ForkServer) 
     loop = asyncio.get_running_loop()
     with open(os.devnull, "rb") as null:
         for message, fds in (
-            (REQUEST, [null.fileno(), write_end, write_end, null.fileno(), body]),
+            (REQUEST, [null.fileno(), write_end, write_end, null.fileno(), null.fileno(), body]),
             (b"garbage", [null.fileno()]),
         ):
             pair = await server._take_pair()
@@ -410,14 +410,19 @@ def test_the_listed_roots_are_reused_until_a_listed_directory_changes(
     monkeypatch.setattr(landlock_exec, "_FRESH_NS", 0)
     hidden = (str(host.home / ".ssh"),)
     spec = landlock_exec.LandlockSpec((), hidden)
-    key = tuple(sorted(hidden))
-    os.close(landlock_exec.build_ruleset(spec))
+    key = (landlock_exec.abi_version(), tuple(sorted(hidden)))
+
+    def build() -> None:
+        for fd in landlock_exec.build_rulesets(spec):
+            os.close(fd)
+
+    build()
     first = landlock_exec._readable_cache[key]
-    os.close(landlock_exec.build_ruleset(spec))
-    assert landlock_exec._readable_cache[key] is first
+    build()
+    assert landlock_exec._readable_cache[key] is first  # the read layer itself is reused
     (host.home / "new-dir").mkdir()
-    os.close(landlock_exec.build_ruleset(spec))
+    build()
     second = landlock_exec._readable_cache[key]
     assert second is not first
-    assert second.roots == tuple(sorted((*first.roots, str(host.home / "new-dir"))))
+    assert second.listing.roots == tuple(sorted((*first.listing.roots, str(host.home / "new-dir"))))
     assert str(host.home / "new-dir") in landlock_exec.readable_roots(hidden)

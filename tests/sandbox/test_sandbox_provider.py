@@ -556,7 +556,8 @@ def test_confined_env_is_an_allowlist_without_secrets() -> None:
 def test_hidden_paths_are_the_credential_paths_existing_or_not(host: Host) -> None:
     assert ".ssh" in CREDENTIAL_PATHS
     rules = path_rules({}, home=str(host.home))
-    assert rules.present == (str(host.home / ".ssh"), str(host.home / ".netrc"))
+    at_home = tuple(p for p in rules.present if p.startswith(str(host.home)))
+    assert at_home == (str(host.home / ".ssh"), str(host.home / ".netrc"))
     assert [str(host.home / rel) for rel in CREDENTIAL_PATHS] == list(
         rules.hidden[: len(CREDENTIAL_PATHS)]
     )

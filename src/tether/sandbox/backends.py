@@ -7,6 +7,7 @@ turns one argv and one mode into a :class:`ConfinedCommand`. Profiles follow pla
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -29,6 +30,8 @@ from tether.sandbox.landlock_exec import (
     LandlockError,
     LandlockSpec,
     abi_version,
+    carved,
+    is_pattern,
     writable_cover,
 )
 from tether.sandbox.paths import below, canonical, harness_paths
@@ -44,6 +47,33 @@ CLOSED_ROOT_NOTE: Final = (
 )
 """Appended to a denied command's result while the workspace root is not writable itself
 (see :func:`tether.sandbox.landlock_exec.writable_cover`)."""
+
+
+def closed_root_note(profile: Profile) -> str:
+    """:data:`CLOSED_ROOT_NOTE`, naming also the directories of the harness's import path
+    inside the workspace, which are closed the same way (their names Python acts on are
+    control paths: :data:`~tether.sandbox.paths.IMPORT_NAMES`)."""
+    ws = profile.workspace
+    closed = dict.fromkeys(
+        os.path.relpath(os.path.dirname(p), ws)
+        for p in profile.control
+        if is_pattern(p) and below(os.path.dirname(p), ws) and os.path.dirname(p) != ws
+    )
+    shown = [
+        d
+        for d in closed
+        if os.path.basename(d) != "__pycache__" and os.path.isdir(os.path.join(ws, d))
+    ]
+    if not shown:
+        return CLOSED_ROOT_NOTE
+    return CLOSED_ROOT_NOTE.replace(
+        "directly in the workspace root; its existing files and everything inside its "
+        "existing directories stay writable.",
+        f"directly in the workspace root, nor in {', '.join(shown)} (on the harness's Python "
+        "import path); their existing files and everything inside their other existing "
+        "directories stay writable.",
+    )
+
 
 PROBE_TIMEOUT: Final = 10.0
 """Seconds a functional probe may take before the backend counts as unusable."""
@@ -105,7 +135,7 @@ def check_runner(files: Sequence[str], workspace: str) -> None:
     """Refuse a runner that a confined command could rewrite: one of ``files`` (the runner's
     program and what it loads) resolves inside the workspace, outside the harness's own code
     (:func:`~tether.sandbox.paths.harness_paths`, which commands can never change)."""
-    kept = canonical(harness_paths())
+    kept = _kept(harness_paths())
     for path in files:
         real = os.path.realpath(path)
         if below(real, workspace) and not any(below(real, p) for p in kept):
@@ -116,6 +146,12 @@ def check_runner(files: Sequence[str], workspace: str) -> None:
                 "runner_command or bwrap_path there",
                 code="SANDBOX_CONFIG",
             )
+
+
+@functools.lru_cache(maxsize=4)
+def _kept(paths: tuple[str, ...]) -> tuple[str, ...]:
+    # The harness's code, resolved once: checked at every confine.
+    return canonical(paths)
 
 
 Aspect = Literal[
@@ -316,7 +352,7 @@ class BwrapBackend:
             command=tuple(argv),
             runner=binary if rules is None else self.python,
             network=profile.network,
-            denial_note=CLOSED_ROOT_NOTE if profile.closed_root else None,
+            denial_note=closed_root_note(profile) if profile.closed_root else None,
             sockets=rules,
             bwrap_argv=tuple(bwrap) if rules is not None else (),
             fast_path=rules is not None,
@@ -358,10 +394,24 @@ def _workspace_binds(profile: Profile) -> list[str]:
     for path in granted:
         if os.path.dirname(path) != ws:
             out += ["--bind-try", path, path]
-    for path in profile.control:
-        if os.path.dirname(path) == ws and os.path.lexists(path):
-            out += ["--ro-bind-try", path, path]
+    for path in _existing_at_root(ws, profile.control):
+        out += ["--ro-bind-try", path, path]
     return out
+
+
+def _existing_at_root(ws: str, control: Sequence[str]) -> list[str]:
+    """The existing entries of ``ws`` that are control paths (those a pattern names among
+    them: only with the workspace itself on the import path)."""
+    found = [p for p in control if os.path.dirname(p) == ws and not is_pattern(p)]
+    found = [p for p in found if os.path.lexists(p)]
+    patterns = [p.casefold() for p in control if os.path.dirname(p) == ws and is_pattern(p)]
+    if patterns:
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(ws)):
+                path = os.path.join(ws, name)
+                if any(carved(path.casefold(), p) for p in patterns):
+                    found.append(path)
+    return list(dict.fromkeys(found))
 
 
 def _bwrap_version(binary: str) -> str:
@@ -515,7 +565,7 @@ class LandlockBackend:
                 sockets=rules,
                 fast_path=self.fast_path,
                 temp_dir=temp_dir,
-                denial_note=CLOSED_ROOT_NOTE if writable else None,
+                denial_note=closed_root_note(profile) if writable else None,
             )
         except BaseException:
             if temp_dir is not None:
@@ -537,4 +587,5 @@ __all__ = [
     "Probe",
     "Profile",
     "check_runner",
+    "closed_root_note",
 ]

@@ -2,11 +2,11 @@
 
 One server per harness process, started on the first supervised spawn (:func:`fork_server`)
 and shared by every provider: it holds no per-session state, since each request carries its
-own ruleset and rules. The harness keeps one *pair* (a supervisor and its command-to-be,
+own rulesets and rules. The harness keeps one *pair* (a supervisor and its command-to-be,
 forked by the server) of each kind in use ready (:func:`kind_of`: Landlock without network,
-Landlock with network, bubblewrap), so a spawn is: build the ruleset (Landlock), send one
-message to the pair (the stdio, the ruleset and a memfd with the request), and ask the server
-for the next pair.
+Landlock with network, bubblewrap), so a spawn is: build the rulesets (Landlock: the reused
+read layer and the command's write layer), send one message to the pair (the stdio, the
+rulesets and a memfd with the request), and ask the server for the next pair.
 
 A running command belongs to the harness's end of its pair socket (held by its
 :class:`ForkedProcess`): its supervisor stops it when that end hangs up, so it never outlives
@@ -44,7 +44,7 @@ from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.errors import SandboxError
 from tether.sandbox.landlock_exec import (
     LandlockError,
-    build_ruleset,
+    build_rulesets,
     writable_roots,
 )
 from tether.sandbox.landlock_server import BWRAP, LANDLOCK, LANDLOCK_NET
@@ -417,17 +417,17 @@ class ForkServer:
             raise SandboxError(
                 "the command and its environment are too large", code="SANDBOX_CONFIG"
             )
-        ruleset = -1
+        rulesets: tuple[int, ...] = ()
         if spec is not None:
             try:
-                ruleset = build_ruleset(spec, roots=roots)
+                rulesets = build_rulesets(spec, roots=roots)
             except LandlockError as err:
                 raise command.unavailable(f"cannot build the Landlock ruleset: {err}") from err
         memfd = os.memfd_create("tether-request", os.MFD_CLOEXEC)
         try:
             os.write(memfd, body)  # a memfd takes a whole write
             with _Streams(stdin, stdout, stderr) as streams:
-                fds = [*streams.child_fds, *([ruleset] if ruleset >= 0 else []), memfd]
+                fds = [*streams.child_fds, *rulesets, memfd]
                 pair = await self._hand_over(kind, fds)
                 try:
                     out, err_stream = await streams.readers()
@@ -443,7 +443,7 @@ class ForkServer:
             raise command.unavailable(str(err)) from err
         finally:
             os.close(memfd)
-            if ruleset >= 0:
+            for ruleset in rulesets:
                 os.close(ruleset)
 
     async def _hand_over(self, kind: bytes, fds: list[int]) -> _Pair:

@@ -3,7 +3,7 @@
 This module imports nothing but the standard library (and the sandbox's other stdlib-only
 modules, found next to it), because it runs three ways:
 
-* imported by the harness, which builds rulesets (:func:`build_ruleset`);
+* imported by the harness, which builds rulesets (:func:`build_rulesets`);
 * imported by the fork server (:mod:`tether.sandbox.landlock_server`), whose pairs enter the
   domain and install the filter as below;
 * as a launcher script, ``python -I -S .../landlock_exec.py [options] -- ARGV...`` (a Python
@@ -32,14 +32,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import json
 import os
+import re
 import socket
 import stat
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, NoReturn
 
@@ -127,8 +129,9 @@ class LandlockSpec:
     read-only; ``/dev/null`` is always writable); one that is a symbolic link grants nothing. ``hidden``: paths that must be neither readable nor writable
     (credentials, the session store); everything else is readable. ``readonly``: paths that
     stay readable but must not change, even inside a writable directory (the workspace's
-    control files). ``hidden`` and ``readonly`` are canonical and need not exist: one that
-    is missing cannot be created. ``network``: leave TCP alone.
+    control files); one whose last component holds ``*`` names every entry of its directory
+    that matches (:func:`is_pattern`). ``hidden`` and ``readonly`` are canonical and need not
+    exist: one that is missing cannot be created. ``network``: leave TCP alone.
     """
 
     writable: tuple[str, ...] = ()
@@ -260,14 +263,69 @@ def _cover(top: str, hide: set[str]) -> tuple[list[str], list[str]]:
 def writable_roots(spec: LandlockSpec) -> tuple[str, ...]:
     """What a command may modify beneath: each of ``spec.writable`` resolved, or, when it
     holds a hidden or read-only path (existing or not), :func:`writable_cover` of it."""
-    folded = {c.casefold() for c in _normalised((*spec.hidden, *spec.readonly))}
+    folded = _folded(spec.hidden, spec.readonly)
     if not folded:
         # Nothing to carve (a fork-server pair gets the roots the harness carved already).
         return tuple(dict.fromkeys(spec.writable))
     roots: list[str] = []
     for path in spec.writable:
-        roots += writable_cover(os.path.realpath(path), folded)[0]
+        roots += _writable_cover(os.path.realpath(path), folded)[0]
     return tuple(dict.fromkeys(roots))
+
+
+@functools.lru_cache(maxsize=8)
+def _folded(hidden: tuple[str, ...], readonly: tuple[str, ...]) -> frozenset[str]:
+    # Some hundred paths, the same for every command of a harness.
+    return frozenset(c.casefold() for c in _normalised((*hidden, *readonly)))
+
+
+WILDCARD: Final = "*"
+"""In the last component of a carved path, any run of characters (nothing else is special):
+``DIR/*.pth`` carves every entry of ``DIR`` whose name ends in ``.pth``, existing or not, and
+everything beneath it. A literal ``*`` in a name matches itself, so reading a literal path as
+a pattern can only carve more."""
+
+
+def is_pattern(path: str) -> bool:
+    """``path`` names entries of its directory by a pattern (:data:`WILDCARD`)."""
+    return WILDCARD in path.rpartition("/")[2]
+
+
+@functools.lru_cache(maxsize=256)
+def _name_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in name.split(WILDCARD)), re.DOTALL)
+
+
+def carved(path: str, entry: str) -> bool:
+    """``path`` is ``entry`` or lies beneath it; ``entry`` may end in a pattern
+    (:data:`WILDCARD`). Both are canonical and compared as given (the callers case-fold)."""
+    if not is_pattern(entry):
+        return path == entry or path.startswith(entry.rstrip("/") + "/")
+    parent, _, name = entry.rpartition("/")
+    prefix = parent.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        return False
+    first = path[len(prefix) :].split("/", 1)[0]
+    return _name_pattern(name).fullmatch(first) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _split_carve(folded: frozenset[str]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The carved paths named exactly, and those that end in a pattern (a confine looks at
+    the same set several times)."""
+    return (
+        frozenset(c for c in folded if not is_pattern(c)),
+        tuple(c for c in folded if is_pattern(c)),
+    )
+
+
+def _ancestors(path: str) -> list[str]:
+    """``path`` and every directory above it (canonical)."""
+    found = [path]
+    while path not in ("/", ""):
+        path = os.path.dirname(path)
+        found.append(path)
+    return found
 
 
 def writable_cover(root: str, carve: set[str]) -> tuple[list[str], list[str]]:
@@ -281,23 +339,37 @@ def writable_cover(root: str, carve: set[str]) -> tuple[list[str], list[str]]:
     directly in those directories. Only directories and regular files are granted: a
     symbolic link would grant its target, and a device, socket or FIFO has no business being
     written through the workspace. Names compare case-insensitively, so ``TETHER.TOML`` on
-    such a filesystem is refused with ``tether.toml``. A ``root`` inside a carved path is
-    not granted at all; one that cannot be listed raises :class:`LandlockError`.
+    such a filesystem is refused with ``tether.toml``. A carved path may end in a pattern
+    (:func:`is_pattern`: the names Python acts on in a directory of its import path): its
+    directory is walked like one that holds a missing name, and no entry that matches is
+    granted. A ``root`` inside a carved path is not granted at all; one that cannot be
+    listed raises :class:`LandlockError`.
     """
-    folded = {c.casefold() for c in carve}
+    return _writable_cover(root, frozenset(c.casefold() for c in carve))
+
+
+def _writable_cover(root: str, folded: frozenset[str]) -> tuple[list[str], list[str]]:
+    """:func:`writable_cover` with the carved paths case-folded already."""
+    exact, named = _split_carve(folded)
     key = root.casefold()
     under = key.rstrip("/") + "/"
-    if any(key == c or key.startswith(c + "/") for c in folded):
+    if any(a in exact for a in _ancestors(key)) or any(carved(key, c) for c in named):
         return [], []
     inside = {c for c in folded if c.startswith(under)}
     if not inside:
         return [root], []
+    patterns: dict[str, list[re.Pattern[str]]] = {}
+    for entry in named:
+        if entry.startswith(under):
+            parent, _, name = entry.rpartition("/")
+            patterns.setdefault(parent, []).append(_name_pattern(name))
+    # The directories on the way to a carved path (below the root): walked, not granted.
+    on_the_way = {a for c in inside for a in _ancestors(os.path.dirname(c)) if a.startswith(under)}
     granted: list[str] = []
     walked: list[str] = []
 
     def on_path(folded_path: str) -> bool:
-        prefix = folded_path + "/"
-        return any(c.startswith(prefix) for c in inside)
+        return folded_path in on_the_way
 
     def walk(directory: str) -> None:
         walked.append(directory)
@@ -307,10 +379,13 @@ def writable_cover(root: str, carve: set[str]) -> tuple[list[str], list[str]]:
             if directory == root:
                 raise LandlockError(err.errno, f"cannot open {root}: {err.strerror}") from err
             return
+        matching = patterns.get(directory.casefold(), ())
         for name in names:
             path = os.path.join(directory, name)
             folded_path = path.casefold()
             if folded_path in inside:
+                continue
+            if any(p.fullmatch(name.casefold()) for p in matching):
                 continue
             try:
                 kind = stat.S_IFMT(os.lstat(path).st_mode)
@@ -335,15 +410,25 @@ class _ReadableRoots:
     built: int
     """When the listing was taken (``time.time_ns``)."""
     roots: tuple[str, ...]
+    directories: tuple[bool, ...] = ()
+    """Whether each of ``roots`` was a directory (which rights its rule may carry)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadLayer:
+    """A built read layer (:func:`read_layer`) and the listing it was built from."""
+
+    listing: _ReadableRoots
+    ruleset: int
 
 
 _READABLE_CACHE: Final = 4
-"""``hidden`` sets whose readable roots are kept for reuse (a harness has one, usually)."""
+"""``(abi, hidden)`` sets whose read layer is kept for reuse (a harness has one, usually)."""
 _FRESH_NS: Final = 2_000_000_000
 """A listing is trusted again only if every directory it read was last changed this long
 before it was taken: on a filesystem with coarse timestamps, a change in the same tick would
 otherwise go unseen."""
-_readable_cache: dict[tuple[str, ...], _ReadableRoots] = {}
+_readable_cache: dict[tuple[int, tuple[str, ...]], _ReadLayer] = {}
 _readable_lock = threading.Lock()
 
 
@@ -378,36 +463,117 @@ def _list_readable(hidden: tuple[str, ...]) -> _ReadableRoots:
     for directory in walked:
         with contextlib.suppress(OSError):
             stamps.append(_stamp(directory))
-    return _ReadableRoots(tuple(stamps), built, tuple(roots))
+    directories = tuple(os.path.isdir(root) for root in roots)
+    return _ReadableRoots(tuple(stamps), built, tuple(roots), directories)
 
 
-def _add_readable(libc: _Libc, ruleset: int, hidden: Sequence[str]) -> None:
-    """Grant read and execute beneath every readable root and on :data:`DEVICES`. Listing the
-    directories on the way to the hidden paths is a good part of a ruleset's cost, so the
-    roots found are kept, and reused while none of those directories has changed (an entry
-    added, removed or renamed changes its directory's mtime). Paths are kept, not open
-    descriptors: those would keep the filesystems they are on busy."""
-    key = tuple(sorted(set(hidden)))
+_rule_calls: list[Callable[[int, int, int, int, int], int]] = []
+
+
+def _rule_call() -> Callable[[int, int, int, int, int], int]:
+    """``syscall(landlock_add_rule, ...)`` with fixed argument types: a read layer may hold
+    a couple of hundred roots (every entry of ``/etc`` and of ``$HOME`` when a file there is
+    hidden), and converting the arguments on each call is most of a rule's cost in Python."""
+    if not _rule_calls:
+        call = ctypes.CDLL(None, use_errno=True).syscall
+        call.argtypes = (
+            ctypes.c_long,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_void_p,
+            ctypes.c_uint32,
+        )
+        call.restype = ctypes.c_long
+        _rule_calls.append(call)
+    return _rule_calls[0]
+
+
+def _grant_read(libc: _Libc, ruleset: int, entry: _ReadableRoots) -> None:
+    """Read and execute beneath each of ``entry.roots`` (one that vanished since it was
+    listed grants nothing; one whose kind changed is looked at again)."""
+    call = _rule_call()
+    rule = _PathBeneathAttr(0, -1)
+    address = ctypes.addressof(rule)
+    for path, directory in zip(entry.roots, entry.directories, strict=True):
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise LandlockError(err.errno, f"cannot open {path}: {err.strerror}") from err
+        try:
+            rule.allowed_access = FS_READ if directory else FS_READ & _FILE_ONLY
+            rule.parent_fd = fd
+            if call(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, address, 0) < 0:
+                # Its kind changed since the listing (a file now, say): the careful way.
+                _add_rule(libc, ruleset, path, FS_READ, required=False)
+        finally:
+            os.close(fd)
+
+
+def _create(libc: _Libc, attr: _RulesetAttr, size: int) -> int:
+    return _checked(
+        libc,
+        "landlock_create_ruleset",
+        _SYS_CREATE_RULESET,
+        ctypes.byref(attr),
+        ctypes.c_size_t(size),
+        ctypes.c_uint32(0),
+    )
+
+
+def _build_read_layer(libc: _Libc, entry: _ReadableRoots, abi: int) -> int:
+    refer = FS_REFER if abi >= 2 else 0
+    fd = _create(libc, _RulesetAttr(FS_READ | refer, 0, 0), 8)
+    try:
+        # Listing is allowed everywhere (``ls /`` must work); reading and executing only
+        # outside the hidden paths. A hidden directory's entry names stay visible. Every
+        # ruleset refuses a rename or link across directories unless it grants REFER (even
+        # one that does not handle it): granted everywhere here, the write layer decides.
+        _add_rule(libc, fd, "/", FS_READ_DIR | refer)
+        _grant_read(libc, fd, entry)
+        for path in DEVICES:
+            _add_rule(libc, fd, path, FS_READ, required=False)
+        _add_rule(libc, fd, "/dev/null", FS_READ_FILE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_layer(hidden: Sequence[str], abi: int) -> int:
+    """The read layer for ``hidden``: a ruleset that handles reading and executing only, and
+    grants them beneath every readable root and on :data:`DEVICES`. It does not depend on
+    the command, so it is built once and reused while none of the directories listed to find
+    the roots has changed (an entry added, removed or renamed changes its directory's
+    mtime): a couple of hundred rules are not paid per spawn. Returns a duplicate the caller
+    closes. (Paths are listed, and descriptors closed once the rules are added: open ones
+    would keep the filesystems they are on busy; a ruleset does not.)"""
+    key = (abi, tuple(sorted(set(hidden))))
+    libc = _libc()
     with _readable_lock:
-        entry = _readable_cache.pop(key, None)
-        if entry is None or not _still_valid(entry):
-            entry = _list_readable(key)
-        _readable_cache[key] = entry  # most recently used last
+        cached = _readable_cache.pop(key, None)
+        if cached is None or not _still_valid(cached.listing):
+            if cached is not None:
+                os.close(cached.ruleset)
+            listing = _list_readable(key[1])
+            cached = _ReadLayer(listing, _build_read_layer(libc, listing, abi))
+        _readable_cache[key] = cached  # most recently used last
         while len(_readable_cache) > _READABLE_CACHE:
-            del _readable_cache[next(iter(_readable_cache))]
-    for path in (*entry.roots, *DEVICES):
-        _add_rule(libc, ruleset, path, FS_READ, required=False)
+            os.close(_readable_cache.pop(next(iter(_readable_cache))).ruleset)
+        return os.dup(cached.ruleset)
 
 
-def build_ruleset(
+def write_layer(
     spec: LandlockSpec, abi: int | None = None, *, roots: Sequence[str] | None = None
 ) -> int:
-    """A ruleset file descriptor (close-on-exec) for ``spec``. Creating it restricts nothing;
-    :func:`restrict_self` in the child does. The caller closes it after spawning. ``roots``:
-    :func:`writable_roots` of ``spec`` when the caller has them already."""
+    """The write layer of ``spec``: a ruleset that handles every right but reading and
+    executing, and grants them beneath the writable roots (``roots``: :func:`writable_roots`
+    of ``spec`` when the caller has them already) and on ``/dev/null``; and, without
+    network, TCP and the scopes. Creating it restricts nothing. The caller closes it."""
     abi = abi_version() if abi is None else abi
     libc = _libc()
-    attr = _RulesetAttr(handled_fs(abi), 0, 0)
+    attr = _RulesetAttr(handled_fs(abi) & ~FS_READ, 0, 0)
     size = 8
     if abi >= NETWORK_ABI:
         size = 16
@@ -416,27 +582,36 @@ def build_ruleset(
     if abi >= SCOPE_ABI:
         size = 24
         attr.scoped = SCOPE_SIGNAL | (0 if spec.network else SCOPE_ABSTRACT_UNIX_SOCKET)
-    fd = _checked(
-        libc,
-        "landlock_create_ruleset",
-        _SYS_CREATE_RULESET,
-        ctypes.byref(attr),
-        ctypes.c_size_t(size),
-        ctypes.c_uint32(0),
-    )
+    fd = _create(libc, attr, size)
+    writable = writable_access(abi) & ~FS_READ
     try:
-        # Listing is allowed everywhere (``ls /`` must work); reading and executing only
-        # outside the hidden paths. A hidden directory's entry names stay visible.
-        _add_rule(libc, fd, "/", FS_READ_DIR)
-        _add_readable(libc, fd, spec.hidden)
         for path in writable_roots(spec) if roots is None else roots:
             # Not through a link: an entry swapped for one since it was listed grants nothing.
-            _add_rule(libc, fd, path, writable_access(abi), required=False, follow=False)
-        _add_rule(libc, fd, "/dev/null", FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE)
+            _add_rule(libc, fd, path, writable, required=False, follow=False)
+        _add_rule(libc, fd, "/dev/null", FS_WRITE_FILE | (FS_TRUNCATE & attr.handled_access_fs))
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def build_rulesets(
+    spec: LandlockSpec, abi: int | None = None, *, roots: Sequence[str] | None = None
+) -> tuple[int, int]:
+    """The two rulesets (close-on-exec descriptors) a command enters, one on the other: the
+    read layer (:func:`read_layer`, reused across commands) and the command's write layer
+    (:func:`write_layer`). Nested Landlock domains allow an access only if every layer does,
+    and each layer leaves alone what it does not handle, so together they grant exactly
+    reading outside the hidden paths and writing inside the writable roots. Creating them
+    restricts nothing; :func:`enter_domain` in the child does. The caller closes both after
+    spawning."""
+    abi = abi_version() if abi is None else abi
+    read = read_layer(spec.hidden, abi)
+    try:
+        return read, write_layer(spec, abi, roots=roots)
+    except BaseException:
+        os.close(read)
+        raise
 
 
 def _checked(libc: _Libc, what: str, number: int, *args: object) -> int:
@@ -490,20 +665,21 @@ def _add_rule(
 class Plan:
     """What a command-to-be applies, built before it is forked so that it allocates little."""
 
-    ruleset: int
+    rulesets: tuple[int, ...]
+    """Entered in order (:func:`build_rulesets`: the read layer, then the write layer)."""
     writable: tuple[str, ...]
     """:func:`writable_roots` of the spec: what the supervisor lets metadata calls change."""
     arch: str
 
 
-def plan_for(ruleset: int, spec: LandlockSpec) -> Plan:
+def plan_for(rulesets: tuple[int, ...], spec: LandlockSpec) -> Plan:
     arch = syscalls.machine()
     if arch is None:
         raise LandlockError(
             errno.ENOTSUP, f"no seccomp filter for architecture {os.uname().machine}"
         )
     syscalls.prepare()
-    return Plan(ruleset, writable_roots(spec), arch)
+    return Plan(rulesets, writable_roots(spec), arch)
 
 
 def filter_key(arch: str, network: bool, notify: bool) -> seccomp_filter.FilterKey:
@@ -514,13 +690,15 @@ def filter_key(arch: str, network: bool, notify: bool) -> seccomp_filter.FilterK
 
 
 def enter_domain(plan: Plan) -> None:
-    """Enter a (new, nested) Landlock domain built from ``plan.ruleset``; needs
+    """Enter a (new, nested) Landlock domain for each of ``plan.rulesets``, in order; needs
     ``no_new_privs`` (:func:`~.syscalls.drop_privileges`) first."""
-    result = _libc().syscall(
-        ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(plan.ruleset), ctypes.c_uint32(0)
-    )
-    if result != 0:
-        syscalls.fail_errno("landlock_restrict_self")
+    libc = _libc()
+    for ruleset in plan.rulesets:
+        result = libc.syscall(
+            ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)
+        )
+        if result != 0:
+            syscalls.fail_errno("landlock_restrict_self")
 
 
 def _restrict(plan: Plan) -> None:
@@ -580,7 +758,7 @@ def _parse(args: list[str]) -> tuple[LandlockSpec, SocketRules, dict[str, str], 
 def main(args: list[str]) -> NoReturn:
     try:
         spec, sockets, env, argv = _parse(args)
-        plan = plan_for(build_ruleset(spec), spec)
+        plan = plan_for(build_rulesets(spec), spec)
         # A listener for the metadata calls inside writable roots, and for the socket calls.
         notify = bool(plan.writable) or not spec.network
         # Under Landlock, pathname sockets may be used inside the writable roots.

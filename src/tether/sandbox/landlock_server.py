@@ -32,7 +32,7 @@ A pair is forked before any command is known, so a spawn costs the harness one m
 * the **command-to-be** installs its filter (:mod:`seccomp_filter`: Landlock's metadata and
   socket rules, or bubblewrap's socket rules), hands the supervisor its listener, and waits
   on the pair socket for one request: the descriptors (stdin, stdout, stderr, for Landlock
-  the ruleset the harness built, and a memfd holding the JSON body: argv, env, cwd, the
+  the two rulesets the harness built, and a memfd holding the JSON body: argv, env, cwd, the
   writable roots, the supervisor's rules). It puts its stdio in place, enters cwd, enters the
   Landlock domain, forwards the rules to the supervisor as they came, and execs (the command,
   or bwrap). End of file instead of a request (the harness let the pair go): it exits.
@@ -86,8 +86,9 @@ LANDLOCK_NET: Final = b"N"
 BWRAP: Final = b"B"
 """A pair that execs bwrap: socket rules only, capabilities kept (bwrap drops them)."""
 KINDS: Final = (LANDLOCK, LANDLOCK_NET, BWRAP)
-REQUEST_FDS: Final = {LANDLOCK: 5, LANDLOCK_NET: 5, BWRAP: 4}
-"""Descriptors of a request: stdin, stdout, stderr, the ruleset (Landlock), the body."""
+REQUEST_FDS: Final = {LANDLOCK: 6, LANDLOCK_NET: 6, BWRAP: 4}
+"""Descriptors of a request: stdin, stdout, stderr, the two rulesets (Landlock: its read and
+write layers), the body."""
 _SAMPLE: Final = json.dumps(
     {
         "argv": ["true"],
@@ -286,8 +287,8 @@ def _command(
         # Received descriptors are numbered from 3 up (0-2 are open), so none is overwritten.
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
-        ruleset = fds[3] if kind != BWRAP else -1
-        argv, env, cwd, plan, rules = _parse(_read_body(fds[-1]), kind, ruleset)
+        rulesets = tuple(fds[3:-1]) if kind != BWRAP else ()
+        argv, env, cwd, plan, rules = _parse(_read_body(fds[-1]), kind, rulesets)
         if cwd is not None:
             os.chdir(cwd)
         if plan is not None:
@@ -299,7 +300,7 @@ def _command(
         if program >= 0:  # for bwrap's --seccomp
             bwrap_exec.place_program(program)
             keep = bwrap_exec.PROGRAM_FD + 1
-        os.closerange(keep, supervisor.max_fd())  # the ruleset and the stdio originals
+        os.closerange(keep, supervisor.max_fd())  # the rulesets and the stdio originals
         for signo in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(signo, signal.SIG_DFL)  # as subprocess's restore_signals does
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
@@ -326,7 +327,7 @@ def _read_body(fd: int) -> bytes:
 
 
 def _parse(
-    body: bytes, kind: bytes, ruleset: int = -1
+    body: bytes, kind: bytes, rulesets: tuple[int, ...] = ()
 ) -> tuple[list[str], dict[str, str], str | None, ll.Plan | None, bytes]:
     """A request's argv, env, cwd, Landlock plan (``None`` for bubblewrap) and the
     supervisor's rules (encoded: the supervisor decodes and checks them)."""
@@ -339,7 +340,7 @@ def _parse(
     plan = None
     if kind != BWRAP:
         writable = tuple(str(r) for r in request["writable"])
-        plan = ll.plan_for(ruleset, ll.LandlockSpec(writable))
+        plan = ll.plan_for(rulesets, ll.LandlockSpec(writable))
     rules = request["rules"]
     if not isinstance(rules, str):
         raise ValueError("malformed rules")

@@ -14,6 +14,7 @@ backend and runs the plain argv (environment still scrubbed of secrets).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,7 +34,9 @@ from tether.sandbox.backends import (
 from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement
 from tether.sandbox.environment import confined_env, unconfined_env
 from tether.sandbox.errors import SandboxError, SandboxUnavailableError
-from tether.sandbox.paths import PathRules, path_rules
+from tether.sandbox.paths import PathRules, path_rules, shadowing_import_path
+
+log = logging.getLogger(__name__)
 
 DISABLE_ENV: Final = "TETHER_SANDBOX_DISABLE"
 """Comma-separated backend names an operator (or a test) turns off, e.g. ``bwrap,landlock``."""
@@ -237,6 +240,8 @@ class SandboxProvider:
         )
         if mode is SandboxMode.DANGER_FULL_ACCESS:
             return unconfined(argv, env=source, extra_env=extra_env, network=True)
+        # Before the chain is probed: probing a runner inside the workspace would run it.
+        self.check_runners(policy.workspace_root)
         name = self.backend_name()
         if name is None:
             reasons = self.reasons()
@@ -293,9 +298,25 @@ class SandboxProvider:
         directory among them), or, with ``open_workspace_root`` under bubblewrap, store
         files directly in the workspace root (a command could create the missing ones, a
         ``-journal`` that SQLite would replay among them). A runner inside the workspace is
-        refused or its backend rejected before it is ever probed."""
+        refused or its backend rejected before it is ever probed.
+
+        What the user should know at start goes to the log as a warning (``tether run``
+        prints it on stderr): a ``bwrap`` on ``PATH`` that is not used because it lies in the
+        workspace, and import-path directories inside the workspace that come before the
+        site directories (``python -m ...`` run from there), where every module shadows the
+        harness's own."""
         root = os.path.realpath(workspace)
-        self._reject_runners_inside(root)
+        for reason in self.check_runners(root):
+            log.warning("sandbox: bwrap is not used: %s", reason)
+        shadowing = shadowing_import_path(root)
+        if shadowing:
+            log.warning(
+                "sandbox: Python's import path starts with %s, inside the workspace: what an "
+                "agent writes there runs unconfined at tether's next start; start tether with "
+                "its own command (not python -m from inside the workspace, nor a PYTHONPATH "
+                "there)",
+                ", ".join(shadowing),
+            )
         rules = self.path_rules()
         rules.refuse_workspace(root)
         at_root = [p for p in rules.store if os.path.dirname(p) == root]
@@ -309,10 +330,17 @@ class SandboxProvider:
                 code="STORE_UNPROTECTED",
             )
 
-    def _reject_runners_inside(self, root: str) -> None:
-        """A runner a confined command could rewrite is never run, not even to probe it: an
-        explicitly configured one is an error, one merely found (``bwrap`` on ``PATH``, the
-        Landlock launcher) rejects its backend, with the reason."""
+    def check_runners(self, workspace: str) -> list[str]:
+        """Reject, before anything is probed, each runner of the chain that a command
+        confined to ``workspace`` could rewrite: it is never run, not even to probe it. An
+        explicitly configured one is an error (``SANDBOX_CONFIG``); one merely found
+        (``bwrap`` on ``PATH``: an activated project ``.venv``, ``node_modules/.bin``, a
+        ``bin`` that direnv adds) rejects its backend, with the reason. Returns the reasons
+        ``bwrap`` found on ``PATH`` was rejected for now (empty when it was not, or was
+        already probed). ``tether run`` (:meth:`check_workspace`) and ``tether doctor`` call
+        this first."""
+        root = os.path.realpath(workspace)
+        rejected: list[str] = []
         with self._lock:
             for name in self.chain:
                 if name in self.disabled or name in self._probes:
@@ -323,6 +351,9 @@ class SandboxProvider:
                     if name == "bwrap" and self._explicit_runner:
                         raise
                     self._probes[name] = Probe(False, str(err))
+                    if name == "bwrap":
+                        rejected.append(str(err))
+        return rejected
 
 
 def unconfined(
@@ -348,12 +379,20 @@ def unconfined(
     )
 
 
-def describe_backends(provider: SandboxProvider | None = None) -> list[BackendReport]:
+def describe_backends(
+    provider: SandboxProvider | None = None, *, workspace: str | None = None
+) -> list[BackendReport]:
     """The chosen backend and why each other one was not chosen (for ``tether doctor``).
 
     Without ``provider``, a default one is built (honouring ``TETHER_SANDBOX_DISABLE``).
+    With ``workspace``, runners a command confined there could rewrite are rejected first
+    (:meth:`SandboxProvider.check_runners`), exactly as ``tether run`` does: a planted
+    ``bwrap`` on ``PATH`` is never probed, which would run it unconfined.
     """
-    return (provider or SandboxProvider()).reports()
+    provider = provider or SandboxProvider()
+    if workspace is not None:
+        provider.check_runners(workspace)
+    return provider.reports()
 
 
 __all__ = [

@@ -20,7 +20,10 @@ A command gets one filter, built from two independent rule sets:
 
 Always: another syscall ABI (i386 on x86_64, x32) is refused (its numbers would bypass every
 rule), and so is io_uring, which connects, sends and changes xattrs without any of the
-syscalls above. Refusals are ``EACCES``: "Permission denied".
+syscalls above, and so is ``fcntl(F_SETLEASE)``: a lease needs only a read-only descriptor
+(and, for a write lease, owning the file, which uid 0 does for every system file), and makes
+every host process that opens the file wait up to ``lease-break-time`` (45 s) while the
+command holds it. Refusals are ``EACCES``: "Permission denied".
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ _BPF_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _BPF_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _BPF_JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _CLONE_NEWUSER = 0x10000000
+_F_SETLEASE = 1024
 _BPF_RET = 0x06  # BPF_RET | BPF_K
 
 
@@ -170,6 +174,7 @@ def program(
         p.jump(_BPF_JEQ, numbers["socketpair"], "socketpair")
     if metadata is not None:
         p.jump(_BPF_JEQ, numbers["ioctl"], "ioctl")
+    p.jump(_BPF_JEQ, numbers["fcntl"], "fcntl")
     p.goto("allow")
     if metadata is not None:
         p.label("ioctl")
@@ -177,6 +182,9 @@ def program(
         for request in _REFUSED_IOCTLS:
             p.jump(_BPF_JEQ, request, "deny")
         p.goto("allow")
+    p.label("fcntl")
+    p.load(_arg(1))  # the command (the kernel takes 32 bits)
+    p.jump(_BPF_JEQ, _F_SETLEASE, "deny", "allow")
     if network is not None:
         _socket_rules(p, network, "notify" if notify else "deny")
     p.label("allow")

@@ -38,6 +38,7 @@ SYSCALLS: Final[dict[str, dict[str, int]]] = {
         "socket": 41, "connect": 42, "sendto": 44, "sendmsg": 46, "socketpair": 53,
         "sendmmsg": 307, "clone": 56, "unshare": 272, "setns": 308, "clone3": 435,
         "seccomp": 317, "rt_sigaction": 13, "openat2": 437, "pidfd_getfd": 438,
+        "fcntl": 72,
     },
     "aarch64": {
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "utimensat": 88,
@@ -49,6 +50,7 @@ SYSCALLS: Final[dict[str, dict[str, int]]] = {
         "socket": 198, "socketpair": 199, "connect": 203, "sendto": 206, "sendmsg": 211,
         "sendmmsg": 269, "clone": 220, "unshare": 97, "setns": 268, "clone3": 435,
         "seccomp": 277, "rt_sigaction": 134, "openat2": 437, "pidfd_getfd": 438,
+        "fcntl": 25,
     },
 }  # fmt: skip
 

@@ -396,3 +396,167 @@ async def test_rules_that_cannot_be_worked_out_refuse_the_call(host: Host, home:
         "Error: cannot tell which paths are hidden (the rules are unavailable); the file tools "
         "refuse to run"
     )
+
+
+# -- the harness's import path (control names) ---------------------------------------------------
+IMPORT_NAMES = [
+    "src/sitecustomize.py",
+    "src/usercustomize.py",
+    "src/sitecustomize/__init__.py",
+    "src/sitecustomize.cpython-311-x86_64-linux-gnu.so",
+    "src/__pycache__/sitecustomize.cpython-311.pyc",
+    "src/evil.pth",
+    "src/EVIL.PTH",
+    "src/evil-1.0.dist-info/entry_points.txt",
+    "src/evil.egg-info/entry_points.txt",
+    "src/evil.egg-link",
+    "lib/py/sitecustomize.py",
+    "lib/py",
+]
+
+
+@pytest.fixture
+def import_path(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ws/src`` and ``ws/lib/py`` (missing) on the harness's start-up import path."""
+    from tether.sandbox import paths
+
+    (host.ws / "src").mkdir()
+    (host.ws / "lib").mkdir()
+    started = getattr(paths, "STARTUP_IMPORT_PATH", ())  # (absent before the fix)
+    entries = (*started, str(host.ws / "src"), str(host.ws / "lib" / "py"))
+    monkeypatch.setattr(paths, "STARTUP_IMPORT_PATH", entries, raising=False)
+
+
+@pytest.mark.parametrize("rel", IMPORT_NAMES)
+@pytest.mark.usefixtures("import_path")
+async def test_what_python_runs_at_start_cannot_be_written(
+    host: Host, home: Path, rel: str
+) -> None:
+    result = await run_tool(
+        WRITE, host.policy("workspace-write"), ctx=sandboxed(home), path=rel, content="pwn()"
+    )
+    assert result.content.startswith(f"Error: cannot write {rel}: it is a control file")
+    assert result.details == {"sandbox_denied": True, "mode": "workspace-write"}
+    assert not os.path.lexists(host.ws / rel)
+
+
+@pytest.mark.usefixtures("import_path")
+async def test_the_code_on_the_import_path_stays_writable(host: Host, home: Path) -> None:
+    ctx = sandboxed(home)
+    policy = host.policy("workspace-write")
+    for rel in ("src/app.py", "src/pkg/__init__.py", "src/pkg/data.pth", "lib/other.py"):
+        result = await run_tool(WRITE, policy, ctx=ctx, path=rel, content="x = 1\n")
+        assert not result.is_error, result.content
+    edited = await run_tool(
+        EDIT, policy, ctx=ctx, path="src/app.py", old_string="x = 1", new_string="x = 2"
+    )
+    assert not edited.is_error, edited.content
+
+
+# -- git's configuration (control paths it points at) ---------------------------------------------
+GIT_CONFIG = """[core]
+\trepositoryformatversion = 0
+\thooksPath = .husky
+[core] fsmonitor = "tools/fs monitor.sh" ; a comment
+[include]
+\tpath = ../shared.gitconfig
+[includeIf "gitdir:~/work/"]
+\tpath = ../config/git/extra.inc
+[filter "strip"]
+\tclean = ./tools/strip --quiet
+"""
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        ".husky/pre-commit",
+        "tools/fs monitor.sh",
+        "shared.gitconfig",
+        "config/git/extra.inc",
+        "tools/hooks/pre-push",
+        "tools/strip",
+        ".pre-commit-config.yaml",
+        "lefthook.yml",
+        ".lefthook.yml",
+        "lefthook-local.yml",
+    ],
+)
+async def test_what_git_runs_from_the_worktree_cannot_be_written(
+    host: Host, home: Path, rel: str
+) -> None:
+    (host.ws / ".git").mkdir()
+    (host.ws / ".git" / "config").write_text(GIT_CONFIG)
+    (host.ws / "shared.gitconfig").write_text("[core]\n\thooksPath = tools/hooks\n")
+    result = await run_tool(
+        WRITE, host.policy("workspace-write"), ctx=sandboxed(home), path=rel, content="pwn"
+    )
+    assert result.content.startswith(f"Error: cannot write {rel}: it is a control file")
+    if rel == "shared.gitconfig":
+        assert (host.ws / rel).read_text() == "[core]\n\thooksPath = tools/hooks\n"
+    else:
+        assert not os.path.lexists(host.ws / rel)
+    other = await run_tool(
+        WRITE, host.policy("workspace-write"), ctx=sandboxed(home), path="tools/x.sh", content="x"
+    )
+    assert not other.is_error, other.content
+
+
+# -- more credentials, the real home, the kernel's log ---------------------------------------------
+MORE_SECRETS = [
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".config/github-copilot/hosts.json",
+    ".config/github-copilot/apps.json",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".node_repl_history",
+]
+
+
+@pytest.mark.parametrize("rel", MORE_SECRETS)
+async def test_tokens_and_histories_read_as_denied(host: Host, home: Path, rel: str) -> None:
+    path = home / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("token must-not-leak\n")
+    ctx = sandboxed(home)
+    result = await run_tool(READ, host.policy("danger-full-access"), ctx=ctx, path=str(path))
+    assert_hidden(result, "read", str(path), "danger-full-access")
+    found = await run_tool(
+        GREP, host.policy("read-only"), ctx=ctx, pattern="must-not-leak", path=str(home)
+    )
+    assert found.content == "no matches for must-not-leak"
+
+
+async def test_the_real_home_is_hidden_when_home_points_elsewhere(
+    host: Host, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sudo -E`` or CI: ``$HOME`` is not the effective user's home, whose credentials are
+    hidden all the same (the password database says where it is)."""
+    from tether.sandbox import paths
+
+    elsewhere = host.top / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("HOME", str(elsewhere))
+    monkeypatch.setattr(paths, "real_home", lambda: str(home), raising=False)
+    ctx = Context(Runtime())
+    ctx.provide("sandbox", SandboxProvider(environ={"HOME": str(elsewhere)}))
+    path = str(home / ".ssh" / "id_rsa")
+    result = await run_tool(READ, host.policy("read-only"), ctx=ctx, path=path)
+    assert_hidden(result, "read", path, "read-only")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_kernel_log_is_hidden(host: Host, home: Path, mode: str) -> None:
+    """``/proc/kmsg`` read as root consumes the kernel's messages (and, opened without
+    blocking, reads as nothing available): hidden, like the harness's environ and mem."""
+    ctx = sandboxed(home)
+    result = await run_tool(READ, host.policy(mode), ctx=ctx, path="/proc/kmsg")
+    assert_hidden(result, "read", "/proc/kmsg", mode)
+    grep = await run_tool(GREP, host.policy(mode), ctx=ctx, pattern="x", path="/proc/kmsg")
+    assert_hidden(grep, "search", "/proc/kmsg", mode)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
 
 import pytest
 
 from tether.policy import SandboxExecutionPolicy
 from tether.tools.fs import ReadTool
+from tether.tools.fs._common import read_some
+from tether.tools.fs.fence import FileToolError
 
 from .conftest import Host, run_tool
 
@@ -135,3 +138,22 @@ async def test_missing_directory_and_special_files(
         "Error: /dev/zero is not a regular file",
     ]
     assert all(r.is_error for r in results)
+
+
+class _NothingYet(io.RawIOBase):
+    """A file opened without blocking that has no data to give (``/proc/kmsg``)."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: object) -> None:
+        return None
+
+
+def test_a_file_with_nothing_to_read_now_is_a_clear_error() -> None:
+    with pytest.raises(FileToolError) as err:
+        read_some(io.BufferedReader(_NothingYet()), 8192, "/proc/kmsg")
+    assert str(err.value) == (
+        "cannot read /proc/kmsg: it has no data to give now (it waits for data, like a device "
+        "or a kernel interface); the file tools read ordinary files only"
+    )

@@ -47,8 +47,15 @@ def doctor_command(
         typer.echo(f"store: ok: {url} ({count} sessions)")
     except typer.Exit:
         fatal = True
-    for report in describe_backends():
-        typer.echo(f"sandbox {report.name}: {report.status}: {report.reason}")
+    try:
+        # Runners inside the workspace are rejected before anything is probed, as tether run
+        # does: probing a planted bwrap would run it, as this user, unconfined.
+        reports = describe_backends(workspace=workspace)
+    except TetherError as err:
+        reports = []
+        typer.echo(f"sandbox: problem: {err.code}: {printable(str(err))}")
+    for report in reports:
+        typer.echo(f"sandbox {report.name}: {report.status}: {printable(report.reason)}")
         for aspect, how in report.enforces:  # what it confines (docs/sandbox.md)
             typer.echo(f"  {aspect}: {how}")
     plugins = available_plugins()

@@ -7,7 +7,7 @@ import asyncio
 import os
 import stat
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import BinaryIO, Final, TypeVar
 
 from tether.sandbox import SANDBOX_SERVICE, PathRules, rules_for
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
@@ -35,6 +35,23 @@ def args_of(call: ToolCall, cls: type[A]) -> A:
 
 def looks_binary(head: bytes) -> bool:
     return b"\0" in head
+
+
+def read_some(f: BinaryIO, size: int, display: str) -> bytes:
+    """``f.read(size)``, for a file the tools opened: they open with ``O_NONBLOCK`` (a FIFO
+    must not block the open), so a "regular" file that waits for data (``/proc/kmsg``, some
+    files of ``/proc`` and ``/sys``) reads as nothing available (``None``, ``EAGAIN``)
+    rather than blocking: refused with a clear error instead of read as empty."""
+    try:
+        data = f.read(size)
+    except BlockingIOError:
+        data = None
+    if data is None:
+        raise FileToolError(
+            f"cannot read {display}: it has no data to give now (it waits for data, like a "
+            "device or a kernel interface); the file tools read ordinary files only"
+        )
+    return data
 
 
 def encode_text(text: str, what: str) -> bytes:

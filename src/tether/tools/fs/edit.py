@@ -17,6 +17,7 @@ from tether.tools.fs._common import (
     call_rules,
     encode_text,
     plural,
+    read_some,
     run_blocking,
 )
 from tether.tools.fs.fence import (
@@ -71,7 +72,7 @@ class EditTool:
 def _read_text(plan: WritePlan, parent: int) -> str:
     fd = open_existing(plan, parent)
     with os.fdopen(fd, "rb") as f:
-        data = f.read(MAX_EDIT_BYTES + 1)
+        data = read_some(f, MAX_EDIT_BYTES + 1, plan.display)
     if len(data) > MAX_EDIT_BYTES:
         raise FileToolError(
             f"{plan.display} is too large to edit (more than {MAX_EDIT_BYTES} bytes)"

@@ -157,7 +157,10 @@ class GrepTool:
                 counts[1] += 1
                 return
             try:
-                if looks_binary(f.read(SNIFF_BYTES)):
+                head = f.read(SNIFF_BYTES)
+                if head is None:
+                    return  # nothing to read now (a file that waits for data): skipped
+                if looks_binary(head):
                     counts[0] += 1
                     return
                 f.seek(0)

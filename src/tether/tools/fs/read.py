@@ -17,6 +17,7 @@ from tether.tools.fs._common import (
     mode_of,
     open_regular_for_read,
     plural,
+    read_some,
     run_blocking,
 )
 from tether.tools.fs.fence import FileToolError, resolve_path
@@ -93,7 +94,7 @@ class ReadTool:
     ) -> ToolResult:
         fd = open_regular_for_read(target, display, call_rules(call), mode_of(call.policy))
         with os.fdopen(fd, "rb") as f:
-            head = f.read(SNIFF_BYTES)
+            head = read_some(f, SNIFF_BYTES, display)
             if looks_binary(head):
                 size = os.fstat(f.fileno()).st_size
                 raise FileToolError(
