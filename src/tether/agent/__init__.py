@@ -11,12 +11,28 @@ from tether.agent.agent import (
 )
 from tether.agent.context_snapshot import SNAPSHOT_HEAD, SNAPSHOT_NONE
 from tether.agent.inbox import InboxItem, InboxTarget
-from tether.agent.registry import AGENTS_SERVICE, AgentRegistry
+from tether.agent.registry import AgentRegistry
+from tether.agent.seams import (
+    AGENTS_SERVICE,
+    PENDING_WORK,
+    PRE_STEP,
+    SESSION_START,
+    TEXT_DELTA,
+    TURN_END,
+    PreStepDecision,
+    StreamedText,
+    TurnEnded,
+)
 
 __all__ = [
     "AGENTS_SERVICE",
+    "PENDING_WORK",
+    "PRE_STEP",
+    "SESSION_START",
     "SNAPSHOT_HEAD",
     "SNAPSHOT_NONE",
+    "TEXT_DELTA",
+    "TURN_END",
     "Agent",
     "AgentOptions",
     "AgentRegistry",
@@ -25,6 +41,9 @@ __all__ = [
     "InboxItem",
     "InboxTarget",
     "PreStep",
+    "PreStepDecision",
     "StopReason",
+    "StreamedText",
+    "TurnEnded",
     "TurnResult",
 ]

@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from tether.agent.context_snapshot import (
     append_header_if_changed,
@@ -23,6 +23,14 @@ from tether.agent.context_snapshot import (
 )
 from tether.agent.history import history, model_replies_since
 from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem, InboxTarget
+from tether.agent.seams import (
+    AGENTS_SERVICE,
+    PRE_STEP,
+    TEXT_DELTA,
+    TURN_END,
+    StreamedText,
+    TurnEnded,
+)
 from tether.kernel import Context
 from tether.model import (
     Completion,
@@ -131,6 +139,13 @@ class Agent:
     def status(self) -> AgentStatus:
         return "running" if self._driver is not None and not self._driver.done() else "idle"
 
+    @property
+    def owner(self) -> Agent | None:
+        """The agent that drives this one (a one-shot child's parent), or ``None``: process-
+        local ownership, kept by the ``agents`` registry."""
+        registry = self.ctx.get(AGENTS_SERVICE)
+        return registry.owner_of(self) if registry is not None else None
+
     def __repr__(self) -> str:
         return f"Agent({self.id!r}, {self.status})"
 
@@ -186,7 +201,8 @@ class Agent:
 
     def _wake(self) -> None:
         if self._driver is None or self._driver.done():
-            self._driver = asyncio.get_running_loop().create_task(self._drive())
+            # Owned by the runtime: a kernel that closes cancels and awaits a running driver.
+            self._driver = self.ctx.spawn(self._drive(), name=f"agent {self.id}")
 
     # -- driver ------------------------------------------------------------------------------
     async def _drive(self) -> None:
@@ -198,7 +214,7 @@ class Agent:
             result = await self._run_turn(prompt)
             self.last_result = result
             self._results.append(result)
-            self.ctx.emit("agent/turn-end", (self, result))
+            self.ctx.emit(TURN_END, TurnEnded(self, result))
 
     def _next_turn_number(self) -> int:
         last = self.session.last("turn/start")
@@ -223,7 +239,7 @@ class Agent:
                     reason, detail = "blocked", f"step budget of {self.options.max_steps} exhausted"
                     break
                 decision = await self.ctx.waterfall(
-                    "agent/pre-step",
+                    PRE_STEP,
                     PreStep(self, turn, step + 1, prompt if step == 0 else None),
                     "enter",
                     scope=self,
@@ -316,7 +332,7 @@ class Agent:
                 if isinstance(item, Completion):
                     final = item
                 elif isinstance(item, TextDelta):
-                    self.ctx.emit("agent/text-delta", (self, item.text), scope=self)
+                    self.ctx.emit(TEXT_DELTA, StreamedText(self, item.text), scope=self)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         if signal.aborted:
@@ -328,7 +344,7 @@ class Agent:
         return final
 
     def _append_reply(self, completion: Completion) -> None:
-        data: dict[str, Any] = {"content": completion.text}
+        data: dict[str, JsonValue] = {"content": completion.text}
         if completion.reasoning:
             data["reasoning"] = completion.reasoning
         if completion.tool_calls:

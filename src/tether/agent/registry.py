@@ -1,4 +1,5 @@
-"""The live agents of one runtime (service ``agents``). Agent id equals session id.
+"""The live agents of one runtime (service ``agents``, :data:`~tether.agent.seams.AGENTS_SERVICE`).
+Agent id equals session id.
 
 An agent may be *owned* by another (a one-shot child by the parent that drives it); roots are
 agents nobody owns. Ownership is process-local; lineage (``parent_session``) is durable.
@@ -9,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from tether.agent.agent import Agent
-
-AGENTS_SERVICE = "agents"
 
 
 class AgentRegistry:

@@ -46,6 +46,7 @@ from tether.session import JsonValue
 from tether.signals import AbortSignal
 from tether.tools.base import Tool, ToolArgs, ToolCall, ToolResult
 from tether.tools.fs.fence import denial_marker
+from tether.tools.seams import JOBS_SERVICE, TOOLS_SERVICE
 
 if TYPE_CHECKING:
     from tether.tools.jobs import JobManager
@@ -60,7 +61,6 @@ open (possible only under ``danger-full-access``) is then killed with the group.
 SHELL: Final = "bash"
 
 NO_POLICY_REASON: Final = "no sandbox policy is composed; commands are refused"
-JOBS_SERVICE: Final = "jobs"
 
 
 class BashArgs(ToolArgs):
@@ -449,7 +449,6 @@ class BashTool:
 __all__ = [
     "DEFAULT_TIMEOUT",
     "EXIT_GRACE",
-    "JOBS_SERVICE",
     "MAX_TIMEOUT",
     "NO_POLICY_REASON",
     "OUTPUT_LIMIT",
@@ -488,13 +487,13 @@ class BashPlugin:
     """
 
     name = "bash"
-    requires: tuple[str, ...] = ("tools",)
+    requires = (TOOLS_SERVICE,)
     config_model = BashConfig
 
     def apply(self, ctx: Context, config: BashConfig) -> None:
         from tether.tools.jobs import JobKillTool, JobManager, JobOutputTool
 
-        tools = ctx.get("tools")
+        tools = ctx.get(TOOLS_SERVICE)
         if tools is None:  # ``requires`` checked it at load; it was withdrawn since
             raise RuntimeError("the bash plugin needs the tools service")
         registered: list[Tool] = [

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from tether.tools.base import AgentLike, ToolArgs, ToolCall, ToolResult
 from tether.tools.bash import MAX_TIMEOUT, Outcome, RunningCommand, render
+from tether.tools.seams import JOBS_SERVICE
 
 MAX_JOBS: Final = 32
 """Jobs one manager keeps (running or finished); the oldest finished ones are forgotten."""
@@ -141,7 +142,7 @@ class JobKillArgs(ToolArgs):
 
 
 def _manager(call: ToolCall) -> JobManager | None:
-    manager = call.ctx.get("jobs")
+    manager = call.ctx.get(JOBS_SERVICE)
     return manager if isinstance(manager, JobManager) else None
 
 
