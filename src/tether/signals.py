@@ -128,11 +128,15 @@ async def race(signal: AbortSignal | None, awaitable: Awaitable[T]) -> T:
 
 
 async def cancel_and_wait(task: asyncio.Future[T]) -> None:
-    """Cancel ``task`` and wait until it has stopped. Its late result or failure is moot and
-    retrieved on purpose (so asyncio does not report it as never retrieved)."""
-    task.cancel()
-    try:
-        await asyncio.wait({task})
-    finally:
-        if task.done() and not task.cancelled():
-            task.exception()
+    """Cancel ``task`` and wait until it has stopped (at once when it already has). Its late
+    result or failure is moot and retrieved on purpose (so asyncio does not report it as
+    never retrieved)."""
+    if not task.done():
+        task.cancel()
+        try:
+            await asyncio.wait({task})
+        finally:
+            if task.done() and not task.cancelled():
+                task.exception()
+    elif not task.cancelled():
+        task.exception()

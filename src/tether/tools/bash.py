@@ -23,7 +23,7 @@ import contextlib
 import signal as signals
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,7 +43,7 @@ from tether.sandbox import (
     unconfined,
 )
 from tether.session import JsonValue
-from tether.signals import AbortSignal
+from tether.signals import AbortSignal, cancel_and_wait
 from tether.tools.base import Tool, ToolArgs, ToolCall, ToolResult
 from tether.tools.fs.fence import denial_marker
 from tether.tools.seams import JOBS_SERVICE, TOOLS_SERVICE
@@ -200,7 +200,7 @@ class RunningCommand:
         """Wait for the exit; a timeout or the signal kills everything the command started."""
         aborted = asyncio.ensure_future(signal.wait()) if signal is not None else None
         try:
-            waiting: set[asyncio.Future[Any]] = {self._exit}
+            waiting: set[asyncio.Task[object]] = {self._exit}
             if aborted is not None:
                 waiting.add(aborted)
             done, _ = await asyncio.wait(
@@ -219,12 +219,12 @@ class RunningCommand:
             self.kill_now("cancelled")
             with contextlib.suppress(BaseException):
                 await asyncio.wait([self._exit, *self._readers], timeout=EXIT_GRACE)
-            self._finish()
+            await self._finish()
             raise
         finally:
             if aborted is not None:
-                aborted.cancel()
-        self._finish()
+                await cancel_and_wait(aborted)
+        await self._finish()
         return self.outcome()
 
     def kill_now(self, status: RunStatus = "killed") -> None:
@@ -240,14 +240,14 @@ class RunningCommand:
             kill_group(self.process)
             await asyncio.wait(still_open, timeout=EXIT_GRACE)
 
-    def _finish(self) -> None:
-        for reader in self._readers:
-            if not reader.done():
-                reader.cancel()
-            reader.add_done_callback(_retrieve)
-        if not self._closed:
-            self._closed = True
-            self.command.close()
+    async def _finish(self) -> None:
+        try:
+            for reader in self._readers:
+                await cancel_and_wait(reader)
+        finally:
+            if not self._closed:
+                self._closed = True
+                self.command.close()
 
     def outcome(self) -> Outcome:
         code = self.process.returncode if self.status == "exited" else None
@@ -278,11 +278,6 @@ async def _pump(stream: asyncio.StreamReader, sinks: tuple[Callable[[bytes], Non
     while chunk := await stream.read(65536):
         for sink in sinks:
             sink(chunk)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 # -- rendering ----------------------------------------------------------------------------------

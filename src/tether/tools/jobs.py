@@ -14,13 +14,15 @@ import asyncio
 import contextlib
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final, TypeVar
 
 from pydantic import Field
 
 from tether.tools.base import AgentLike, ToolArgs, ToolCall, ToolResult
 from tether.tools.bash import MAX_TIMEOUT, Outcome, RunningCommand, render
 from tether.tools.seams import JOBS_SERVICE
+
+T = TypeVar("T")
 
 MAX_JOBS: Final = 32
 """Jobs one manager keeps (running or finished); the oldest finished ones are forgotten."""
@@ -84,7 +86,12 @@ class JobManager:
         job = CommandJob(
             f"job-{next(self._ids)}", owner_of(call.agent), command, description, running, timeout
         )
-        job.task = asyncio.ensure_future(running.wait(timeout))
+        try:
+            # A task of the runtime: closing the kernel stops and awaits a job still running.
+            job.task = call.ctx.spawn(running.wait(timeout), name=f"bash {job.id}", report=False)
+        except BaseException:
+            running.kill_now()
+            raise
         job.task.add_done_callback(_retrieve)
         self._jobs[job.id] = job
         return job
@@ -121,7 +128,7 @@ class JobManager:
             await asyncio.wait(pending, timeout=5.0)
 
 
-def _retrieve(task: asyncio.Future[Any]) -> None:
+def _retrieve(task: asyncio.Future[T]) -> None:
     if not task.cancelled():
         task.exception()
 
