@@ -62,7 +62,7 @@ class FunctionPlugin:
 class PluginHandle:
     name: str
     ctx: Context
-    config: Any
+    config: BaseModel | None
     _on_dispose: Callable[[], None] = field(repr=False)
 
     def dispose(self) -> None:
@@ -81,8 +81,10 @@ def _refuse_awaitable(name: str, result: object) -> None:
         raise PluginError(f"plugin {name!r}: apply(ctx, config) must be synchronous")
 
 
-def validate_config(plugin: object, name: str, raw: Mapping[str, Any] | BaseModel | None) -> Any:
-    model = getattr(plugin, "config_model", None)
+def validate_config(
+    plugin: object, name: str, raw: Mapping[str, Any] | BaseModel | None
+) -> BaseModel | None:
+    model: type[BaseModel] | None = getattr(plugin, "config_model", None)
     if model is None:
         if raw:
             raise PluginConfigError(f"plugin {name!r} takes no configuration, got {dict(raw)}")
