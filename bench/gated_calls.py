@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tether.kernel import Kernel
+from tether.kernel import SESSIONS_SERVICE, Kernel
 from tether.plugins.ask_tools import plugin as ask_tools
 from tether.policy.approval import approval_plugin, register_answerer
 from tether.policy.sandbox_policy import sandbox_policy_plugin
@@ -49,7 +49,7 @@ class Owner:
 async def measure(calls: int, workdir: Path) -> tuple[list[float], list[float]]:
     kernel = Kernel()
     store = SessionStore(open_persistence(f"sqlite:///{workdir / 'bench.db'}"))
-    kernel.ctx.provide("sessions", store)
+    kernel.ctx.provide(SESSIONS_SERVICE, store)
     kernel.load(sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(workdir)})
     kernel.load(approval_plugin, {"policy": "ask"})
     kernel.load(ask_tools, {"tools": ["noop"]})

@@ -18,14 +18,22 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry, StopReason
-from tether.errors import TetherError
+from tether.agent import (
+    AGENTS_SERVICE,
+    PENDING_WORK,
+    Agent,
+    AgentOptions,
+    AgentRegistry,
+    StopReason,
+)
 from tether.kernel import (
+    SESSIONS_SERVICE,
     WORKSPACE_FILES,
     InspectedWorkspace,
     Kernel,
+    Next,
     PluginEntry,
     TrustStore,
     WorkspaceTrust,
@@ -35,17 +43,27 @@ from tether.kernel import (
     resolve_plugin,
 )
 from tether.model import ModelClient, resolve_model
-from tether.policy.approval import ApprovalRequest, register_answerer
+from tether.policy.approval import (
+    APPROVAL_SERVICE,
+    ApprovalReply,
+    ApprovalRequest,
+    register_answerer,
+)
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
+from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
 from tether.session.answer_box import AnswerBox
 from tether.session.lease import Leases
 from tether.session.persistence import default_store_url, open_persistence
 from tether.session.store_files import store_url_of
+from tether.signals import cancel_and_wait
+from tether.subagents.seams import SUBAGENTS_SERVICE
 from tether.tools.ask_user import AskUserTool
 from tether.tools.fs import file_tools
+from tether.tools.jobs import JOBS_SERVICE
 from tether.tools.pipeline import ToolRuntime
+from tether.tools.seams import TOOLS_SERVICE
 
 ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
 
@@ -143,7 +161,7 @@ class Harness:
             persistence = store
         kernel = Kernel()
         session_store = SessionStore(persistence, leases=leases)
-        kernel.ctx.provide("sessions", session_store)
+        kernel.ctx.provide(SESSIONS_SERVICE, session_store)
         try:
             kernel.load(
                 resolve_plugin("sandbox_policy"), {"mode": "read-only", "workspace_root": root}
@@ -151,7 +169,7 @@ class Harness:
             kernel.load(resolve_plugin("approval"), {"policy": "ask"})
             kernel.load(resolve_plugin("permission_presets"), {"default": DEFAULT_PRESET})
             tools = ToolRuntime(kernel.ctx)
-            kernel.ctx.provide("tools", tools)
+            kernel.ctx.provide(TOOLS_SERVICE, tools)
             for tool in file_tools():
                 tools.register(tool)
             tools.register(AskUserTool())
@@ -172,11 +190,20 @@ class Harness:
                 sandbox=sandbox,
                 approval=approval,
             )
-            yield harness
+            try:
+                yield harness
+            except BaseException:
+                # The body failed or was cancelled: turns still running have nobody left to
+                # report to, so they end (``disposed``) before the same shutdown runs.
+                harness._abandon_turns()
+                await harness.shutdown()
+                raise
             await harness.shutdown()
         finally:
-            kernel.dispose()
-            await session_store.close()
+            try:
+                await kernel.aclose()
+            finally:
+                await session_store.close()
 
     @staticmethod
     def inspect_workspace(
@@ -210,18 +237,12 @@ class Harness:
         """Prepare the root session, write its explicit knobs, then publish it."""
         session = self.store.prepare(meta=SessionMeta(cwd=self.workspace))
         if self._sandbox is not None:
-            self._service("sandbox_policy").set_sandbox_mode(session, self._sandbox)
+            self.ctx.require(SANDBOX_POLICY_SERVICE).set_sandbox_mode(session, self._sandbox)
         if self._approval is not None:
-            self._service("approval").set_approval_policy(session, self._approval)
+            self.ctx.require(APPROVAL_SERVICE).set_approval_policy(session, self._approval)
         self.store.enter(session)
         self.store.announce(session)
         return session
-
-    def _service(self, name: str) -> Any:
-        service = self.ctx.get(name)
-        if service is None:
-            raise TetherError(f"service {name!r} is not composed", code="SERVICE_MISSING")
-        return service
 
     def agent_for(self, session: Session, *, options: AgentOptions | None = None) -> Agent:
         agent = Agent(self.ctx, session, options or AgentOptions(self.model), tools=self.tools)
@@ -245,15 +266,14 @@ class Harness:
 
     async def settle(self) -> None:
         """Wait until the root is idle and no background child is resident."""
-        manager = self.ctx.get("subagents")
+        manager = self.ctx.get(SUBAGENTS_SERVICE)
         while True:
             for agent in list(self.agents):
                 await agent.when_idle()
             if manager is not None:
                 await manager.when_quiescent()
-            hooks = self.ctx.get("hooks")
-            if hooks is not None:
-                await hooks.settle()  # a Stop hook may still queue a continuation
+            for pending in self.ctx.collect(PENDING_WORK, None):
+                await pending  # a Stop hook may still queue a continuation
             await asyncio.sleep(0)
             if all(a.status == "idle" and not a.inbox.has_work() for a in self.agents) and (
                 manager is None or not manager.resident()
@@ -264,21 +284,29 @@ class Harness:
         """Drain background children (deepest first), then let the roots finish."""
         for agent in list(self.agents):
             agent.closing = True
-        manager = self.ctx.get("subagents")
+        manager = self.ctx.get(SUBAGENTS_SERVICE)
         if manager is not None:
             await manager.drain()
         for agent in list(self.agents):
             await agent.when_idle()
-        jobs = self.ctx.get("jobs")
+        jobs = self.ctx.get(JOBS_SERVICE)
         if jobs is not None:
             await jobs.aclose()
+
+    def _abandon_turns(self) -> None:
+        for agent in list(self.agents):
+            agent.cancel("disposed")
 
     async def stream(
         self, prompt: str, *, resume: str | None = None
     ) -> AsyncIterator[SessionEvent]:
-        """Every event appended to any session during the run, as it is appended."""
+        """Every event appended to any session during the run, as it is appended.
+
+        A consumer that stops early (leaves its ``async for``, or closes the generator) stops
+        the wait for the run to settle; the run itself goes on."""
         queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
         remove = self.store.on_event(lambda s, e: queue.put_nowait(SessionEvent(s.id, e)))
+        waiter: asyncio.Task[None] | None = None
         try:
             agent = await self._root_agent(resume)
             agent.followup(prompt)
@@ -290,12 +318,14 @@ class Harness:
                 finally:
                     queue.put_nowait(None)
 
-            waiter = asyncio.ensure_future(finish())
+            waiter = self.ctx.spawn(finish(), name="harness stream", report=False)
             while (item := await queue.get()) is not None:
                 yield item
             await waiter
         finally:
             remove()
+            if waiter is not None and not waiter.done():
+                await cancel_and_wait(waiter)
 
     async def _root_agent(self, resume: str | None) -> Agent:
         if self.root is None:
@@ -305,8 +335,8 @@ class Harness:
         return self.root
 
 
-def _answerer(fn: ApproverFn) -> Callable[[ApprovalRequest, Any], Awaitable[object]]:
-    async def answer(request: ApprovalRequest, _next: Any) -> object:
+def _answerer(fn: ApproverFn) -> Callable[[ApprovalRequest, Next[ApprovalReply]], Awaitable[str]]:
+    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
         value = fn(request)
         return await value if isinstance(value, Awaitable) else value
 

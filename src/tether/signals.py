@@ -8,8 +8,9 @@ it without importing the agent layer.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -77,27 +78,8 @@ class AbortSignal:
                 self._waiters.remove(fut)
 
     async def race(self, awaitable: Awaitable[T]) -> T:
-        """Await ``awaitable`` unless the signal fires first; then cancel it and raise."""
-        if self._aborted:
-            raise AbortedError(self._reason)
-        task = asyncio.ensure_future(awaitable)
-        waiter = asyncio.ensure_future(self.wait())
-        try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
-            # The caller itself was cancelled: the inner work must not run on unowned.
-            task.cancel()
-            task.add_done_callback(_swallow)
-            raise
-        finally:
-            waiter.cancel()
-        if task.done():
-            return task.result()
-        task.cancel()
-        # A late answer (or a late exception) is discarded on purpose; retrieving it here keeps
-        # asyncio from reporting it as never retrieved.
-        task.add_done_callback(_swallow)
-        raise AbortedError(self._reason)
+        """Await ``awaitable`` unless the signal fires first; see :func:`race`."""
+        return await race(self, awaitable)
 
     @staticmethod
     def any(*signals: AbortSignal) -> AbortSignal:
@@ -108,6 +90,53 @@ class AbortSignal:
         return combined
 
 
-def _swallow(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
+async def race(signal: AbortSignal | None, awaitable: Awaitable[T]) -> T:
+    """``await awaitable``, unless ``signal`` fires first: then raise :class:`AbortedError`.
+
+    However it ends (a result, the signal, the caller's own cancellation), the losing side is
+    cancelled and has stopped before this returns or raises: nothing the race started runs on
+    unowned, so an HTTP read cut by an abort has finished touching its connection before the
+    caller closes the response. A pre-aborted signal never starts the work.
+    """
+    if signal is None:
+        return await awaitable
+    if signal.aborted:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        raise AbortedError(signal.reason)
+    task = asyncio.ensure_future(awaitable)
+    # One plain future that either side completes: nothing but the work is left to stop.
+    either: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake(_: object) -> None:
+        if not either.done():
+            either.set_result(None)
+
+    task.add_done_callback(wake)
+    remove = signal.add_callback(wake)
+    try:
+        await either
+    except BaseException:
+        remove()
+        await cancel_and_wait(task)
+        raise
+    remove()
+    if task.done():
+        return task.result()
+    await cancel_and_wait(task)
+    raise AbortedError(signal.reason)
+
+
+async def cancel_and_wait(task: asyncio.Future[T]) -> None:
+    """Cancel ``task`` and wait until it has stopped (at once when it already has). Its late
+    result or failure is moot and retrieved on purpose (so asyncio does not report it as
+    never retrieved)."""
+    if not task.done():
+        task.cancel()
+        try:
+            await asyncio.wait({task})
+        finally:
+            if task.done() and not task.cancelled():
+                task.exception()
+    elif not task.cancelled():
         task.exception()

@@ -10,7 +10,17 @@ import pytest
 
 from compose_support import compose_kernel
 from event_support import kinds as layout
-from tether.agent import SNAPSHOT_HEAD, Agent, AgentOptions
+from tether.agent import (
+    AGENTS_SERVICE,
+    SNAPSHOT_HEAD,
+    TEXT_DELTA,
+    TURN_END,
+    Agent,
+    AgentOptions,
+    AgentRegistry,
+    StreamedText,
+    TurnEnded,
+)
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
@@ -276,3 +286,42 @@ async def test_steers_are_claimed_at_the_next_step_together(tmp_path: Any) -> No
     assert claimed == ["first steer", "second steer"]
     assert sum(1 for e in second if e.type == "step/start") == 1
     assert agent.last_result is not None and agent.last_result.output == "after steering"
+
+
+async def test_a_running_driver_is_owned_by_the_runtime_and_stopped_at_close(
+    tmp_path: Any,
+) -> None:
+    kernel, agent, slow = compose([{"tool_calls": [{"name": "slow", "arguments": {}}]}], tmp_path)
+    agent.followup("go")
+    await slow.started.wait()
+    assert agent.status == "running"
+    assert len(kernel.runtime.tasks) == 1
+    await kernel.aclose()
+    assert agent.status == "idle"
+    assert len(kernel.runtime.tasks) == 0
+
+
+async def test_turn_end_and_text_notices_carry_the_agent(tmp_path: Any) -> None:
+    kernel, agent, _ = compose([{"text": "hello there"}], tmp_path)
+    ended: list[TurnEnded] = []
+    streamed: list[StreamedText] = []
+    kernel.ctx.on(TURN_END, ended.append)
+    kernel.ctx.on(TEXT_DELTA, streamed.append, scope=agent)
+    result = await agent.run("hi")
+    assert ended == [(agent, result)]
+    assert ended[0].agent is agent and ended[0].result is result
+    assert "".join(s.text for s in streamed) == "hello there"
+    assert {id(s.agent) for s in streamed} == {id(agent)}
+
+
+async def test_an_agent_knows_its_owner_from_the_registry(tmp_path: Any) -> None:
+    kernel, parent, _ = compose([], tmp_path)
+    store = kernel.ctx.get("sessions")
+    child = Agent(kernel.ctx, store.create(), parent.options)
+    assert child.owner is None  # no registry composed
+    registry = AgentRegistry()
+    kernel.ctx.provide(AGENTS_SERVICE, registry)
+    registry.register(parent)
+    registry.register(child, owner=parent)
+    assert child.owner is parent
+    assert parent.owner is None

@@ -10,7 +10,7 @@ import pytest
 
 from cli_support import tether
 from tether.harness import Harness
-from tether.tools.ask_user import DELEGATED_CALLER, QUESTION_EVENT
+from tether.tools.ask_user import DELEGATED_CALLER, USER_QUESTION
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -141,7 +141,7 @@ async def test_ask_user_reaches_the_human_only_from_a_root(tmp_path: Path) -> No
             asked.append(request.question)
             return "notes.txt"
 
-        harness.ctx.on(QUESTION_EVENT, answer)
+        harness.ctx.on(USER_QUESTION, answer)
         result = await harness.run("start")
         root = harness.root
         assert root is not None

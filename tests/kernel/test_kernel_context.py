@@ -8,7 +8,19 @@ from typing import Any
 
 import pytest
 
-from tether.kernel import Context, Disposable, Next, Runtime, ServiceConflictError
+from tether.kernel import (
+    Context,
+    Disposable,
+    Gather,
+    KeyConflictError,
+    Next,
+    Notice,
+    Runtime,
+    ServiceConflictError,
+    ServiceKey,
+    ServiceMissingError,
+    Waterfall,
+)
 
 
 @pytest.fixture
@@ -468,3 +480,61 @@ def test_collect_propagates_exceptions(ctx: Context) -> None:
     ctx.on("tools/guard", broken)
     with pytest.raises(PermissionError):
         ctx.collect("tools/guard", {})
+
+
+# -- typed keys ---------------------------------------------------------------------------------
+class Counter:
+    def __init__(self) -> None:
+        self.count = 0
+
+
+COUNTER = ServiceKey[Counter]("counter")
+TICK = Notice[int]("tick")
+DECIDE = Waterfall[str, str]("decide")
+VETO = Gather[str, str | None]("veto")
+
+
+def test_a_service_key_provides_gets_and_requires_the_service(ctx: Context) -> None:
+    with pytest.raises(ServiceMissingError) as missing:
+        ctx.require(COUNTER)
+    assert (missing.value.code, str(missing.value)) == (
+        "SERVICE_MISSING",
+        "service 'counter' is not composed",
+    )
+    counter = Counter()
+    ctx.provide(COUNTER, counter)
+    assert ctx.require(COUNTER) is counter
+    assert ctx.child("plugin").get(COUNTER) is counter
+    # Until every call site names a key, a key and its name reach the same service.
+    assert ctx.get("counter") is counter
+
+
+async def test_notice_waterfall_and_gather_keys_reach_their_listeners(ctx: Context) -> None:
+    heard: list[int] = []
+    ctx.on(TICK, heard.append)
+    ctx.emit(TICK, 3)
+    assert heard == [3]
+
+    async def shout(word: str, next_: Next[str]) -> str:
+        return (await next_()).upper()
+
+    ctx.on(DECIDE, shout)
+    assert await ctx.waterfall(DECIDE, "hi", lambda: "rest") == "REST"
+    ctx.on(VETO, lambda word: None)
+    ctx.on(VETO, lambda word: f"no {word}")
+    assert ctx.collect(VETO, "x") == [None, "no x"]
+
+
+def test_two_keys_with_one_name_are_refused(ctx: Context) -> None:
+    ctx.provide(COUNTER, Counter())
+    impostor = ServiceKey[Counter]("counter")
+    with pytest.raises(KeyConflictError) as info:
+        ctx.get(impostor)
+    assert info.value.code == "KEY_CONFLICT"
+    assert str(info.value) == (
+        "two different keys are named 'counter' (ServiceKey('counter') and ServiceKey('counter'))"
+    )
+    with pytest.raises(KeyConflictError):
+        ctx.on(Notice[int]("counter"), print)
+    # Each runtime has its own table: another runtime may use the impostor.
+    assert Runtime().root.get(impostor) is None

@@ -17,6 +17,7 @@ from tether.kernel import (
     PluginConfigError,
     PluginError,
     PluginRequirementError,
+    ServiceKey,
 )
 
 
@@ -172,6 +173,19 @@ def test_requirement_met_by_an_earlier_plugin() -> None:
     provider.dispose()
     with pytest.raises(PluginRequirementError):
         kernel.load(FunctionPlugin("late", noop, requires=("approval",)))
+
+
+def test_requirements_name_service_keys() -> None:
+    key = ServiceKey[str]("greeting")
+    kernel = Kernel()
+    consumer = FunctionPlugin("greeter", noop, requires=(key,))
+    with pytest.raises(PluginRequirementError) as info:
+        kernel.load(consumer)
+    assert str(info.value) == (
+        "plugin 'greeter' requires service 'greeting', which no loaded plugin provides"
+    )
+    kernel.ctx.provide(key, "hello")
+    assert kernel.load(consumer).name == "greeter"
 
 
 # -- config -----------------------------------------------------------------------------------

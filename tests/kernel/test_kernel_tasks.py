@@ -1,13 +1,16 @@
-"""The runtime's task scope: background tasks are owned, cancelled and awaited on close."""
+"""The runtime's task scope: background tasks (async listeners among them) are owned,
+cancelled and awaited on close."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import warnings
 
 import pytest
 
-from tether.kernel import Kernel, TaskScope, TaskScopeClosedError
+from tether.kernel import Kernel, Notice, TaskScope, TaskScopeClosedError
 
 
 async def test_closing_cancels_and_waits_for_every_task() -> None:
@@ -78,3 +81,54 @@ async def test_the_kernel_closes_its_tasks_before_unloading() -> None:
     await kernel.aclose()
     assert cancelled.is_set()
     assert kernel.runtime.tasks.closed
+
+
+async def test_an_async_listener_is_a_task_of_the_runtime_cancelled_and_awaited_at_close() -> None:
+    kernel = Kernel()
+    tick = Notice[int]("tick")
+    started = asyncio.Event()
+    stopped: list[int] = []
+
+    async def listener(payload: int) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.sleep(0)  # its own cleanup, which awaits, completes before close returns
+            stopped.append(payload)
+
+    kernel.ctx.on(tick, listener)
+    kernel.ctx.emit(tick, 7)
+    await started.wait()
+    assert len(kernel.runtime.tasks) == 1
+    await kernel.aclose()
+    assert stopped == [7]
+    assert len(kernel.runtime.tasks) == 0
+
+
+async def test_after_close_an_async_listener_is_not_run_and_leaves_no_coroutine(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kernel = Kernel()
+    tick = Notice[str]("tick")
+    ran: list[str] = []
+
+    async def late(payload: str) -> None:
+        ran.append(payload)
+
+    kernel.ctx.on(tick, late)
+    kernel.ctx.on(tick, ran.append)  # a synchronous listener still hears it
+    await kernel.aclose()
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        caplog.at_level(logging.WARNING, logger="tether.kernel.context"),
+    ):
+        warnings.simplefilter("always")
+        kernel.ctx.emit(tick, "late")
+        await asyncio.sleep(0)
+        gc.collect()
+    assert ran == ["late"]
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "async listener for 'tick' not run: the runtime has shut down"
+    ]

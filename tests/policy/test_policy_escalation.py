@@ -16,8 +16,8 @@ from policy_support import ToyAgent, compose, layout, open_turn
 from tether.kernel import Kernel
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.policy.escalation import (
-    ESCALATION_ASK_EVENT,
-    ESCALATION_ROUTED_EVENT,
+    ESCALATION_ASK,
+    ESCALATION_ROUTED,
     EscalationRefused,
     EscalationRequest,
     InvalidEscalation,
@@ -302,7 +302,7 @@ async def test_a_routing_listener_answers_for_its_agent_and_the_service_is_not_a
         routed.append(request)
         return ApprovalOutcome.ALLOWED_ONCE
 
-    kernel.ctx.on(ESCALATION_ASK_EVENT, route, scope=agent)
+    kernel.ctx.on(ESCALATION_ASK, route, scope=agent)
     assert await grant(kernel, Call(agent)) == SandboxExecutionPolicy(WW, "/work/space", "s1")
     assert [r.agent for r in routed] == [agent]
     assert layout(agent.session, 1) == []  # the listener answered: this service wrote nothing
@@ -317,7 +317,7 @@ async def test_a_routing_listener_answers_for_its_agent_and_the_service_is_not_a
 @pytest.mark.parametrize("rogue", ["allowed-twice", None, 1])
 async def test_a_routing_reply_outside_the_vocabulary_grants_nothing(rogue: object) -> None:
     kernel = kernel_with(answer="allowed-once")
-    kernel.ctx.on(ESCALATION_ASK_EVENT, lambda request, next_: rogue)
+    kernel.ctx.on(ESCALATION_ASK, lambda request, next_: rogue)
     assert await grant(kernel, Call(agent_in_turn())) == EscalationRefused(
         'sandbox escalation to "workspace-write" requires approval, but no approval channel is '
         "available"
@@ -354,6 +354,6 @@ def test_with_nobody_to_ask_the_hint_reads_as_never() -> None:
 def test_a_routed_agent_is_told_how_to_escalate_despite_its_pin() -> None:
     kernel = kernel_with(policy="never")
     routed, pinned = agent_in_turn("routed"), agent_in_turn("pinned")
-    kernel.ctx.on(ESCALATION_ROUTED_EVENT, lambda agent: agent is routed)
+    kernel.ctx.on(ESCALATION_ROUTED, lambda agent: agent is routed)
     assert escalation_hint(kernel.ctx, "operation", RO, routed) == ASK_HINT
     assert escalation_hint(kernel.ctx, "operation", RO, pinned) == NEVER_HINT

@@ -18,6 +18,7 @@ from tether.kernel import Kernel, PluginHandle, resolve_plugin
 from tether.sandbox.backends import CLOSED_ROOT_NOTE
 from tether.signals import AbortSignal
 from tether.tools.base import ToolResult
+from tether.tools.jobs import JOBS_SERVICE
 from tether.tools.pipeline import ToolRuntime
 
 pytestmark = pytest.mark.timeout(60)
@@ -184,6 +185,18 @@ async def test_unloading_the_plugin_kills_running_jobs(rig: Rig) -> None:
     rig.bash.dispose()
     assert rig.tools.names() == []
     assert rig.kernel.ctx.get("jobs") is None
+    assert await gone(token) == []
+
+
+async def test_closing_the_kernel_stops_and_awaits_a_running_job(rig: Rig) -> None:
+    token = uuid.uuid4().hex
+    await rig.call("bash", command=f"sh -c 'sleep 30; : {token}'", run_in_background=True)
+    await wait_for(token)
+    (job,) = rig.kernel.ctx.require(JOBS_SERVICE).jobs(None)
+    assert len(rig.kernel.runtime.tasks) == 1  # the job's watcher is a task of the runtime
+    await rig.kernel.aclose()
+    assert job.done and len(rig.kernel.runtime.tasks) == 0
+    assert job.result().details["status"] == "cancelled"
     assert await gone(token) == []
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Final, Literal, NamedTuple
 
 from tether.agent.context_snapshot import (
     append_header_if_changed,
@@ -23,7 +23,7 @@ from tether.agent.context_snapshot import (
 )
 from tether.agent.history import history, model_replies_since
 from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem, InboxTarget
-from tether.kernel import Context
+from tether.kernel import Context, Gather, Notice, Waterfall
 from tether.model import (
     Completion,
     Message,
@@ -118,6 +118,7 @@ class Agent:
         self._turn: _TurnState | None = None
         self._cancel_before_turn = False
         self._results: list[TurnResult] = []
+        self._owner: Agent | None = None
 
     @property
     def id(self) -> str:
@@ -130,6 +131,13 @@ class Agent:
     @property
     def status(self) -> AgentStatus:
         return "running" if self._driver is not None and not self._driver.done() else "idle"
+
+    @property
+    def owner(self) -> Agent | None:
+        """The agent that drives this one (a one-shot child's parent), or ``None``: process-
+        local ownership, set while the agent is in the ``agents`` registry
+        (:meth:`~tether.agent.registry.AgentRegistry.register`)."""
+        return self._owner
 
     def __repr__(self) -> str:
         return f"Agent({self.id!r}, {self.status})"
@@ -186,7 +194,8 @@ class Agent:
 
     def _wake(self) -> None:
         if self._driver is None or self._driver.done():
-            self._driver = asyncio.get_running_loop().create_task(self._drive())
+            # Owned by the runtime: a kernel that closes cancels and awaits a running driver.
+            self._driver = self.ctx.spawn(self._drive(), name=f"agent {self.id}")
 
     # -- driver ------------------------------------------------------------------------------
     async def _drive(self) -> None:
@@ -198,7 +207,7 @@ class Agent:
             result = await self._run_turn(prompt)
             self.last_result = result
             self._results.append(result)
-            self.ctx.emit("agent/turn-end", (self, result))
+            self.ctx.emit(TURN_END, TurnEnded(self, result))
 
     def _next_turn_number(self) -> int:
         last = self.session.last("turn/start")
@@ -223,7 +232,7 @@ class Agent:
                     reason, detail = "blocked", f"step budget of {self.options.max_steps} exhausted"
                     break
                 decision = await self.ctx.waterfall(
-                    "agent/pre-step",
+                    PRE_STEP,
                     PreStep(self, turn, step + 1, prompt if step == 0 else None),
                     "enter",
                     scope=self,
@@ -316,7 +325,7 @@ class Agent:
                 if isinstance(item, Completion):
                     final = item
                 elif isinstance(item, TextDelta):
-                    self.ctx.emit("agent/text-delta", (self, item.text), scope=self)
+                    self.ctx.emit(TEXT_DELTA, StreamedText(self, item.text), scope=self)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         if signal.aborted:
@@ -328,7 +337,7 @@ class Agent:
         return final
 
     def _append_reply(self, completion: Completion) -> None:
-        data: dict[str, Any] = {"content": completion.text}
+        data: dict[str, JsonValue] = {"content": completion.text}
         if completion.reasoning:
             data["reasoning"] = completion.reasoning
         if completion.tool_calls:
@@ -359,3 +368,41 @@ class Agent:
             {"call_id": call_id, "name": name, "content": content, "is_error": is_error},
             surface_op="append",
         )
+
+
+# -- the loop's points ---------------------------------------------------------------------
+# The points of an agent's loop, beside the loop (another layer listens to them by these keys):
+#
+# - :data:`PRE_STEP`, a waterfall scoped to the agent, runs before every step: ``"enter"`` lets
+#   the step run, anything else ends the turn ``blocked``.
+# - :data:`TEXT_DELTA`, scoped to the agent, carries each piece of streamed model text.
+# - :data:`TURN_END` follows every turn, with its result.
+# - :data:`SESSION_START` is for a surface that brings in a root session some other way than
+#   the store creating it (the hooks plugin runs ``SessionStart`` for it).
+# - :data:`PENDING_WORK` is gathered by whoever waits for a composition to go quiet: each
+#   listener returns an awaitable that finishes once the work it may still queue on an agent
+#   (a ``Stop`` hook's continuation) is queued or dropped.
+
+PreStepDecision = Literal["enter", "reject"]
+"""What a ``agent/pre-step`` listener answers."""
+
+
+class StreamedText(NamedTuple):
+    """Payload of ``agent/text-delta``."""
+
+    agent: Agent
+    text: str
+
+
+class TurnEnded(NamedTuple):
+    """Payload of ``agent/turn-end``."""
+
+    agent: Agent
+    result: TurnResult
+
+
+PRE_STEP: Final[Waterfall[PreStep, PreStepDecision]] = Waterfall("agent/pre-step")
+TEXT_DELTA: Final = Notice[StreamedText]("agent/text-delta")
+TURN_END: Final = Notice[TurnEnded]("agent/turn-end")
+SESSION_START: Final[Notice[Agent]] = Notice("agent/session-start")
+PENDING_WORK: Final = Gather[None, Awaitable[None]]("agent/pending-work")

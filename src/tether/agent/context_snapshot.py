@@ -9,7 +9,7 @@ one, so the prompt prefix stays cache-stable across policy switches (behaviour.m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from tether.kernel import PromptRegistry
 from tether.session import Event, JsonValue, Session
@@ -39,7 +39,9 @@ def retained_snapshot(session: Session) -> Event | None:
     return None
 
 
-def render_snapshot(registry: PromptRegistry, agent: Any) -> tuple[str, list[dict[str, str]]]:
+def render_snapshot(
+    registry: PromptRegistry, agent: object | None
+) -> tuple[str, list[dict[str, str]]]:
     parts = registry.render("context", agent)
     sections = [{"name": name, "text": text} for name, text in parts]
     if not parts:
@@ -47,7 +49,9 @@ def render_snapshot(registry: PromptRegistry, agent: Any) -> tuple[str, list[dic
     return "\n\n".join([SNAPSHOT_HEAD, *(text for _, text in parts)]), sections
 
 
-def append_snapshot_if_changed(session: Session, registry: PromptRegistry, agent: Any) -> None:
+def append_snapshot_if_changed(
+    session: Session, registry: PromptRegistry, agent: object | None
+) -> None:
     text, sections = render_snapshot(registry, agent)
     retained = retained_snapshot(session)
     retained_text = retained.data.get("content") if retained is not None else None
@@ -66,7 +70,7 @@ def append_snapshot_if_changed(session: Session, registry: PromptRegistry, agent
     session.append("user/message", {"content": text, "source": source}, surface_op="append")
 
 
-def render_system(registry: PromptRegistry, agent: Any) -> tuple[str, list[str]]:
+def render_system(registry: PromptRegistry, agent: object | None) -> tuple[str, list[str]]:
     parts = registry.render("section", agent)
     return "\n\n".join(text for _, text in parts), [name for name, _ in parts]
 

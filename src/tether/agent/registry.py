@@ -1,4 +1,5 @@
-"""The live agents of one runtime (service ``agents``). Agent id equals session id.
+"""The live agents of one runtime (service :data:`AGENTS_SERVICE`).
+Agent id equals session id.
 
 An agent may be *owned* by another (a one-shot child by the parent that drives it); roots are
 agents nobody owns. Ownership is process-local; lineage (``parent_session``) is durable.
@@ -7,10 +8,10 @@ agents nobody owns. Ownership is process-local; lineage (``parent_session``) is 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Final
 
 from tether.agent.agent import Agent
-
-AGENTS_SERVICE = "agents"
+from tether.kernel import ServiceKey
 
 
 class AgentRegistry:
@@ -23,11 +24,14 @@ class AgentRegistry:
             raise ValueError(f"agent {agent.id!r} is already registered")
         self._agents[agent.id] = agent
         self._owners[agent.id] = owner
+        # The agent answers ``owner`` itself, so the loop needs no lookup of this registry.
+        agent._owner = owner
 
         def remove() -> None:
             if self._agents.get(agent.id) is agent:
                 del self._agents[agent.id]
                 del self._owners[agent.id]
+                agent._owner = None
 
         return remove
 
@@ -51,3 +55,7 @@ class AgentRegistry:
 
     def __contains__(self, agent_id: object) -> bool:
         return agent_id in self._agents
+
+
+AGENTS_SERVICE: Final[ServiceKey[AgentRegistry]] = ServiceKey("agents")
+"""The live agents of the runtime."""

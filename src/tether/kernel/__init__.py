@@ -16,11 +16,22 @@ from tether.kernel.config import (
 from tether.kernel.context import (
     Context,
     Disposable,
+    KeyConflictError,
     Runtime,
     ServiceConflictError,
     ServiceMissingError,
 )
-from tether.kernel.keys import Gather, Next, Notice, ServiceKey, Waterfall
+from tether.kernel.keys import (
+    AnyServiceKey,
+    Gather,
+    GatherListener,
+    Next,
+    Notice,
+    NoticeListener,
+    ServiceKey,
+    Waterfall,
+    WaterfallListener,
+)
 from tether.kernel.plugin import (
     DuplicatePluginError,
     FunctionPlugin,
@@ -32,6 +43,7 @@ from tether.kernel.plugin import (
     PluginRequirementError,
 )
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
+from tether.kernel.sessions import SESSIONS_SERVICE
 from tether.kernel.tasks import TaskScope, TaskScopeClosedError
 from tether.kernel.trust_store import TrustRecord, TrustStore, TrustStoreError
 from tether.kernel.workspace_files import (
@@ -53,7 +65,9 @@ from tether.kernel.workspace_trust import (
 __all__ = [
     "CONFIG_FILE",
     "ENTRY_POINT_GROUP",
+    "SESSIONS_SERVICE",
     "WORKSPACE_FILES",
+    "AnyServiceKey",
     "ConfigFileError",
     "Context",
     "DeclaresFiles",
@@ -62,10 +76,13 @@ __all__ = [
     "FileStatus",
     "FunctionPlugin",
     "Gather",
+    "GatherListener",
     "InspectedWorkspace",
     "Kernel",
+    "KeyConflictError",
     "Next",
     "Notice",
+    "NoticeListener",
     "Plugin",
     "PluginConfigError",
     "PluginEntry",
@@ -88,6 +105,7 @@ __all__ = [
     "UndeclaredWorkspaceFileError",
     "UnknownPluginError",
     "Waterfall",
+    "WaterfallListener",
     "WorkspaceFiles",
     "WorkspaceTrust",
     "WorkspaceUntrustedError",

@@ -6,6 +6,11 @@ a consumer that needs the approval service fails that one call closed instead of
 start. Listeners are global or scoped to one agent; a listener scoped to another agent is never
 called. Every registration returns a :class:`Disposable`, and a plugin's context disposes all
 of its registrations, in reverse order, when the plugin is unloaded.
+
+An async notification listener runs as a task of the runtime's :class:`TaskScope`, so closing
+the kernel cancels and awaits it. Once the scope is closed a notification still reaches the
+synchronous listeners, but an async one is not started (its coroutine is closed, and a warning
+says so): nothing is left to own it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, TypeVar, cast, overload
 
 from tether.errors import TetherError
 from tether.kernel.keys import (
+    AnyServiceKey,
     Gather,
     Notice,
     ServiceKey,
@@ -27,7 +33,7 @@ from tether.kernel.keys import (
     _Key,
 )
 from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
-from tether.kernel.tasks import TaskScope
+from tether.kernel.tasks import TaskScope, TaskScopeClosedError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,8 +51,10 @@ class ServiceMissingError(TetherError):
     code = "SERVICE_MISSING"
 
 
-def _name(key: _Key | str) -> str:
-    return key if isinstance(key, str) else key.name
+class KeyConflictError(TetherError):
+    """Two different keys with one name were used in one runtime."""
+
+    code = "KEY_CONFLICT"
 
 
 class Disposable:
@@ -72,7 +80,7 @@ class Disposable:
 
 @dataclass(eq=False, slots=True)
 class _Listener:
-    fn: Callable[..., Any]
+    fn: Callable[..., object]
     scope: object | None
     active: bool = True
 
@@ -83,12 +91,25 @@ class Runtime:
     def __init__(self) -> None:
         self._services: dict[str, object] = {}
         self._listeners: dict[str, list[_Listener]] = {}
+        self._keys: dict[str, _Key] = {}
         self.prompt = PromptRegistry()
         self.tasks = TaskScope()
         """Every background task of this runtime (:meth:`Context.spawn`)."""
         self.root = Context(self)
 
     # The context API is the public face; these are its storage operations.
+    def _name(self, key: _Key | str) -> str:
+        """The table name of ``key``; a second key object with a name already used is refused,
+        since the two would silently share one service or one chain."""
+        if isinstance(key, str):
+            return key
+        known = self._keys.setdefault(key.name, key)
+        if known is not key:
+            raise KeyConflictError(
+                f"two different keys are named {key.name!r} ({known!r} and {key!r})"
+            )
+        return key.name
+
     def _provide(self, name: str, service: object) -> Callable[[], None]:
         if name in self._services:
             raise ServiceConflictError(f"service {name!r} is already provided")
@@ -121,6 +142,29 @@ class Runtime:
             if entry.scope is None or (scope is not None and entry.scope is scope)
         ]
 
+    def _listen_in_background(self, awaitable: Awaitable[object], name: str) -> None:
+        """Run an async notification listener as a task of this runtime, its failure logged."""
+        coro = awaitable if inspect.iscoroutine(awaitable) else _awaiting(awaitable)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            # Emitted outside an event loop: nothing could ever run it, so say so instead of
+            # leaving a never-awaited coroutine behind.
+            coro.close()
+            log.error("async listener for %r needs a running event loop; not run", name)
+            return
+        try:
+            task = self.tasks.spawn(coro, name=f"listener for {name!r}", report=False)
+        except TaskScopeClosedError:
+            log.warning("async listener for %r not run: the runtime has shut down", name)
+            return
+
+        def done(finished: asyncio.Task[object]) -> None:
+            if not finished.cancelled() and finished.exception() is not None:
+                log.error("async listener for %r failed: %s", name, finished.exception())
+
+        task.add_done_callback(done)
+
 
 class Context:
     """A view of the runtime that remembers what it registered, so it can undo all of it."""
@@ -135,10 +179,12 @@ class Context:
     @overload
     def get(self, key: ServiceKey[T]) -> T | None: ...
     @overload
+    def get(self, key: AnyServiceKey) -> object | None: ...
+    @overload
     def get(self, key: str) -> Any | None: ...
-    def get(self, key: ServiceKey[T] | str) -> T | Any | None:
+    def get(self, key: AnyServiceKey | str) -> object | None:
         """The live service for ``key``, or ``None``. Creates no dependency."""
-        return self.runtime._services.get(_name(key))
+        return self.runtime._services.get(self.runtime._name(key))
 
     def require(self, key: ServiceKey[T]) -> T:
         """The live service for ``key``; :class:`ServiceMissingError` when none is composed."""
@@ -152,7 +198,7 @@ class Context:
     @overload
     def provide(self, key: str, service: object) -> Disposable: ...
     def provide(self, key: ServiceKey[T] | str, service: object) -> Disposable:
-        return self._track(self.runtime._provide(_name(key), service))
+        return self._track(self.runtime._provide(self.runtime._name(key), service))
 
     # -- listeners --------------------------------------------------------------------------
     @overload
@@ -194,14 +240,14 @@ class Context:
     def on(
         self,
         key: _Key | str,
-        fn: Callable[..., Any],
+        fn: Callable[..., object],
         *,
         prepend: bool = False,
         scope: object | None = None,
     ) -> Disposable:
         """Listen to ``key``. ``scope`` limits the listener to dispatches for that agent."""
         entry = _Listener(fn, scope)
-        return self._track(self.runtime._add_listener(_name(key), entry, prepend))
+        return self._track(self.runtime._add_listener(self.runtime._name(key), entry, prepend))
 
     @overload
     def emit(self, key: Notice[P], payload: P, *, scope: object | None = None) -> None: ...
@@ -210,15 +256,17 @@ class Context:
     def emit(
         self, key: Notice[P] | str, payload: object = None, *, scope: object | None = None
     ) -> None:
-        """Notify every matching listener. A failing listener is logged and contained."""
-        name = _name(key)
+        """Notify every matching listener. A failing listener is logged and contained; an
+        async one runs as a task of the runtime (see the module docstring)."""
+        name = self.runtime._name(key)
         for entry in self.runtime._chain(name, scope):
             try:
                 result = entry.fn(payload)
-                if inspect.isawaitable(result):
-                    _background(result, name)
             except Exception:
                 log.exception("listener for %r failed", name)
+                continue
+            if inspect.isawaitable(result):
+                self.runtime._listen_in_background(result, name)
 
     @overload
     def collect(self, key: Gather[P, R], payload: P, *, scope: object | None = None) -> list[R]: ...
@@ -226,12 +274,12 @@ class Context:
     def collect(self, key: str, payload: object, *, scope: object | None = None) -> list[Any]: ...
     def collect(
         self, key: Gather[P, R] | str, payload: object, *, scope: object | None = None
-    ) -> list[R] | list[Any]:
+    ) -> list[R] | list[object]:
         """Call every matching listener synchronously and return their results in order.
 
         Used for guards: each listener may only veto, so all of them run. Exceptions propagate.
         """
-        return [entry.fn(payload) for entry in self.runtime._chain(_name(key), scope)]
+        return [entry.fn(payload) for entry in self.runtime._chain(self.runtime._name(key), scope)]
 
     # Overloads so a callable fallback types as its result (a plain union makes mypy infer
     # ``Never``); the last one covers a value fallback.
@@ -273,7 +321,7 @@ class Context:
     ) -> R: ...
     async def waterfall(
         self,
-        name: Waterfall[Any, R] | str,
+        name: _Key | str,
         payload: object,
         fallback: R | Callable[[], R | Awaitable[R]],
         *,
@@ -285,9 +333,9 @@ class Context:
         fallback (a value, or a callable producing one) is the terminal ``next``. Exceptions
         propagate to the caller, which decides how to fail closed.
         """
-        chain = self.runtime._chain(_name(name), scope)
+        chain = self.runtime._chain(self.runtime._name(name), scope)
 
-        async def call(index: int) -> Any:
+        async def call(index: int) -> object:
             # A listener disposed while the chain runs (its plugin unloaded mid-question) is
             # skipped: an unloaded answerer must not answer.
             while index < len(chain) and not chain[index].active:
@@ -315,7 +363,7 @@ class Context:
 
     # -- lifetime ---------------------------------------------------------------------------
     def spawn(
-        self, coro: Coroutine[Any, Any, T], *, name: str, report: bool = True
+        self, coro: Coroutine[object, object, T], *, name: str, report: bool = True
     ) -> asyncio.Task[T]:
         """Run ``coro`` as a background task owned by the runtime: cancelled and awaited when
         the kernel closes (:meth:`tether.kernel.Kernel.aclose`), never left running."""
@@ -363,27 +411,5 @@ class Context:
         return handle
 
 
-_pending: set[asyncio.Future[Any]] = set()
-
-
-def _background(awaitable: Awaitable[Any], name: str) -> None:
-    """Run an async notification listener without letting its failure escape."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        # Emitted outside an event loop: nothing could ever run it, so say so instead of
-        # leaving a never-awaited coroutine behind.
-        close = getattr(awaitable, "close", None)
-        if callable(close):
-            close()
-        log.error("async listener for %r needs a running event loop; not run", name)
-        return
-    future = asyncio.ensure_future(awaitable)
-    _pending.add(future)
-
-    def done(fut: asyncio.Future[Any]) -> None:
-        _pending.discard(fut)
-        if not fut.cancelled() and fut.exception() is not None:
-            log.error("async listener for %r failed: %s", name, fut.exception())
-
-    future.add_done_callback(done)
+async def _awaiting(awaitable: Awaitable[T]) -> T:
+    return await awaitable

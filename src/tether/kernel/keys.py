@@ -10,7 +10,8 @@ it, so a lookup or a listener is checked statically on both sides of a plugin bo
     ctx.on(PRE_EXECUTE, gate)                # gate(call, next_) -> PreDecision
 
 Keys compare by identity; their ``name`` is what logs and errors show, and must be unique
-within a runtime (two keys with one name are a programming error, refused at use).
+within a runtime (two keys with one name are a programming error, refused at use with
+``KEY_CONFLICT``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,15 @@ class _Key:
         return f"{type(self).__name__}({self.name!r})"
 
 
+class AnyServiceKey(_Key):
+    """A service key whatever its type: what a plugin's ``requires`` lists (the kernel only
+    checks that something is provided under it)."""
+
+    __slots__ = ()
+
+
 @final
-class ServiceKey(_Key, Generic[T]):
+class ServiceKey(AnyServiceKey, Generic[T]):
     """A service of type ``T``: ``ctx.provide(key, service)``, ``ctx.get(key) -> T | None``,
     ``ctx.require(key) -> T``."""
 
@@ -76,6 +84,7 @@ WaterfallListener: TypeAlias = Callable[[P, Next[R]], R | Awaitable[R]]
 GatherListener: TypeAlias = Callable[[P], R]
 
 __all__ = [
+    "AnyServiceKey",
     "Gather",
     "GatherListener",
     "Next",

@@ -1,4 +1,5 @@
-"""Plugins: a name, hard requirements, a validated config, and ``apply(ctx, config)``.
+"""Plugins: a name, hard requirements (``requires``: the service keys that must be provided
+before it loads), a validated config, and ``apply(ctx, config)``.
 
 A plugin is any object with those attributes: a module, a class instance, or a
 :class:`FunctionPlugin`. Loading checks requirements and validates config up front, so a
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from tether.errors import TetherError
 from tether.kernel.context import Context, Runtime
+from tether.kernel.keys import AnyServiceKey
 
 
 class PluginError(TetherError):
@@ -49,7 +51,7 @@ class FunctionPlugin:
 
     name: str
     apply_fn: Callable[[Context, Any], object]
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model: type[BaseModel] | None = None
 
     def apply(self, ctx: Context, config: Any) -> None:
@@ -60,7 +62,7 @@ class FunctionPlugin:
 class PluginHandle:
     name: str
     ctx: Context
-    config: Any
+    config: BaseModel | None
     _on_dispose: Callable[[], None] = field(repr=False)
 
     def dispose(self) -> None:
@@ -79,8 +81,10 @@ def _refuse_awaitable(name: str, result: object) -> None:
         raise PluginError(f"plugin {name!r}: apply(ctx, config) must be synchronous")
 
 
-def validate_config(plugin: object, name: str, raw: Mapping[str, Any] | BaseModel | None) -> Any:
-    model = getattr(plugin, "config_model", None)
+def validate_config(
+    plugin: object, name: str, raw: Mapping[str, Any] | BaseModel | None
+) -> BaseModel | None:
+    model: type[BaseModel] | None = getattr(plugin, "config_model", None)
     if model is None:
         if raw:
             raise PluginConfigError(f"plugin {name!r} takes no configuration, got {dict(raw)}")
@@ -117,8 +121,9 @@ class Kernel:
             raise DuplicatePluginError(f"plugin {name!r} is already loaded")
         for service in getattr(plugin, "requires", ()):
             if self.ctx.get(service) is None:
+                label = service if isinstance(service, str) else service.name
                 raise PluginRequirementError(
-                    f"plugin {name!r} requires service {service!r}, which no loaded plugin provides"
+                    f"plugin {name!r} requires service {label!r}, which no loaded plugin provides"
                 )
         validated = validate_config(plugin, name, config)
         ctx = self.ctx.child(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tether.errors import TetherError
 
@@ -29,11 +29,11 @@ class TaskScope:
     """A set of running tasks with one owner."""
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._closed = False
 
     def spawn(
-        self, coro: Coroutine[Any, Any, T], *, name: str, report: bool = True
+        self, coro: Coroutine[object, object, T], *, name: str, report: bool = True
     ) -> asyncio.Task[T]:
         """Run ``coro`` as a task of this scope. With ``report``, a failure nobody else
         observes is logged under ``name``; pass ``False`` when the caller awaits the task."""
@@ -43,7 +43,7 @@ class TaskScope:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
 
-        def done(finished: asyncio.Task[Any]) -> None:
+        def done(finished: asyncio.Task[T]) -> None:
             self._tasks.discard(finished)
             if report and not finished.cancelled() and finished.exception() is not None:
                 log.error("background task %r failed: %s", name, finished.exception())

@@ -27,10 +27,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from tether.errors import TetherError
 from tether.kernel.config import ConfigFileError
+from tether.kernel.keys import ServiceKey
 from tether.kernel.printable import printable
-
-WORKSPACE_FILES: Final = "workspace_files"
-"""Service name of the :class:`WorkspaceFiles` a harness composes."""
 
 MAX_CONFIG_BYTES: Final = 1024 * 1024
 """The largest configuration file tether reads."""
@@ -173,6 +171,9 @@ class WorkspaceFiles:
             )
         return read_file(key, absolute).require()
 
+
+WORKSPACE_FILES: Final = ServiceKey[WorkspaceFiles]("workspace_files")
+"""The :class:`WorkspaceFiles` a harness composes."""
 
 __all__ = [
     "ABSENT",

@@ -28,7 +28,6 @@ from typing import Any, cast
 
 import httpx
 
-from tether.model._abort import race as _race
 from tether.model._help import MODEL_SPEC_HELP
 from tether.model._openai_wire import StreamAssembler, build_body, error_detail
 from tether.model._sse import SSEDecoder, SSEFormatError
@@ -39,7 +38,7 @@ from tether.model.types import (
     ModelRequest,
     StreamEvent,
 )
-from tether.signals import AbortedError, AbortSignal
+from tether.signals import AbortedError, AbortSignal, race
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _JSON_BODY_LIMIT = 16 * 1024 * 1024
@@ -208,13 +207,13 @@ class OpenAICompatClient:
         while True:
             attempt += 1
             try:
-                response = await _race(signal, self._http.send(http_request, stream=True))
+                response = await race(signal, self._http.send(http_request, stream=True))
             except httpx.UnsupportedProtocol as exc:
                 raise self._config_error(exc) from exc
             except httpx.TransportError as exc:
                 if attempt > self.max_retries:
                     raise self._unreachable(exc, attempt) from exc
-                await _race(signal, _sleep(self._backoff(attempt, None)))
+                await race(signal, _sleep(self._backoff(attempt, None)))
                 continue
             progress = _Progress()
             try:
@@ -223,7 +222,7 @@ class OpenAICompatClient:
                     if not retryable or attempt > self.max_retries:
                         raise error
                     await response.aclose()
-                    await _race(signal, _sleep(self._backoff(attempt, response.headers)))
+                    await race(signal, _sleep(self._backoff(attempt, response.headers)))
                     continue
                 async with aclosing(self._events(response, signal, progress)) as events:
                     async for event in events:
@@ -240,7 +239,7 @@ class OpenAICompatClient:
                 if attempt > self.max_retries:
                     raise self._unreachable(exc, attempt) from exc
                 await response.aclose()
-                await _race(signal, _sleep(self._backoff(attempt, None)))
+                await race(signal, _sleep(self._backoff(attempt, None)))
             except httpx.DecodingError as exc:
                 raise ModelError(
                     f"bad response from {self._where()}: undecodable body ({exc})",
@@ -262,7 +261,7 @@ class OpenAICompatClient:
         done = False
         async with aclosing(cast(AsyncGenerator[str, None], response.aiter_lines())) as lines:
             while True:
-                line = await _race(signal, _next_line(lines))
+                line = await race(signal, _next_line(lines))
                 try:
                     event = decoder.flush() if line is None else decoder.feed_line(line)
                 except SSEFormatError as exc:
@@ -295,7 +294,7 @@ class OpenAICompatClient:
     async def _whole_json(
         self, response: httpx.Response, signal: AbortSignal | None, assembler: StreamAssembler
     ) -> Completion:
-        raw = await _race(signal, _read_limited(response, _JSON_BODY_LIMIT))
+        raw = await race(signal, _read_limited(response, _JSON_BODY_LIMIT))
         obj = self._decode(raw)
         if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
             if isinstance(obj, dict) and "error" in obj:
@@ -325,7 +324,7 @@ class OpenAICompatClient:
         """The error for a non-2xx answer, and whether it is worth retrying."""
         status = response.status_code
         try:
-            detail = error_detail(await _race(signal, _read_limited(response, _ERROR_BODY_LIMIT)))
+            detail = error_detail(await race(signal, _read_limited(response, _ERROR_BODY_LIMIT)))
         except httpx.TransportError as exc:
             detail = f"(body unreadable: {type(exc).__name__})"
         where = self._where()

@@ -23,8 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.dirs import data_dir
 from tether.errors import TetherError
-from tether.kernel import Context, Next, PluginConfigError
-from tether.policy.approval import Answer, ApprovalRequest, answer_within, register_answerer
+from tether.kernel import SESSIONS_SERVICE, AnyServiceKey, Context, Next, PluginConfigError
+from tether.policy.approval import (
+    Answer,
+    ApprovalReply,
+    ApprovalRequest,
+    answer_within,
+    register_answerer,
+)
 from tether.policy.modes import ApprovalOutcome
 from tether.session import Session, SessionStore
 from tether.session.answer_box import AnswerBox, BoxedAnswer
@@ -75,7 +81,7 @@ def _say(text: str) -> None:
 
 class ApprovalFromStorePlugin:
     name = "approval_from_store"
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model = ApprovalFromStoreConfig
 
     def apply(self, ctx: Context, config: ApprovalFromStoreConfig) -> None:
@@ -83,7 +89,7 @@ class ApprovalFromStorePlugin:
         box = AnswerBox.for_store(store)
         seconds = config.timeout_seconds or None
 
-        async def answer(request: ApprovalRequest, next_: Next[object]) -> object:
+        async def answer(request: ApprovalRequest, next_: Next[ApprovalReply]) -> ApprovalReply:
             approval_id = asked_id(request)
             if approval_id is None:
                 return await next_()
@@ -126,7 +132,7 @@ class ApprovalFromStorePlugin:
 
 def _own_store(ctx: Context, configured: str | None) -> str:
     """The URL of the run's store (``sessions`` service); a configured one must name it."""
-    sessions = ctx.get("sessions")
+    sessions = ctx.get(SESSIONS_SERVICE)
     own = store_url_of(sessions.persistence) if isinstance(sessions, SessionStore) else None
     if own is None:
         raise PluginConfigError(

@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.kernel import Context, Next
-from tether.policy.approval import ApprovalRequest, register_answerer
+from tether.kernel import AnyServiceKey, Context, Next
+from tether.policy.approval import ApprovalReply, ApprovalRequest, register_answerer
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +115,13 @@ class CommandApproverPlugin:
     """Registers the command as a global ``approval/request`` answerer."""
 
     name = "approver_command"
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model = CommandApproverConfig
 
     def apply(self, ctx: Context, config: CommandApproverConfig) -> None:
         argv = shlex.split(config.command)
 
-        async def answer(request: ApprovalRequest, _next: Next[object]) -> str:
+        async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
             return await ask_command(argv, request, config.timeout_seconds)
 
         register_answerer(ctx, answer)

@@ -15,8 +15,9 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.kernel import Context, Next
+from tether.kernel import AnyServiceKey, Context, Next
 from tether.tools.base import PreDecision, ToolCall
+from tether.tools.seams import PRE_EXECUTE
 
 
 class AskToolsConfig(BaseModel):
@@ -34,18 +35,18 @@ def ask_reason(call: ToolCall) -> str:
 
 class AskToolsPlugin:
     name = "ask_tools"
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model = AskToolsConfig
 
     def apply(self, ctx: Context, config: AskToolsConfig) -> None:
         guarded = frozenset(config.tools)
 
-        async def gate(call: ToolCall, next_: Next[object]) -> object:
+        async def gate(call: ToolCall, next_: Next[PreDecision]) -> PreDecision:
             if call.name in guarded:
                 return PreDecision.ask(ask_reason(call))
             return await next_()
 
-        ctx.on("tools/pre-execute", gate)
+        ctx.on(PRE_EXECUTE, gate)
 
 
 plugin: Final = AskToolsPlugin()

@@ -42,7 +42,7 @@ from tether.errors import TetherError
 from tether.kernel import Context, Next
 from tether.plugins.headline import arguments_summary, escalation_headline, headline
 from tether.policy.approval import ApprovalRequest, RoutedOrigin
-from tether.policy.escalation import ESCALATION_ASK_EVENT, ESCALATION_ROUTED_EVENT
+from tether.policy.escalation import ESCALATION_ASK, ESCALATION_ROUTED
 from tether.policy.modes import ApprovalOutcome, ApprovalPolicy, AskFailure, as_outcome
 from tether.policy.outcome_text import RoutedAsk, outcome_text
 from tether.session import JsonValue, SessionHeader
@@ -191,7 +191,9 @@ class Router:
             )
         return PreDecision.deny(reason)
 
-    async def escalation(self, request: ApprovalRequest, next_: Next[object]) -> object:
+    async def escalation(
+        self, request: ApprovalRequest, next_: Next[ApprovalOutcome]
+    ) -> ApprovalOutcome:
         """Route a subagent's sandbox escalation to its root (``route_escalations``)."""
         agent = request.agent
         if agent.session.header.delegation_depth == 0:
@@ -351,8 +353,8 @@ class RootApprovalsPlugin:
         ctx.on("tools/pre-execute", router.gate, prepend=True)
         ctx.on("tools/post-execute", router.on_result, prepend=True)
         if config.route_escalations:
-            ctx.on(ESCALATION_ASK_EVENT, router.escalation, prepend=True)
-            ctx.on(ESCALATION_ROUTED_EVENT, is_subagent)
+            ctx.on(ESCALATION_ASK, router.escalation, prepend=True)
+            ctx.on(ESCALATION_ROUTED, is_subagent)
             ctx.context(ROUTED_CONTEXT_NAME, ROUTED_CONTEXT_ORDER, routed_escalation_text)
 
 

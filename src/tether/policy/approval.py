@@ -24,13 +24,22 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import Final, Literal, NamedTuple, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.kernel import Context, Disposable, Next
+from tether.kernel import (
+    SESSIONS_SERVICE,
+    AnyServiceKey,
+    Context,
+    Disposable,
+    Notice,
+    ServiceKey,
+    Waterfall,
+    WaterfallListener,
+)
 from tether.policy.errors import (
     ApprovalOutsideTurnError,
     InvalidPolicyConfigError,
@@ -45,17 +54,14 @@ from tether.policy.modes import (
     parse_policy_source,
 )
 from tether.policy.protocols import HasSession
-from tether.session import Event, JsonValue, Session, SessionStore
-from tether.signals import AbortedError, AbortSignal
+from tether.session import Event, JsonValue, Session
+from tether.signals import AbortedError, AbortSignal, race
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-APPROVAL_SERVICE: Final = "approval"
-APPROVAL_REQUEST_EVENT: Final = "approval/request"
 APPROVAL_CONTEXT_NAME: Final = "approval:policy"
 APPROVAL_CONTEXT_ORDER: Final = 115
-SESSIONS_SERVICE: Final = "sessions"
 NOTICE_SOURCE: Final[Mapping[str, JsonValue]] = {"kind": "plugin", "plugin": "approval"}
 
 NEVER_TEXT: Final = (
@@ -129,10 +135,28 @@ class PendingApproval:
     since: float
 
 
-Answerer = Callable[[ApprovalRequest, Next[object]], object]
-"""``fn(request, next)``, sync or async: return an :class:`ApprovalOutcome` (or its string) to
-answer, or ``await next()`` and return that to delegate. Anything else counts as
-``unavailable``."""
+class ApprovalResolved(NamedTuple):
+    """Payload of ``approval/resolved``: a routed question and how it was decided."""
+
+    pending: PendingApproval
+    outcome: ApprovalOutcome
+
+
+ApprovalReply: TypeAlias = ApprovalOutcome | Answer | str
+"""What an answerer returns: an outcome (or its value, as an external answerer gives it), or an
+:class:`Answer` naming who gave it. Anything else counts as ``unavailable``."""
+
+Answerer: TypeAlias = WaterfallListener[ApprovalRequest, ApprovalReply]
+"""``fn(request, next)``, sync or async: return an :data:`ApprovalReply` to answer, or
+``await next()`` and return that to delegate."""
+
+APPROVAL_SERVICE: Final[ServiceKey[ApprovalService]] = ServiceKey("approval")
+APPROVAL_REQUEST: Final = Waterfall[ApprovalRequest, ApprovalReply]("approval/request")
+"""The answerers' chain, scoped to the deciding agent (fallback ``unavailable``)."""
+APPROVAL_PENDING: Final = Notice[PendingApproval]("approval/pending")
+"""A routed question now waits for the root's answer."""
+APPROVAL_RESOLVED: Final = Notice[ApprovalResolved]("approval/resolved")
+"""A routed question was decided (or closed unanswered)."""
 
 
 def register_answerer(
@@ -143,7 +167,7 @@ def register_answerer(
     Disposing the handle (or the plugin that registered it) removes it, after which asks fail
     closed unless another answerer remains.
     """
-    return ctx.on(APPROVAL_REQUEST_EVENT, fn, scope=scope, prepend=prepend)
+    return ctx.on(APPROVAL_REQUEST, fn, scope=scope, prepend=prepend)
 
 
 def fold_approval_policy(events: Iterable[Event]) -> ApprovalPolicy | None:
@@ -322,7 +346,7 @@ class ApprovalService:
             time.monotonic(),
         )
         self._pending[request_id] = entry
-        self._ctx.emit("approval/pending", entry)
+        self._ctx.emit(APPROVAL_PENDING, entry)
 
     def _close(
         self,
@@ -343,10 +367,10 @@ class ApprovalService:
                     "approval/pending",
                     {"id": request_id, "state": "decided", "outcome": outcome.value},
                 )
-                self._ctx.emit("approval/resolved", (entry, outcome))
+                self._ctx.emit(APPROVAL_RESOLVED, ApprovalResolved(entry, outcome))
 
     async def _flush(self, session: Session) -> None:
-        store: SessionStore | None = self._ctx.get(SESSIONS_SERVICE)
+        store = self._ctx.get(SESSIONS_SERVICE)
         if store is not None:
             await store.flush(session)
 
@@ -364,25 +388,27 @@ class ApprovalService:
             return ApprovalOutcome.UNAVAILABLE, None
         if policy is ApprovalPolicy.NEVER:
             return ApprovalOutcome.REJECTED, None
-        ask = asyncio.ensure_future(self._consult(req))
+        # The answerers run as a task of the runtime, raced through a shield: an abort (or our
+        # own cancellation) cancels them but does not wait for them, so an answerer that
+        # ignores cancellation cannot hold up the cancelled outcome. The runtime still owns
+        # the task: closing the kernel cancels and awaits it; a late answer is discarded.
+        ask = self._ctx.spawn(self._consult(req), name=f"approval of {req.tool_name}", report=False)
+        ask.add_done_callback(_discard_late)
         try:
-            if req.signal is None:
-                return await ask
-            return await req.signal.race(ask)
+            return await race(req.signal, asyncio.shield(ask))
         except AbortedError:
+            if ask.done() and not ask.cancelled() and ask.exception() is None:
+                return ask.result()  # answered together with the abort: who answered counts
             return ApprovalOutcome.CANCELLED, None
         finally:
-            if not ask.done():
-                # Our own task was cancelled mid-question: take the answerer down with it.
-                ask.cancel()
-                ask.add_done_callback(_retrieve)
+            ask.cancel()
 
     async def _consult(self, req: ApprovalRequest) -> tuple[ApprovalOutcome, str | None]:
         try:
             raw = await answer_within(
                 self.timeout,
                 self._ctx.waterfall(
-                    APPROVAL_REQUEST_EVENT,
+                    APPROVAL_REQUEST,
                     req,
                     fallback=ApprovalOutcome.UNAVAILABLE,
                     scope=req.agent,
@@ -392,12 +418,10 @@ class ApprovalService:
         except Exception:
             log.exception("an approval answerer failed for %s", req.tool_name)
             return ApprovalOutcome.UNAVAILABLE, None
-        by: str | None = None
-        if isinstance(raw, Answer):
-            raw, by = raw.outcome, raw.by
-        outcome = as_outcome(raw)
+        value, by = (raw.outcome, raw.by) if isinstance(raw, Answer) else (raw, None)
+        outcome = as_outcome(value)
         if outcome is None:
-            log.warning("an approval answerer returned %r, not an outcome", raw)
+            log.warning("an approval answerer returned %r, not an outcome", value)
             return ApprovalOutcome.UNAVAILABLE, None
         return outcome, by
 
@@ -418,9 +442,9 @@ async def answer_within(
         return ApprovalOutcome.UNAVAILABLE
 
 
-def _retrieve(task: asyncio.Future[Any]) -> None:
+def _discard_late(task: asyncio.Task[tuple[ApprovalOutcome, str | None]]) -> None:
     if not task.cancelled():
-        task.exception()
+        task.exception()  # retrieved on purpose: after an abort the answer is moot
 
 
 # -- plugin ------------------------------------------------------------------------------
@@ -436,7 +460,7 @@ class ApprovalPlugin:
     """Provides ``approval`` and the ``approval:policy`` runtime context (order 115)."""
 
     name = "approval"
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model = ApprovalConfig
 
     def apply(self, ctx: Context, config: ApprovalConfig) -> None:
@@ -450,17 +474,20 @@ approval_plugin: Final = ApprovalPlugin()
 __all__ = [
     "APPROVAL_CONTEXT_NAME",
     "APPROVAL_CONTEXT_ORDER",
-    "APPROVAL_REQUEST_EVENT",
+    "APPROVAL_PENDING",
+    "APPROVAL_REQUEST",
+    "APPROVAL_RESOLVED",
     "APPROVAL_SERVICE",
     "ASK_TEXT",
     "NEVER_TEXT",
     "NOTICE_SOURCE",
-    "SESSIONS_SERVICE",
     "Answer",
     "Answerer",
     "ApprovalConfig",
     "ApprovalPlugin",
+    "ApprovalReply",
     "ApprovalRequest",
+    "ApprovalResolved",
     "ApprovalService",
     "PendingApproval",
     "RoutedOrigin",

@@ -16,7 +16,7 @@ and calls each step here at its place in a call
    c. no approval service, or no agent → refused;
    d. an :class:`~tether.policy.approval.ApprovalRequest` with reason ``escalate sandbox to
       <mode>: <justification>`` (the target and justification also added to its ``action``),
-      through the :data:`ESCALATION_ASK_EVENT` waterfall, whose fallback is the executing
+      through the :data:`ESCALATION_ASK` waterfall, whose fallback is the executing
       agent's approval service;
    e. ``allowed-once`` → the call's policy with the granted mode, for **this call only**
       (nothing is stored); every other ending → refused, worded by
@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
-from tether.kernel import Context
+from tether.kernel import Context, Gather, Waterfall
 from tether.policy.approval import ApprovalRequest, ApprovalService
 from tether.policy.modes import (
     ESCALATION_TARGETS,
@@ -57,11 +57,11 @@ from tether.signals import AbortSignal
 PERMISSIONS_ARGUMENT: Final = "sandbox_permissions"
 JUSTIFICATION_ARGUMENT: Final = "justification"
 
-ESCALATION_ASK_EVENT: Final = "sandbox/escalation-ask"
+ESCALATION_ASK: Final = Waterfall[ApprovalRequest, ApprovalOutcome]("sandbox/escalation-ask")
 """Waterfall over the :class:`ApprovalRequest` of an escalation, answering an
 :class:`ApprovalOutcome`; its fallback is the executing agent's approval service. A routing
 plugin answers it for the agents whose escalations it sends elsewhere."""
-ESCALATION_ROUTED_EVENT: Final = "sandbox/escalation-routed"
+ESCALATION_ROUTED: Final = Gather[HasSession, bool]("sandbox/escalation-routed")
 """Gather over an agent: a listener returns True when a plugin routes that agent's escalations
 elsewhere (so a ``never``-pinned agent is still told how to escalate)."""
 
@@ -199,7 +199,7 @@ async def grant_escalation(
         },
     )
     answer = await ctx.waterfall(
-        ESCALATION_ASK_EVENT, request, lambda: approval.request(request), scope=agent
+        ESCALATION_ASK, request, lambda: approval.request(request), scope=agent
     )
     # A routing listener's reply outside the vocabulary grants nothing and names no channel.
     outcome = as_outcome(answer) or ApprovalOutcome.UNAVAILABLE
@@ -216,19 +216,17 @@ def escalation_hint(
     """The hint a sandbox denial of a call under ``current`` appends (``""``: none), following
     the agent's effective approval policy. With no approval service or no agent nobody could be
     asked, which reads as ``never``; a pinned agent whose escalations a plugin routes
-    elsewhere (:data:`ESCALATION_ROUTED_EVENT`) may still ask, which reads as ``ask``."""
+    elsewhere (:data:`ESCALATION_ROUTED`) may still ask, which reads as ``ask``."""
     approval: ApprovalService | None = ctx.get("approval")
     effective = (
         approval.effective_policy(agent.session)
         if approval is not None and agent is not None
         else ApprovalPolicy.NEVER
     )
-    if (
-        effective is ApprovalPolicy.NEVER
-        and agent is not None
-        and any(ctx.collect(ESCALATION_ROUTED_EVENT, agent, scope=agent))
-    ):
-        effective = ApprovalPolicy.ASK
+    if effective is ApprovalPolicy.NEVER and agent is not None:
+        routed: list[bool] = ctx.collect(ESCALATION_ROUTED, agent, scope=agent)
+        if any(routed):
+            effective = ApprovalPolicy.ASK
     return denial_hint(noun, current, effective)
 
 
@@ -255,8 +253,8 @@ def denial_hint(noun: EffectNoun, current: SandboxMode | str, policy: ApprovalPo
 
 
 __all__ = [
-    "ESCALATION_ASK_EVENT",
-    "ESCALATION_ROUTED_EVENT",
+    "ESCALATION_ASK",
+    "ESCALATION_ROUTED",
     "JUSTIFICATION_ARGUMENT",
     "PERMISSIONS_ARGUMENT",
     "EffectNoun",

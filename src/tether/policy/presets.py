@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from tether.kernel import Context
-from tether.policy.approval import APPROVAL_SERVICE, SESSIONS_SERVICE, fold_approval_policy
+from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
+from tether.policy.approval import APPROVAL_SERVICE, fold_approval_policy
 from tether.policy.errors import PolicyServiceUnavailableError, PresetTableError, UnknownPresetError
 from tether.policy.modes import ApprovalPolicy, SandboxMode
 from tether.policy.protocols import HasSession
@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from tether.policy.approval import ApprovalService
     from tether.policy.sandbox_policy import SandboxPolicyService
 
-PERMISSION_PRESETS_SERVICE: Final = "permission_presets"
+PERMISSION_PRESETS_SERVICE: Final[ServiceKey[PermissionPresetsService]] = ServiceKey(
+    "permission_presets"
+)
 CUSTOM_PRESET: Final = "custom"
 """The derived name of a knob combination that matches no row; reserved, so never selectable."""
 DEFAULT_PRESET: Final = "workspace-write"
@@ -220,7 +222,7 @@ class PermissionPresetsService:
         if sandbox is None or approval is None:
             missing = SANDBOX_POLICY_SERVICE if sandbox is None else APPROVAL_SERVICE
             raise PolicyServiceUnavailableError(
-                f"permission presets need the {missing!r} service, which is not composed"
+                f"permission presets need the {missing.name!r} service, which is not composed"
             )
         return sandbox, approval
 
@@ -267,7 +269,7 @@ class PermissionPresetsPlugin:
     """
 
     name = "permission_presets"
-    requires: tuple[str, ...] = (SANDBOX_POLICY_SERVICE, APPROVAL_SERVICE, SESSIONS_SERVICE)
+    requires = (SANDBOX_POLICY_SERVICE, APPROVAL_SERVICE, SESSIONS_SERVICE)
     config_model = PermissionPresetsConfig
 
     def apply(self, ctx: Context, config: PermissionPresetsConfig) -> None:
@@ -276,7 +278,7 @@ class PermissionPresetsPlugin:
         store = ctx.get(SESSIONS_SERVICE)
         if not isinstance(store, SessionStore):
             raise PolicyServiceUnavailableError(
-                f"permission presets need a SessionStore as service {SESSIONS_SERVICE!r}, "
+                f"permission presets need a SessionStore as service {SESSIONS_SERVICE.name!r}, "
                 f"got {store!r}"
             )
         ctx.effect(service.attach(store))

@@ -17,7 +17,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.kernel import Context
+from tether.kernel import AnyServiceKey, Context, ServiceKey
 from tether.policy.errors import InvalidModeError, InvalidPolicyConfigError
 from tether.policy.modes import (
     PolicySource,
@@ -28,7 +28,7 @@ from tether.policy.modes import (
 from tether.policy.protocols import HasSession
 from tether.session import Event, Session
 
-SANDBOX_POLICY_SERVICE: Final = "sandbox_policy"
+SANDBOX_POLICY_SERVICE: Final[ServiceKey[SandboxPolicyService]] = ServiceKey("sandbox_policy")
 SANDBOX_CONTEXT_NAME: Final = "sandbox:policy"
 SANDBOX_CONTEXT_ORDER: Final = 110
 
@@ -170,7 +170,7 @@ class SandboxPolicyPlugin:
     """Provides ``sandbox_policy`` and the ``sandbox:policy`` runtime context (order 110)."""
 
     name = "sandbox_policy"
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model = SandboxPolicyConfig
 
     def apply(self, ctx: Context, config: SandboxPolicyConfig) -> None:

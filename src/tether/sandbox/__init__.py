@@ -24,6 +24,7 @@ from tether.sandbox.paths import (
     path_rules,
     rules_for,
 )
+from tether.sandbox.plugin import SANDBOX_SERVICE
 from tether.sandbox.process import STOP_GRACE, CommandProcess, kill, kill_group, spawn, stop
 from tether.sandbox.provider import (
     CHAIN,
@@ -34,8 +35,6 @@ from tether.sandbox.provider import (
     describe_backends,
     unconfined,
 )
-
-SANDBOX_SERVICE = "sandbox"
 
 __all__ = [
     "CHAIN",

@@ -20,10 +20,12 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tether.kernel import Context
+from tether.kernel import SESSIONS_SERVICE, AnyServiceKey, Context, ServiceKey
 from tether.sandbox.provider import CHAIN, SandboxProvider
 from tether.session import SessionStore
 from tether.session.store_files import persistence_files
+
+SANDBOX_SERVICE: Final = ServiceKey[SandboxProvider]("sandbox")
 
 
 class SandboxConfig(BaseModel):
@@ -74,7 +76,7 @@ class SandboxConfig(BaseModel):
 
 class SandboxPlugin:
     name = "sandbox"
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model = SandboxConfig
 
     def apply(self, ctx: Context, config: SandboxConfig) -> None:
@@ -91,14 +93,14 @@ class SandboxPlugin:
             open_workspace_root=config.open_workspace_root,
             allow_unix_sockets=config.allow_unix_sockets,
         )
-        ctx.provide("sandbox", provider)
+        ctx.provide(SANDBOX_SERVICE, provider)
 
 
 def _persistence(ctx: Context) -> object:
-    store = ctx.get("sessions")
+    store = ctx.get(SESSIONS_SERVICE)
     return store.persistence if isinstance(store, SessionStore) else None
 
 
 plugin: Final = SandboxPlugin()
 
-__all__ = ["SandboxConfig", "SandboxPlugin", "plugin"]
+__all__ = ["SANDBOX_SERVICE", "SandboxConfig", "SandboxPlugin", "plugin"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeGuard
+from typing import Final, TypeGuard
 
 from tether.errors import TetherError
 from tether.session.json import JsonObject, JsonValue, PayloadError, freeze, freeze_object, thaw
@@ -112,7 +112,7 @@ class Event:
         type: str,
         seq: int,
         time: int,
-        data: Mapping[str, Any] | None = None,
+        data: Mapping[str, object] | None = None,
         *,
         ignorable: bool = False,
         surface_op: object = None,

@@ -12,7 +12,7 @@ import logging
 import time as _time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import overload
 
 from tether.errors import TetherError
 from tether.session.events import (
@@ -123,7 +123,7 @@ class Session:
     def append(
         self,
         type: str,
-        data: Mapping[str, Any] | None = None,
+        data: Mapping[str, object] | None = None,
         *,
         ignorable: bool = False,
         surface_op: object = None,

@@ -10,15 +10,14 @@ answerer the call fails closed with a clear message.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final, Protocol, runtime_checkable
 
 from pydantic import Field
 
+from tether.kernel import Waterfall
 from tether.signals import AbortSignal
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.tools.base import AgentLike, ToolArgs, ToolCall, ToolResult
 
-QUESTION_EVENT: Final = "user/question"
-_NO_ANSWER: Final = object()
 DELEGATED_CALLER: Final = (
     "DELEGATED_CALLER: subagents cannot ask the user questions; state the open question in "
     "your reply to the delegating agent"
@@ -27,20 +26,33 @@ DELEGATED_CALLER: Final = (
 
 @dataclass(frozen=True, slots=True)
 class QuestionRequest:
-    agent: Any
+    agent: AgentLike
     question: str
     signal: AbortSignal
+
+
+USER_QUESTION: Final = Waterfall[QuestionRequest, str | None]("user/question")
+"""The answerers of ``ask_user``, scoped to the asking agent: the answer, or ``None`` (or
+``next()``) when this answerer has none; without one the call fails closed."""
+
+
+@runtime_checkable
+class Owned(Protocol):
+    """An agent that knows whether another agent drives it (the agent layer's ``Agent``)."""
+
+    @property
+    def owner(self) -> object | None: ...
 
 
 class AskUserArgs(ToolArgs):
     question: str = Field(min_length=1, description="One clear question for the user.")
 
 
-def is_delegated(agent: Any, ctx: Any) -> bool:
+def is_delegated(agent: AgentLike) -> bool:
+    """Delegated by its durable depth, or driven by another agent right now."""
     if agent.session.header.delegation_depth > 0:
         return True
-    registry = ctx.get("agents")
-    return registry is not None and registry.owner_of(agent) is not None
+    return isinstance(agent, Owned) and agent.owner is not None
 
 
 class AskUserTool:
@@ -53,12 +65,12 @@ class AskUserTool:
         assert isinstance(args, AskUserArgs)
         if call.agent is None:
             return ToolResult.error("ask_user needs a calling agent")
-        if is_delegated(call.agent, call.ctx):
+        if is_delegated(call.agent):
             return ToolResult.error(DELEGATED_CALLER, code="DELEGATED_CALLER")
-        answer: object = await call.ctx.waterfall(
-            QUESTION_EVENT,
+        answer = await call.ctx.waterfall(
+            USER_QUESTION,
             QuestionRequest(call.agent, args.question, call.signal),
-            _NO_ANSWER,
+            None,
             scope=call.agent,
         )
         if not isinstance(answer, str):

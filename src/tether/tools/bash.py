@@ -40,13 +40,13 @@ from tether.tools.command_run import (
     render,
     unavailable_result,
 )
-from tether.tools.jobs import JobKillTool, JobManager, JobOutputTool
+from tether.tools.jobs import JOBS_SERVICE, JobKillTool, JobManager, JobOutputTool
+from tether.tools.seams import TOOLS_SERVICE
 
 DEFAULT_TIMEOUT: Final = 120.0
 SHELL: Final = "bash"
 
 NO_POLICY_REASON: Final = "no sandbox policy is composed; commands are refused"
-JOBS_SERVICE: Final = "jobs"
 
 
 class BashArgs(ToolArgs):
@@ -162,7 +162,6 @@ class BashTool:
 
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "JOBS_SERVICE",
     "NO_POLICY_REASON",
     "BashArgs",
     "BashConfig",
@@ -191,11 +190,11 @@ class BashPlugin:
     """
 
     name = "bash"
-    requires: tuple[str, ...] = ("tools",)
+    requires = (TOOLS_SERVICE,)
     config_model = BashConfig
 
     def apply(self, ctx: Context, config: BashConfig) -> None:
-        tools = ctx.get("tools")
+        tools = ctx.get(TOOLS_SERVICE)
         if tools is None:  # ``requires`` checked it at load; it was withdrawn since
             raise RuntimeError("the bash plugin needs the tools service")
         registered: list[Tool] = [

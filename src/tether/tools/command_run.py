@@ -13,7 +13,7 @@ import contextlib
 import signal as signals
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from tether.sandbox import (
     CommandProcess,
@@ -25,7 +25,7 @@ from tether.sandbox import (
     stop,
 )
 from tether.session import JsonValue
-from tether.signals import AbortSignal
+from tether.signals import AbortSignal, cancel_and_wait
 from tether.tools.base import ToolResult
 from tether.tools.fs.fence import denial_marker
 
@@ -152,7 +152,7 @@ class RunningCommand:
         """Wait for the exit; a timeout or the signal kills everything the command started."""
         aborted = asyncio.ensure_future(signal.wait()) if signal is not None else None
         try:
-            waiting: set[asyncio.Future[Any]] = {self._exit}
+            waiting: set[asyncio.Task[object]] = {self._exit}
             if aborted is not None:
                 waiting.add(aborted)
             done, _ = await asyncio.wait(
@@ -171,12 +171,12 @@ class RunningCommand:
             self.kill_now("cancelled")
             with contextlib.suppress(BaseException):
                 await asyncio.wait([self._exit, *self._readers], timeout=EXIT_GRACE)
-            self._finish()
+            await self._finish()
             raise
         finally:
             if aborted is not None:
-                aborted.cancel()
-        self._finish()
+                await cancel_and_wait(aborted)
+        await self._finish()
         return self.outcome()
 
     def kill_now(self, status: RunStatus = "killed") -> None:
@@ -192,14 +192,14 @@ class RunningCommand:
             kill_group(self.process)
             await asyncio.wait(still_open, timeout=EXIT_GRACE)
 
-    def _finish(self) -> None:
-        for reader in self._readers:
-            if not reader.done():
-                reader.cancel()
-            reader.add_done_callback(_retrieve)
-        if not self._closed:
-            self._closed = True
-            self.command.close()
+    async def _finish(self) -> None:
+        try:
+            for reader in self._readers:
+                await cancel_and_wait(reader)
+        finally:
+            if not self._closed:
+                self._closed = True
+                self.command.close()
 
     def outcome(self) -> Outcome:
         code = self.process.returncode if self.status == "exited" else None
@@ -230,11 +230,6 @@ async def _pump(stream: asyncio.StreamReader, sinks: tuple[Callable[[bytes], Non
     while chunk := await stream.read(65536):
         for sink in sinks:
             sink(chunk)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 # -- rendering ----------------------------------------------------------------------------------

@@ -14,15 +14,20 @@ import asyncio
 import contextlib
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final, TypeVar
 
 from pydantic import Field
 
+from tether.kernel import ServiceKey
 from tether.tools.base import AgentLike, ToolArgs, ToolCall, ToolResult
 from tether.tools.command_run import MAX_TIMEOUT, Outcome, RunningCommand, render
 
+T = TypeVar("T")
+
 MAX_JOBS: Final = 32
 """Jobs one manager keeps (running or finished); the oldest finished ones are forgotten."""
+JOBS_SERVICE: Final[ServiceKey[JobManager]] = ServiceKey("jobs")
+"""The background jobs of ``bash`` (provided by the bash plugin)."""
 DEFAULT_WAIT: Final = 30.0
 
 
@@ -83,7 +88,12 @@ class JobManager:
         job = CommandJob(
             f"job-{next(self._ids)}", owner_of(call.agent), command, description, running, timeout
         )
-        job.task = asyncio.ensure_future(running.wait(timeout))
+        try:
+            # A task of the runtime: closing the kernel stops and awaits a job still running.
+            job.task = call.ctx.spawn(running.wait(timeout), name=f"bash {job.id}", report=False)
+        except BaseException:
+            running.kill_now()
+            raise
         job.task.add_done_callback(_retrieve)
         self._jobs[job.id] = job
         return job
@@ -120,7 +130,7 @@ class JobManager:
             await asyncio.wait(pending, timeout=5.0)
 
 
-def _retrieve(task: asyncio.Future[Any]) -> None:
+def _retrieve(task: asyncio.Future[T]) -> None:
     if not task.cancelled():
         task.exception()
 
@@ -141,7 +151,7 @@ class JobKillArgs(ToolArgs):
 
 
 def _manager(call: ToolCall) -> JobManager | None:
-    manager = call.ctx.get("jobs")
+    manager = call.ctx.get(JOBS_SERVICE)
     return manager if isinstance(manager, JobManager) else None
 
 
@@ -191,6 +201,7 @@ class JobKillTool:
 
 __all__ = [
     "DEFAULT_WAIT",
+    "JOBS_SERVICE",
     "MAX_JOBS",
     "CommandJob",
     "JobKillArgs",

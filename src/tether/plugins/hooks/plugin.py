@@ -36,8 +36,26 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from tether.agent import (
+    PENDING_WORK,
+    PRE_STEP,
+    SESSION_START,
+    TURN_END,
+    Agent,
+    PreStep,
+    PreStepDecision,
+    TurnEnded,
+)
 from tether.errors import TetherError
-from tether.kernel import WORKSPACE_FILES, Context, Next, PluginConfigError, WorkspaceFiles
+from tether.kernel import (
+    SESSIONS_SERVICE,
+    WORKSPACE_FILES,
+    AnyServiceKey,
+    Context,
+    Next,
+    PluginConfigError,
+    WorkspaceFiles,
+)
 from tether.plugins.hooks.payload import (
     call_arguments,
     claude_tool_input,
@@ -59,8 +77,12 @@ from tether.plugins.hooks.settings import (
     parse_settings_file,
     settings_paths,
 )
+from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session import Session
+from tether.subagents.lifecycle import SubagentLifecycle
+from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
 from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
+from tether.tools.seams import POST_EXECUTE, PRE_EXECUTE
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +162,7 @@ class HookBridge:
         self._session_seen: set[str] = set()
 
     # -- PreToolUse ------------------------------------------------------------------------
-    async def pre_execute(self, call: ToolCall, next: Next[object]) -> Any:
+    async def pre_execute(self, call: ToolCall, next: Next[PreDecision]) -> PreDecision:
         service = self.service
         name = claude_tool_name(call.name)
         if not service.matching(HookEvent.PRE_TOOL_USE, name):
@@ -171,7 +193,9 @@ class HookBridge:
         return downstream
 
     # -- PostToolUse -----------------------------------------------------------------------
-    async def post_execute(self, item: tuple[ToolCall, ToolResult], next: Next[object]) -> Any:
+    async def post_execute(
+        self, item: tuple[ToolCall, ToolResult], next: Next[PostDecision]
+    ) -> PostDecision:
         call, result = item
         decision = await next()
         if not isinstance(decision, PostDecision) or decision.kind == "block":
@@ -217,7 +241,7 @@ class HookBridge:
         self._continued.discard(session.id)
         self._pending.pop(session.id, None)
 
-    def agent_session_start(self, agent: Any) -> None:
+    def agent_session_start(self, agent: Agent) -> None:
         session = _session_of(agent)
         if session is not None:
             self.session_created(session)
@@ -241,14 +265,16 @@ class HookBridge:
             ),
         )
 
-    def _hold(self, session_id: str, event: HookEvent, run: Coroutine[Any, Any, Dispatch]) -> None:
+    def _hold(
+        self, session_id: str, event: HookEvent, run: Coroutine[object, object, Dispatch]
+    ) -> None:
         """Run ``run`` in the background; the session's first step waits for it and injects
         its context, so the context is in place before the first model request."""
         task = self.service.spawn(run, event.value)
         self._pending.setdefault(session_id, []).append((event, task))
 
-    async def pre_step(self, step: Any, next: Next[object]) -> Any:
-        if getattr(step, "step", None) != 1:
+    async def pre_step(self, step: PreStep, next: Next[PreStepDecision]) -> PreStepDecision:
+        if step.step != 1:
             return await next()
         agent = step.agent
         session = _session_of(agent)
@@ -257,10 +283,10 @@ class HookBridge:
             await asyncio.wait({task})
             if not task.cancelled() and task.exception() is None:
                 _inject(agent, task.result().merged.contexts, event)
-        prompt = _user_prompt(getattr(step, "prompt", None))
+        prompt = _user_prompt(step.prompt)
         if (
             prompt is not None
-            and getattr(agent, "depth", 0) == 0
+            and agent.depth == 0
             and self.service.has(HookEvent.USER_PROMPT_SUBMIT)
         ):
             run = await self.service.dispatch(
@@ -272,30 +298,28 @@ class HookBridge:
         return await next()
 
     # -- Stop ------------------------------------------------------------------------------
-    def turn_end(self, item: tuple[Any, Any]) -> None:
+    def turn_end(self, item: TurnEnded) -> None:
         agent, result = item
-        if getattr(agent, "depth", 0) != 0 or getattr(result, "stop_reason", None) == "aborted":
+        if agent.depth != 0 or result.stop_reason == "aborted":
             return  # subagents have SubagentStop; a user interrupt runs no Stop hook
         active = agent.id in self._continued
         self._continued.discard(agent.id)
         self.service.spawn(self._stop(agent, active), "Stop")
 
-    async def _stop(self, agent: Any, active: bool) -> None:
+    async def _stop(self, agent: Agent, active: bool) -> None:
         run = await self.service.dispatch(
             HookEvent.STOP,
             {"stop_hook_active": active},
             session=_session_of(agent),
             background=True,
         )
-        if run.merged.decision != "block" or getattr(agent, "closing", False):
+        if run.merged.decision != "block" or agent.closing:
             return  # an agent being torn down records notices but is not woken
-        followup = getattr(agent, "followup", None)
-        if callable(followup):
-            self._continued.add(agent.id)
-            followup(run.merged.reason or "continue", source=context_source(HookEvent.STOP))
+        self._continued.add(agent.id)
+        agent.followup(run.merged.reason or "continue", source=context_source(HookEvent.STOP))
 
     # -- SubagentStart / SubagentStop ------------------------------------------------------
-    def subagent_start(self, item: object) -> None:
+    def subagent_start(self, item: SubagentLifecycle | tuple[object, object, object]) -> None:
         parent, child_id, agent_type = self._lifecycle(item)
         fields = {"agent_id": child_id, "agent_type": agent_type}
         self._hold(
@@ -310,7 +334,7 @@ class HookBridge:
             ),
         )
 
-    def subagent_end(self, item: object) -> None:
+    def subagent_end(self, item: SubagentLifecycle | tuple[object, object, object]) -> None:
         parent, child_id, agent_type = self._lifecycle(item)
         self._pending.pop(child_id, None)  # a child that never stepped has no use for them
         fields = {
@@ -330,21 +354,21 @@ class HookBridge:
             HookEvent.SUBAGENT_STOP.value,
         )
 
-    def _lifecycle(self, item: object) -> tuple[Any, str, str]:
+    def _lifecycle(
+        self, item: SubagentLifecycle | tuple[object, object, object]
+    ) -> tuple[object, str, str]:
         """``(parent, child id, agent type)`` of a ``subagent/start``/``subagent/end`` payload:
-        a :class:`~tether.subagents.lifecycle.SubagentLifecycle` (``parent``, ``child_id``,
-        ``label``, ``provider``), or a ``(parent, child agent or id, description)`` tuple."""
-        if isinstance(item, tuple) and len(item) == 3:
+        a :class:`~tether.subagents.lifecycle.SubagentLifecycle`, or a ``(parent, child agent
+        or id, description)`` tuple (a plugin's own notification)."""
+        if isinstance(item, tuple):
             parent, child, description = item
             return parent, _agent_id(child), _agent_type(child, description)
-        parent = getattr(item, "parent", None)
-        child_id = str(getattr(item, "child_id", ""))
-        label = getattr(item, "label", None) or getattr(item, "provider", None)
-        return parent, child_id, label if isinstance(label, str) else ""
+        return item.parent, item.child_id, item.label or item.provider
 
 
 def _workspace_root(ctx: Context) -> str | None:
-    root = getattr(ctx.get("sandbox_policy"), "workspace_root", None)
+    service = ctx.get(SANDBOX_POLICY_SERVICE)
+    root = service.workspace_root if service is not None else None
     return root if isinstance(root, str) and root else None
 
 
@@ -389,7 +413,7 @@ class HooksPlugin:
     configured (no handler, no per-call cost)."""
 
     name = "hooks"
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model = HooksConfig
 
     def workspace_files(self, config: HooksConfig, workspace: str) -> list[str]:
@@ -420,10 +444,11 @@ class HooksPlugin:
         bridge = HookBridge(service)
         ctx.provide(HOOKS_SERVICE, service)
         ctx.effect(service.close)
+        ctx.on(PENDING_WORK, lambda _: service.settle())  # a Stop hook may queue a turn
         if service.has(HookEvent.PRE_TOOL_USE):
-            ctx.on("tools/pre-execute", bridge.pre_execute)
+            ctx.on(PRE_EXECUTE, bridge.pre_execute)
         if service.has(HookEvent.POST_TOOL_USE):
-            ctx.on("tools/post-execute", bridge.post_execute)
+            ctx.on(POST_EXECUTE, bridge.post_execute)
         if any(
             service.has(e)
             for e in (
@@ -432,22 +457,20 @@ class HooksPlugin:
                 HookEvent.SUBAGENT_START,
             )
         ):
-            ctx.on("agent/pre-step", bridge.pre_step)
+            ctx.on(PRE_STEP, bridge.pre_step)
         if service.has(HookEvent.STOP):
-            ctx.on("agent/turn-end", bridge.turn_end)
+            ctx.on(TURN_END, bridge.turn_end)
         if service.has(HookEvent.SUBAGENT_START):
-            ctx.on("subagent/start", bridge.subagent_start)
+            ctx.on(SUBAGENT_START, bridge.subagent_start)
         if service.has(HookEvent.SUBAGENT_STOP):
-            ctx.on("subagent/end", bridge.subagent_end)
+            ctx.on(SUBAGENT_END, bridge.subagent_end)
+        sessions = ctx.get(SESSIONS_SERVICE)
         if service.has(HookEvent.SESSION_START):
-            ctx.on("agent/session-start", bridge.agent_session_start)
-            sessions = ctx.get("sessions")
-            on_created = getattr(sessions, "on_created", None)
-            if callable(on_created):
-                ctx.effect(on_created(bridge.session_created))
-        on_disposed = getattr(ctx.get("sessions"), "on_disposed", None)
-        if callable(on_disposed):
-            ctx.effect(on_disposed(bridge.session_disposed))
+            ctx.on(SESSION_START, bridge.agent_session_start)
+            if sessions is not None:
+                ctx.effect(sessions.on_created(bridge.session_created))
+        if sessions is not None:
+            ctx.effect(sessions.on_disposed(bridge.session_disposed))
 
 
 plugin: Final = HooksPlugin()

@@ -16,9 +16,9 @@ import signal as signals
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-from tether.signals import AbortSignal
+from tether.signals import AbortSignal, cancel_and_wait
 
 MAX_OUTPUT: Final = 1024 * 1024
 """Bytes kept of each of stdout and stderr; the rest is read and dropped so the hook never
@@ -114,7 +114,7 @@ async def run_command(
             _kill_group(orphan)
             reap = asyncio.ensure_future(orphan.communicate())
             await asyncio.wait({reap}, timeout=EXIT_GRACE)
-            reap.cancel()
+            await cancel_and_wait(reap)
         raise
 
     out, err_buf = bytearray(), bytearray()
@@ -126,12 +126,12 @@ async def run_command(
     ]
     readers = tasks[1:]
     waiter = asyncio.ensure_future(proc.wait())
-    aborted: asyncio.Future[None] | None = (
+    aborted: asyncio.Task[None] | None = (
         asyncio.ensure_future(signal.wait()) if signal is not None else None
     )
     status: RunStatus = "exited"
     try:
-        pending: set[asyncio.Future[Any]] = {waiter} if aborted is None else {waiter, aborted}
+        pending: set[asyncio.Task[object]] = {waiter} if aborted is None else {waiter, aborted}
         done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if waiter not in done:
             status = "cancelled" if aborted is not None and aborted in done else "timeout"
@@ -149,13 +149,9 @@ async def run_command(
         await asyncio.wait([waiter, *readers], timeout=EXIT_GRACE)
         raise
     finally:
-        if aborted is not None:
-            aborted.cancel()
-        for task in (*tasks, waiter):
-            if not task.done():
-                task.cancel()
-        for task in tasks:
-            task.add_done_callback(_retrieve)
+        # Stopped and awaited: nothing this run started outlives it.
+        for task in (*tasks, waiter, *([aborted] if aborted is not None else [])):
+            await cancel_and_wait(task)
     return CommandRun(
         status,
         proc.returncode if status == "exited" else None,
@@ -185,11 +181,6 @@ async def _drain(stream: asyncio.StreamReader, buffer: bytearray, limit: int) ->
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signals.SIGKILL)
-
-
-def _retrieve(task: asyncio.Future[None]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 __all__ = [

@@ -19,10 +19,10 @@ import os
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from tether.errors import TetherError
-from tether.kernel import Context
+from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
 from tether.plugins.hooks.payload import base_payload, encode_payload
 from tether.plugins.hooks.protocol import (
     FAILED,
@@ -34,12 +34,15 @@ from tether.plugins.hooks.protocol import (
 )
 from tether.plugins.hooks.runner import SHELL, CommandRun, hook_env, run_command
 from tether.plugins.hooks.settings import HookEvent, HookHandler
+from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
+from tether.sandbox import SANDBOX_SERVICE, ConfinedCommand
 from tether.session import JsonValue, Session
 from tether.signals import AbortSignal
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-HOOKS_SERVICE: Final = "hooks"
+HOOKS_SERVICE: Final[ServiceKey[HookService]] = ServiceKey("hooks")
 DIALECT: Final = "claude-code"
 PLUGIN_NAME: Final = "hooks"
 
@@ -89,7 +92,7 @@ class HookService:
         self._ctx = ctx
         self.handlers = tuple(handlers)
         self.settings = settings
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
 
     # -- lookup ---------------------------------------------------------------------------
     def has(self, event: HookEvent) -> bool:
@@ -116,10 +119,10 @@ class HookService:
         root = getattr(policy, "workspace_root", None)
         if isinstance(root, str) and root:
             return root
-        service = self._ctx.get("sandbox_policy")
+        service = self._ctx.get(SANDBOX_POLICY_SERVICE)
         if service is not None and session is not None:
             try:
-                resolved = getattr(service.resolve(session=session), "workspace_root", None)
+                resolved = service.resolve(session=session).workspace_root
             except Exception:
                 log.exception("hooks: cannot resolve the sandbox policy of %s", session.id)
             else:
@@ -136,7 +139,7 @@ class HookService:
         return None if session is None else self.transcript_path_of(session.id)
 
     def transcript_path_of(self, session_id: str) -> str | None:
-        store = self._ctx.get("sessions")
+        store = self._ctx.get(SESSIONS_SERVICE)
         log_path = getattr(getattr(store, "persistence", None), "log_path", None)
         if not callable(log_path):
             return None
@@ -259,14 +262,16 @@ class HookService:
                 )
         return reply
 
-    def _confine(self, command: str, session: Session | None, env: Mapping[str, str]) -> Any:
+    def _confine(
+        self, command: str, session: Session | None, env: Mapping[str, str]
+    ) -> ConfinedCommand | CommandRun | None:
         """The command confined under the session's sandbox mode (issue 4 item 4).
 
         ``None`` when no sandbox is composed (hooks then run as Claude Code runs them); a
         failed ``CommandRun`` when the sandbox cannot confine (never run unconfined instead).
         """
-        sandbox = self._ctx.get("sandbox")
-        policies = self._ctx.get("sandbox_policy")
+        sandbox = self._ctx.get(SANDBOX_SERVICE)
+        policies = self._ctx.get(SANDBOX_POLICY_SERVICE)
         if sandbox is None or policies is None:
             return None
         try:
@@ -281,13 +286,14 @@ class HookService:
             return CommandRun("spawn-failed", None, "", "", 0, f"{err.code}: {err}")
 
     # -- background runs ----------------------------------------------------------------
-    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
-        """Run ``coro`` in the background, tracked so :meth:`settle` can wait for it and
-        disposal can cancel it (which kills its command's process group)."""
-        task = asyncio.ensure_future(coro)
+    def spawn(self, coro: Coroutine[object, object, T], what: str) -> asyncio.Task[T]:
+        """Run ``coro`` in the background as a task of the runtime (closing the kernel cancels
+        and awaits it), tracked so :meth:`settle` can wait for it and unloading the plugin can
+        cancel it (which kills its command's process group)."""
+        task = self._ctx.spawn(coro, name=f"hooks: {what}", report=False)
         self._tasks.add(task)
 
-        def done(fut: asyncio.Task[Any]) -> None:
+        def done(fut: asyncio.Task[T]) -> None:
             self._tasks.discard(fut)
             if not fut.cancelled() and fut.exception() is not None:
                 log.error("hooks: %s failed: %s", what, fut.exception())

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from types import ModuleType
+from typing import Annotated
 
 import typer
 
@@ -30,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """Single commands: name → (module, function)."""
 
 
-def _module(name: str) -> Any:
+def _module(name: str) -> ModuleType:
     return importlib.import_module(f"tether.surfaces.cli.{name}")
 
 
@@ -76,7 +77,7 @@ def build_app(only: str | None = None) -> typer.Typer:
     return app
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typer.Typer:
     if name == "app":
         return build_app()
     raise AttributeError(name)

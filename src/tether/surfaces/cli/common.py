@@ -14,7 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
 
@@ -93,7 +93,7 @@ def error_line(message: str) -> None:
     typer.echo(f"tether: {' '.join(message.splitlines())}", err=True)
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
+def run(coro: Coroutine[object, object, T]) -> T:
     """Run one command's coroutine; a :class:`TetherError` becomes a one-line error."""
     try:
         return asyncio.run(coro)

@@ -21,7 +21,6 @@ import json
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -31,6 +30,7 @@ from tether.agent.context_snapshot import is_snapshot
 from tether.harness import Harness, SessionEvent
 from tether.kernel import PluginEntry
 from tether.policy.approval import ApprovalRequest
+from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session.json import thaw
 from tether.subagents.lineage import lineage_tree, render_tree
 from tether.surfaces.cli.common import JsonOption, StoreOption, run, store_url
@@ -105,7 +105,7 @@ async def _demo(json_output: bool, store: str) -> bool:
             root = harness.root
             assert root is not None
             say("\n[bold]2. The user widens the root session to danger-full-access[/bold]")
-            sandbox: Any = harness.ctx.get("sandbox_policy")
+            sandbox = harness.ctx.require(SANDBOX_POLICY_SERVICE)
             widened = sandbox.set_sandbox_mode(root.session, "danger-full-access")
             if json_output:  # appended between runs, outside any stream: show it too
                 show(SessionEvent(root.id, widened))

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from tether.agent import TEXT_DELTA, StreamedText
 from tether.harness import Harness, SessionEvent
 
 
@@ -30,14 +31,14 @@ class RunProgress:
         self._status: Status | None = None
         self._activity = "thinking"
         self._paused = False
-        self._disposers: list[Any] = []
+        self._disposers: list[Callable[[], None]] = []
 
     def __enter__(self) -> RunProgress:
         self._disposers.append(
             self.harness.store.on_event(lambda s, e: self._on_event(SessionEvent(s.id, e)))
         )
         if self.interactive:
-            self._disposers.append(self.harness.ctx.on("agent/text-delta", self._on_text))
+            self._disposers.append(self.harness.ctx.on(TEXT_DELTA, self._on_text))
             self._status = self._err.status(self._line())
             self._status.start()
         return self
@@ -54,7 +55,7 @@ class RunProgress:
     def _line(self) -> str:
         return f"{escape(self._activity)} · {time.monotonic() - self.started:.1f}s"
 
-    def _on_text(self, payload: tuple[Any, str]) -> None:
+    def _on_text(self, payload: StreamedText) -> None:
         agent, text = payload
         if agent is self.harness.root and text:
             if self._status is not None and not self._paused:

@@ -11,7 +11,7 @@ import json
 import math
 import sys
 from collections.abc import Coroutine
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -169,7 +169,7 @@ def run_command(
         raise typer.Exit(1)
 
 
-async def _offering_one_run_trust(run: Coroutine[Any, Any, RunResult]) -> RunResult:
+async def _offering_one_run_trust(run: Coroutine[object, object, RunResult]) -> RunResult:
     try:
         return await run
     except WorkspaceUntrustedError as err:

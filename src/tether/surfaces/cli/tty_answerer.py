@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 from tether.kernel import Context, Disposable, Next
-from tether.policy.approval import ApprovalRequest, register_answerer
-from tether.tools.ask_user import QUESTION_EVENT, QuestionRequest
+from tether.policy.approval import ApprovalReply, ApprovalRequest, register_answerer
+from tether.tools.ask_user import USER_QUESTION, QuestionRequest
 
 ALLOW = frozenset({"a", "allow", "y", "yes"})
 REJECT = frozenset({"", "r", "reject", "n", "no"})
@@ -61,7 +61,7 @@ def register_tty_answerer(
     output = out or sys.stderr
     reader = read_line or _read_stdin
 
-    async def answer(request: ApprovalRequest, _next: Next[object]) -> str:
+    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
         async with lock:
             for line in describe(request):
                 print(line, file=output)
@@ -72,14 +72,14 @@ def register_tty_answerer(
                     print(f"  → {outcome}", file=output)
                     return outcome
 
-    async def question(request: QuestionRequest, _next: Next[object]) -> str | None:
+    async def question(request: QuestionRequest, _next: Next[str | None]) -> str | None:
         async with lock:
             print(f"Question from the agent: {request.question}", file=output)
             print("  answer > ", end="", file=output, flush=True)
             reply = await asyncio.to_thread(reader)
             return None if reply is None else reply.strip()
 
-    ctx.on(QUESTION_EVENT, question)
+    ctx.on(USER_QUESTION, question)
     return register_answerer(ctx, answer)
 
 

@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Annotated, Any, Final, cast
+from typing import IO, Annotated, Final, cast
 
 import typer
 from prompt_toolkit import PromptSession
@@ -52,12 +52,16 @@ from prompt_toolkit.output import Output
 from rich.console import Console
 from rich.text import Text
 
-from tether.agent import Agent
+from tether.agent import TEXT_DELTA, Agent, StreamedText
 from tether.dirs import data_dir
 from tether.harness import Harness, SessionEvent
 from tether.kernel import Disposable, Next, PluginEntry, WorkspaceTrust
-from tether.policy.approval import register_answerer
+from tether.policy.approval import APPROVAL_SERVICE, PendingApproval, register_answerer
+from tether.policy.presets import PERMISSION_PRESETS_SERVICE
 from tether.session import Event, Session
+from tether.signals import cancel_and_wait
+from tether.subagents.lifecycle import SubagentLifecycle
+from tether.subagents.seams import SUBAGENT_START
 from tether.surfaces.cli.chat.commands import CommandHost, dispatch, resume_root
 from tether.surfaces.cli.chat.prompts import ALLOW_KEYS, CHOICES, REJECT_KEYS, ApprovalPrompt
 from tether.surfaces.cli.chat.render import EventRenderer, SessionDirectory
@@ -76,7 +80,9 @@ from tether.surfaces.cli.run import (
 )
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.trust import ask_at_start
-from tether.tools.ask_user import QUESTION_EVENT
+from tether.tools.ask_user import USER_QUESTION
+from tether.tools.base import PostDecision, ToolCall, ToolResult
+from tether.tools.seams import POST_EXECUTE
 
 PROMPT: Final = "› "
 DOUBLE_INTERRUPT_SECONDS: Final = 2.0
@@ -98,7 +104,7 @@ class TerminalWriter(io.TextIOBase):
         super().__init__()
         self._output = output
         self._partial = ""
-        self._pending: set[asyncio.Future[Any]] = set()
+        self._pending: set[asyncio.Future[None]] = set()
 
     def writable(self) -> bool:
         return True
@@ -281,13 +287,13 @@ class ChatApp:
         ctx = self.harness.ctx
         self._registrations.append(self.harness.store.on_event(self._observe))
         handles: list[Disposable] = [
-            ctx.on("agent/text-delta", self._on_delta),
-            ctx.on("tools/post-execute", self._on_post_execute),
-            ctx.on("subagent/start", self._on_subagent_start),
+            ctx.on(TEXT_DELTA, self._on_delta),
+            ctx.on(POST_EXECUTE, self._on_post_execute),
+            ctx.on(SUBAGENT_START, self._on_subagent_start),
         ]
         if self._answer_approvals:
             handles.append(register_answerer(ctx, self.approvals.answer))
-        handles.append(ctx.on(QUESTION_EVENT, self.approvals.question))
+        handles.append(ctx.on(USER_QUESTION, self.approvals.question))
         self._registrations += [handle.dispose for handle in handles]
 
     def _detach(self) -> None:
@@ -309,19 +315,21 @@ class ChatApp:
         while self._rendered.get(session_id, -1) < seq and loop.time() < deadline:
             await asyncio.sleep(0.005)
 
-    def _on_delta(self, payload: tuple[Agent, str]) -> None:
+    def _on_delta(self, payload: StreamedText) -> None:
         agent, text = payload
         self.renderer.on_delta(agent.id, text)
         self._invalidate()
 
-    async def _on_post_execute(self, payload: tuple[Any, Any], next_: Next[object]) -> object:
+    async def _on_post_execute(
+        self, payload: tuple[ToolCall, ToolResult], next_: Next[PostDecision]
+    ) -> PostDecision:
         call, result = payload
         agent = call.agent
         if agent is not None and call.name == "edit":
             self.renderer.capture_diff(agent.session.id, call.call_id, result.details)
         return await next_()
 
-    def _on_subagent_start(self, lifecycle: Any) -> None:
+    def _on_subagent_start(self, lifecycle: SubagentLifecycle) -> None:
         self.directory.learn_label(lifecycle.child_id, lifecycle.label)
 
     def _banner(self, *, resumed: bool) -> None:
@@ -350,7 +358,7 @@ class ChatApp:
         )
 
     def _preset(self) -> str | None:
-        service = self.harness.ctx.get("permission_presets")
+        service = self.harness.ctx.get(PERMISSION_PRESETS_SERVICE)
         if service is None or self.harness.root is None:
             return None
         try:
@@ -384,8 +392,8 @@ class ChatApp:
         rows = child_statuses(self.harness.agents, self._pending(), self.directory, {})
         return idle_line(self.root.id, self._preset(), rows)
 
-    def _pending(self) -> list[Any]:
-        approval = self.harness.ctx.get("approval")
+    def _pending(self) -> list[PendingApproval]:
+        approval = self.harness.ctx.get(APPROVAL_SERVICE)
         return list(approval.pending()) if approval is not None else []
 
     # -- a turn ---------------------------------------------------------------------------------
@@ -426,7 +434,7 @@ class ChatApp:
             if not consumer.done():
                 consumer.cancel()
             await asyncio.gather(consumer, return_exceptions=True)
-            stop.cancel()
+            await cancel_and_wait(stop)
             self._in_turn = False
             await self._end_busy(busy, busy_task)
         failure = None if consumer.cancelled() else consumer.exception()
@@ -448,7 +456,7 @@ class ChatApp:
             if close is not None:
                 await close()
 
-    async def _end_busy(self, busy: Application[None], task: asyncio.Future[Any]) -> None:
+    async def _end_busy(self, busy: Application[None], task: asyncio.Future[None]) -> None:
         if self._writer is not None:
             await self._writer.drain()
         if not task.done():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from rich.console import Console
 from rich.text import Text
@@ -17,6 +17,8 @@ from rich.text import Text
 from tether.agent import Agent
 from tether.errors import TetherError
 from tether.harness import Harness
+from tether.policy.approval import APPROVAL_SERVICE
+from tether.policy.presets import PERMISSION_PRESETS_SERVICE, PermissionPresetsService
 from tether.session.answer_box import pending_approvals
 from tether.subagents.lineage import lineage_tree, render_tree
 from tether.surfaces.cli.common import table
@@ -60,7 +62,7 @@ async def _help(host: CommandHost, _arg: str) -> None:
     host.console.print(Text(KEYS_HELP, style="dim"))
 
 
-def _describe_preset(service: Any, name: str) -> str:
+def _describe_preset(service: PermissionPresetsService, name: str) -> str:
     row = service.table.get(name)
     if row is None:
         return name
@@ -68,7 +70,7 @@ def _describe_preset(service: Any, name: str) -> str:
 
 
 async def _permission(host: CommandHost, arg: str) -> None:
-    service = host.harness.ctx.get("permission_presets")
+    service = host.harness.ctx.get(PERMISSION_PRESETS_SERVICE)
     if service is None:
         raise CommandError("permission presets are not composed in this harness")
     root = host.root()
@@ -110,7 +112,7 @@ async def _agents(host: CommandHost, _arg: str) -> None:
 
 
 async def _approvals(host: CommandHost, _arg: str) -> None:
-    approval = host.harness.ctx.get("approval")
+    approval = host.harness.ctx.get(APPROVAL_SERVICE)
     live = approval.pending() if approval is not None else []
     now = time.monotonic()
     rows = [
@@ -173,7 +175,7 @@ async def _resume(host: CommandHost, arg: str) -> None:
         return
     agent = await resume_root(host.harness, session_id)
     host.switch_root(agent)
-    service = host.harness.ctx.get("permission_presets")
+    service = host.harness.ctx.get(PERMISSION_PRESETS_SERVICE)
     preset = f", preset {service.current(agent.session)}" if service is not None else ""
     host.console.print(
         Text(f"resumed session {agent.id} ({len(agent.session)} events{preset})", style="bold")

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tether.kernel import Next
-from tether.policy.approval import Answer, ApprovalRequest
+from tether.policy.approval import Answer, ApprovalReply, ApprovalRequest
 from tether.surfaces.cli.chat.render import CHAT_ANSWERER, SessionDirectory
 from tether.tools.ask_user import QuestionRequest
 
@@ -134,7 +134,7 @@ class ApprovalPrompt:
         """Questions queued behind the current one."""
         self._lock = asyncio.Lock()
 
-    async def answer(self, request: ApprovalRequest, next_: Next[object]) -> object:
+    async def answer(self, request: ApprovalRequest, next_: Next[ApprovalReply]) -> ApprovalReply:
         """The ``approval/request`` listener."""
         if not await self._queue():
             return await next_()  # nobody is at the keyboard (any more)
@@ -144,7 +144,7 @@ class ApprovalPrompt:
             self._lock.release()
             self._changed()
 
-    async def question(self, request: QuestionRequest, next_: Next[object]) -> object:
+    async def question(self, request: QuestionRequest, next_: Next[str | None]) -> str | None:
         """The ``user/question`` listener (the agent's ``ask_user`` tool)."""
         if not await self._queue():
             return await next_()
@@ -199,7 +199,7 @@ class ApprovalPrompt:
         self.console.print(Text(f"  ↳ {reply}"))
         return reply
 
-    async def _ask(self, request: ApprovalRequest) -> object:
+    async def _ask(self, request: ApprovalRequest) -> Answer:
         self.console.print(Text("\n".join(describe(request, self.directory)), style="bold"))
         self.console.print(Text(f"  {CHOICES} > ", style="bold"))
         future: asyncio.Future[KeyAnswer] = asyncio.get_running_loop().create_future()

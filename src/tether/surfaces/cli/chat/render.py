@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from rich.console import Console
 from rich.table import Table
@@ -28,7 +28,7 @@ from rich.text import Text
 
 from tether.agent.context_snapshot import is_snapshot
 from tether.harness import SessionEvent
-from tether.session import Event, Session
+from tether.session import Event, JsonValue, Session
 from tether.subagents.descriptor import fold_descriptor
 from tether.subagents.visibility import SANDBOX_MARKER
 
@@ -177,7 +177,7 @@ class EventRenderer:
     def on_delta(self, session_id: str, text: str) -> None:
         self.live[session_id] = self.live.get(session_id, "") + text
 
-    def capture_diff(self, session_id: str, call_id: str, details: Mapping[str, Any]) -> None:
+    def capture_diff(self, session_id: str, call_id: str, details: Mapping[str, JsonValue]) -> None:
         diff = details.get("diff")
         if isinstance(diff, str) and diff:
             self.diffs[(session_id, call_id)] = diff
@@ -241,7 +241,7 @@ class EventRenderer:
                 Text(f"{name}: {value}" + (f" ({source})" if source else ""), style="magenta"),
             )
 
-    def _assistant(self, sid: str, data: Mapping[str, Any]) -> None:
+    def _assistant(self, sid: str, data: Mapping[str, JsonValue]) -> None:
         content = str(data.get("content") or "")
         streamed = self.live.pop(sid, "")
         if streamed.startswith(content) and len(streamed) > len(content):
@@ -270,7 +270,7 @@ class EventRenderer:
         shown = summary if isinstance(summary, str) and summary else content
         self.line(sid, Text("◂ " + one_line(shown, 300), style="blue"))
 
-    def _tool_result(self, sid: str, data: Mapping[str, Any]) -> None:
+    def _tool_result(self, sid: str, data: Mapping[str, JsonValue]) -> None:
         call_id = str(data.get("call_id"))
         if self.running.get(sid, ("", ""))[0] == call_id:
             del self.running[sid]
@@ -282,7 +282,7 @@ class EventRenderer:
         if diff is not None and not is_error:
             self.line(sid, diff_text(diff))
 
-    def _decided(self, sid: str, data: Mapping[str, Any]) -> None:
+    def _decided(self, sid: str, data: Mapping[str, JsonValue]) -> None:
         answered_by = data.get("answered_by")
         if isinstance(answered_by, str) and answered_by.startswith(CHAT_ANSWERER):
             return  # the prompt already showed the answer
@@ -294,7 +294,7 @@ class EventRenderer:
             Text(f"approval {outcome}{by}", style="green" if granted else ERROR_STYLE),
         )
 
-    def _turn_end(self, sid: str, data: Mapping[str, Any]) -> None:
+    def _turn_end(self, sid: str, data: Mapping[str, JsonValue]) -> None:
         reason = str(data.get("reason"))
         self.running.pop(sid, None)
         self.live.pop(sid, None)

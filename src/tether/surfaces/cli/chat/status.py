@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
+from tether.agent import Agent
+from tether.policy.approval import PendingApproval
 from tether.surfaces.cli.chat.render import SessionDirectory
 
 SPINNER: Final = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -38,8 +40,8 @@ class ChildStatus:
 
 
 def child_statuses(
-    agents: Iterable[Any],
-    pending: Iterable[Any],
+    agents: Iterable[Agent],
+    pending: Iterable[PendingApproval],
     directory: SessionDirectory,
     running_tools: Mapping[str, tuple[str, str]],
 ) -> list[ChildStatus]:

@@ -1,0 +1,37 @@
+"""The tools layer's seams: its registry service and the points one tool call passes through.
+
+In the order the pipeline (:mod:`tether.tools.pipeline`) reaches them for one call:
+
+- :data:`PRE_EXECUTE`, scoped to the calling agent, decides allow, deny or ask (fallback
+  allow);
+- :data:`TOOL_GUARD` runs every guard after an allow; any veto (a reason) denies, so listener
+  order can never resurrect a forbidden call;
+- :data:`POST_EXECUTE` may accept (optionally replacing the result) or block it.
+
+The escalation ladder's own points (``sandbox/escalation-ask``, ``sandbox/escalation-routed``)
+live beside it in :mod:`tether.policy.escalation`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from tether.kernel import Gather, ServiceKey, Waterfall
+from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from tether.tools.pipeline import ToolRuntime
+
+TOOLS_SERVICE: Final[ServiceKey[ToolRuntime]] = ServiceKey("tools")
+"""The tool registry and pipeline of a composition."""
+
+PRE_EXECUTE: Final = Waterfall[ToolCall, PreDecision]("tools/pre-execute")
+TOOL_GUARD: Final = Gather[ToolCall, str | None]("tools/guard")
+POST_EXECUTE: Final = Waterfall[tuple[ToolCall, ToolResult], PostDecision]("tools/post-execute")
+
+__all__ = [
+    "POST_EXECUTE",
+    "PRE_EXECUTE",
+    "TOOLS_SERVICE",
+    "TOOL_GUARD",
+]
