@@ -9,6 +9,11 @@ For every request the command runs once (argv from ``shlex.split``; no shell, so
 and answers on stdout with ``allowed-once`` or ``rejected``, as a bare word or as
 ``{"outcome": "..."}``. A non-zero exit, a timeout, a crash, or any other output is
 ``unavailable``, which fails the ask closed.
+
+The approver runs outside the sandbox and its answer is final, so its program must be one no
+agent can rewrite (:mod:`tether.sandbox.programs`): checked when the plugin loads, and again
+before every run (a file the command names may appear later); a refused run is
+``unavailable``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import AnyServiceKey, Context, Next
 from tether.policy.approval import ApprovalReply, ApprovalRequest, register_answerer
+from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
+from tether.sandbox import SANDBOX_SERVICE, SandboxError
+from tether.sandbox.paths import path_rules
+from tether.sandbox.programs import refuse_rewritable
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +114,26 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, 9)
 
 
+def refuse_rewritable_approver(ctx: Context, argv: list[str]) -> None:
+    """Raise ``REWRITABLE_PROGRAM`` when ``argv`` (run from the harness's directory, found on
+    its ``PATH``) names a file an agent of this composition may write. Without a workspace
+    (no sandbox policy composed, or not yet) no agent writes anywhere, so nothing is checked."""
+    policies = ctx.get(SANDBOX_POLICY_SERVICE)
+    workspace = policies.workspace_root if policies is not None else None
+    if not workspace:
+        return
+    sandbox = ctx.get(SANDBOX_SERVICE)
+    rules = sandbox.path_rules() if sandbox is not None else path_rules(os.environ)
+    refuse_rewritable(
+        "the approver",
+        argv,
+        cwd=os.getcwd(),
+        workspace=workspace,
+        rules=rules,
+        search_path=os.environ.get("PATH"),
+    )
+
+
 class CommandApproverConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     command: str = Field(min_length=1)
@@ -120,8 +149,14 @@ class CommandApproverPlugin:
 
     def apply(self, ctx: Context, config: CommandApproverConfig) -> None:
         argv = shlex.split(config.command)
+        refuse_rewritable_approver(ctx, argv)
 
         async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
+            try:
+                refuse_rewritable_approver(ctx, argv)
+            except SandboxError as err:
+                log.warning("approver not run: %s", err)
+                return "unavailable"
             return await ask_command(argv, request, config.timeout_seconds)
 
         register_answerer(ctx, answer)

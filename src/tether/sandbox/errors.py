@@ -8,7 +8,9 @@ from typing import Literal, TypeAlias
 
 from tether.errors import TetherError
 
-SandboxErrorCode: TypeAlias = Literal["SANDBOX_CONFIG", "STORE_UNPROTECTED", "WORKSPACE_HIDDEN"]
+SandboxErrorCode: TypeAlias = Literal[
+    "REWRITABLE_PROGRAM", "SANDBOX_CONFIG", "STORE_UNPROTECTED", "WORKSPACE_HIDDEN"
+]
 """The codes a :class:`SandboxError` may be raised with besides its own."""
 
 
