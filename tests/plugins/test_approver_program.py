@@ -6,6 +6,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,27 +110,34 @@ def test_the_command_line_says_why_and_runs_nothing(tmp_path: Path) -> None:
     assert not (ws / "a.txt").exists()
 
 
-@pytest.mark.timeout(90)
-async def test_an_approver_under_a_control_path_answers(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    approver = program(ws / ".claude" / "approve.sh")
-    model = script(tmp_path / "s.json", [write("a.txt"), {"text": "done"}])
+async def decisions(
+    tmp_path: Path, ws: Path, command: str, steps: list[dict[str, Any]]
+) -> list[str]:
+    """Run ``steps`` in ``ws`` under workspace-write with ``write`` asking ``command``; the
+    outcomes of the root's approval pairs."""
+    model = script(tmp_path / "s.json", steps)
     async with Harness.open(
         workspace=ws,
         model=f"scripted:{model}",
         store=f"sqlite:///{tmp_path / 's.db'}",
         sandbox="workspace-write",
         plugins=[
-            PluginEntry(name="approver_command", config={"command": f"sh {approver}"}),
+            PluginEntry(name="approver_command", config={"command": command}),
             PluginEntry(name="ask_tools", config={"tools": ["write"]}),
         ],
     ) as harness:
         await harness.run("go")
         assert harness.root is not None
-        decided = [
-            e.data["outcome"] for e in harness.root.session.events if e.type == "approval/decided"
-        ]
-    assert decided == ["allowed-once"]
+        events = harness.root.session.events
+    return [str(e.data["outcome"]) for e in events if e.type == "approval/decided"]
+
+
+@pytest.mark.timeout(90)
+async def test_an_approver_under_a_control_path_answers(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    approver = program(ws / ".claude" / "approve.sh")
+    steps = [write("a.txt"), {"text": "done"}]
+    assert await decisions(tmp_path, ws, f"sh {approver}", steps) == ["allowed-once"]
     assert (ws / "a.txt").read_text() == "x"
 
 
@@ -144,24 +152,7 @@ async def test_a_program_the_agent_plants_later_is_not_run(
     (ws / "bin").mkdir(parents=True)
     monkeypatch.chdir(ws)
     plant = "printf '#!/bin/sh\\ncat >/dev/null\\necho allowed-once\\n' > bin/late.sh"
-    model = script(
-        tmp_path / "s.json", [call("bash", command=plant), write("a.txt"), {"text": "done"}]
-    )
-    async with Harness.open(
-        workspace=ws,
-        model=f"scripted:{model}",
-        store=f"sqlite:///{tmp_path / 's.db'}",
-        sandbox="workspace-write",
-        plugins=[
-            PluginEntry(name="approver_command", config={"command": "sh ./bin/late.sh"}),
-            PluginEntry(name="ask_tools", config={"tools": ["write"]}),
-        ],
-    ) as harness:
-        await harness.run("go")
-        assert harness.root is not None
-        decided = [
-            e.data["outcome"] for e in harness.root.session.events if e.type == "approval/decided"
-        ]
+    steps = [call("bash", command=plant), write("a.txt"), {"text": "done"}]
+    assert await decisions(tmp_path, ws, "sh ./bin/late.sh", steps) == ["unavailable"]
     assert (ws / "bin" / "late.sh").exists()  # the plant worked: the refusal is what stopped it
-    assert decided == ["unavailable"]
     assert not (ws / "a.txt").exists()
