@@ -24,6 +24,7 @@ from __future__ import annotations
 import builtins
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final, Literal
@@ -104,6 +105,26 @@ _Row = tuple[int, str, int, str, int, str | None]
 _EventRow = tuple[str, int, str, int, str, int, str | None]
 
 
+def _enter_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch ``conn`` to WAL, waiting up to ``timeout`` seconds for a racing handle.
+
+    While another connection is switching a new database to WAL, SQLite answers the switch
+    with "database is locked" at once, without calling the busy handler (it would risk a
+    deadlock), so two handles opening a fresh store together could fail; the switch is retried
+    instead, briefly, until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 class SqlitePersistence(WorkerBackend):
     """Sessions in one SQLite database file (created on first use)."""
 
@@ -136,7 +157,7 @@ class SqlitePersistence(WorkerBackend):
             )
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                _enter_wal(conn, self.busy_timeout_ms / 1000)
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
                 self._ensure_schema(conn)
             except BaseException:
