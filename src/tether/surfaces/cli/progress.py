@@ -4,6 +4,11 @@ At a terminal, the root's text streams to stdout as the model produces it, and s
 spinner naming what is running (the model, or a tool and which agent called it) with the
 elapsed time. Without a terminal nothing is animated: stdout gets the final output only, so
 ``tether run`` stays pipe-friendly. The one-line summary always goes to stderr.
+
+What streams to a terminal is the model's text, escaped as a block
+(:func:`tether.kernel.printable.printable_block`): line breaks and tabs stay, an escape
+sequence, a carriage return or a bidi override shows as ``\x1b``, ``\r``, ``\u202e``. The
+spinner's line names tools and asking tools escaped the same way, on one line.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from rich.status import Status
 
 from tether.agent import TEXT_DELTA, StreamedText
 from tether.harness import Harness, SessionEvent
+from tether.kernel.printable import printable, printable_block
 
 
 class RunProgress:
@@ -63,7 +69,7 @@ class RunProgress:
                 # back when the next tool or step starts.
                 self._status.stop()
                 self._paused = True
-            sys.stdout.write(text)
+            sys.stdout.write(printable_block(text))
             sys.stdout.flush()
             self.streamed = True
 
@@ -80,11 +86,12 @@ class RunProgress:
         root = self.harness.root
         who = "root" if root is not None and item.session_id == root.id else item.session_id[:8]
         if event.type == "tool/call":
-            self._activity = f"{who}: running {event.data.get('name')}"
+            self._activity = f"{who}: running {printable(str(event.data.get('name')))}"
         elif event.type in ("tool/result", "request/header", "step/start"):
             self._activity = f"{who}: thinking"
         elif event.type == "approval/asked":
-            self._activity = f"{who}: waiting for approval of {event.data.get('tool_name')}"
+            tool = printable(str(event.data.get("tool_name")))
+            self._activity = f"{who}: waiting for approval of {tool}"
         self._status.update(self._line())
 
     def elapsed(self) -> float:
