@@ -3,8 +3,9 @@
 Order matters and is fixed here:
 
 1. refuse outside an open turn (nothing is appended: the audit pair must be turn-enclosed);
-2. append ``approval/asked {id, tool_name, call_id?, reason?, routed_to?, action}``, where
-   ``action`` is the :class:`AskedAction` (what would run, exact) every surface shows;
+2. append ``approval/asked {id, tool_name, call_id?, reason?, routed_to?, action?}``, where
+   ``action`` is the :class:`AskedAction` (what would run, exact) every surface shows, when it
+   names a command, a path or an escalation's target mode;
 3. decide: a pre-aborted signal is ``cancelled`` and no answerer runs; an effective policy of
    ``never`` is ``rejected`` *before* dispatch, so no answerer (not even a prepended one) can
    bypass it; otherwise the ``approval/request`` waterfall (scoped to the asking agent, fallback
@@ -134,6 +135,11 @@ class AskedAction:
             path if isinstance(path, str) else None,
             next((m for m in SandboxMode if m.value == mode), None),
         )
+
+    def names_anything(self) -> bool:
+        """Whether the action says more than its tool (``approval/asked`` has the tool name
+        already; an ask naming nothing more is logged without ``action``)."""
+        return self.command is not None or self.path is not None or self.target_mode is not None
 
     def to_data(self) -> dict[str, JsonValue]:
         data: dict[str, JsonValue] = {"tool": self.tool}
@@ -345,7 +351,9 @@ class ApprovalService:
             asked["reason"] = req.reason
         if req.origin is not None:
             asked["routed_to"] = decider.id
-        asked["action"] = AskedAction.of(req).to_data()
+        action = AskedAction.of(req)
+        if action.names_anything():
+            asked["action"] = action.to_data()
         session.append("approval/asked", asked)
         if req.origin is not None:
             try:
