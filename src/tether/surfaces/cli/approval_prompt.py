@@ -9,9 +9,9 @@ out in two parts:
    mode the action would run under (an escalation's target mode, validated by the escalation
    ladder, or the session's own mode), and who asks;
 2. what the agent wrote, under a label that says so, each value on one line, escaped
-   (:func:`tether.kernel.printable.printable`) and never cut: the reason (only when tether
-   did not build it from the fields shown anyway), a description, a justification, and last
-   the path and the command.
+   (:func:`tether.kernel.printable.printable`) and never cut: the reason (left out for an
+   escalation, where it only repeats the justification), a description, a justification, and
+   last the path and the command.
 
 Nothing in part 2 can erase, rewrite or reorder a line of part 1.
 """
@@ -61,9 +61,10 @@ def agent_lines(request: ApprovalRequest) -> list[str]:
     """Part 2: what the agent wrote, labelled, escaped, in full; the path and command last."""
     action = request.action or {}
     asked = AskedAction.of(request)
-    built_by_tether = request.origin is not None or request.target_mode is not None
+    # An escalation's reason is tether's sentence around the justification shown below.
+    reason = request.reason if request.target_mode is None else None
     values: list[tuple[str, str | None]] = [
-        ("reason", None if built_by_tether else request.reason),
+        ("reason", reason),
         *((key, _text(action.get(key))) for key in AGENT_FIELDS),
         ("path", asked.path),
         ("command", asked.command),  # last: nothing after it can be taken for it
