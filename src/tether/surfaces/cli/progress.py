@@ -8,7 +8,9 @@ elapsed time. Without a terminal nothing is animated: stdout gets the final outp
 What streams to a terminal is the model's text, escaped as a block
 (:func:`tether.kernel.printable.printable_block`): line breaks and tabs stay, an escape
 sequence, a carriage return or a bidi override shows as ``\x1b``, ``\r``, ``\u202e``. The
-spinner's line names tools and asking tools escaped the same way, on one line.
+spinner's line names tools and asking tools escaped the same way, on one line. While an approval
+is asked (from ``approval/asked`` to its ``approval/decided``) the spinner is stopped, so its
+redraws never erase or split the question a terminal answerer prints.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class RunProgress:
         self._status: Status | None = None
         self._activity = "thinking"
         self._paused = False
+        self._asking: set[object] = set()
+        """Ids of the approvals being asked: the spinner stays stopped while any is open."""
         self._disposers: list[Callable[[], None]] = []
 
     def __enter__(self) -> RunProgress:
@@ -78,11 +82,19 @@ class RunProgress:
         if self._status is None:
             return
         event = item.event
+        if event.type == "approval/asked":
+            self._asking.add(event.data.get("id"))
+            self._status.stop()
+        elif event.type == "approval/decided":
+            self._asking.discard(event.data.get("id"))
+            if not self._asking and not self._paused:
+                self._status.start()
         if self._paused and event.type in ("tool/call", "step/start", "turn/end"):
             sys.stdout.write("\n")
             sys.stdout.flush()
             self._paused = False
-            self._status.start()
+            if not self._asking:
+                self._status.start()
         root = self.harness.root
         who = "root" if root is not None and item.session_id == root.id else item.session_id[:8]
         if event.type == "tool/call":
