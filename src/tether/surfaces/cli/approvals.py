@@ -87,7 +87,8 @@ def answer(
         raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
     row, by = run(_answer(store, approval_id, WORDS[decision]))
     write_text(
-        f"{approval_id}: {WORDS[decision]} ({row.tool_name} in session {row.session_id}; "
+        f"{printable(approval_id)}: {WORDS[decision]} ({printable(row.tool_name)} in session "
+        f"{row.session_id}; "
         f"recorded as answered by {by})\n"
     )
 
