@@ -6,11 +6,11 @@ Each request listens on its own approval socket, announced in the store's answer
 ``timeout_seconds`` pass (then ``unavailable``, by the approval service's deadline rule).
 
 While it waits, stderr says how to answer, and ends with what would run: an escalation's
-mode, then the command or path in full, escaped (:func:`tether.plugins.headline.action_text`). Every answer that counts for nothing (a file
-written into the answer box, a connection from a confined or a run-started process) is
-recorded on the asking session's log, between the audit pair, as
-``approval/answer-refused {id, via, reason, detail, pid?, file?, claimed_outcome?}``, and
-reported on stderr; the wait goes on.
+mode, then the command or path in full, escaped (:func:`tether.plugins.headline.action_text`).
+Every answer that counts for nothing (a file written into the answer box, a connection from a
+confined or a run-started process) is recorded on the asking session's log, between the audit
+pair, as ``approval/answer-refused {id, via, reason, detail, pid?, file?, claimed_outcome?}``,
+and reported on stderr; the wait goes on.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from tether.kernel.printable import printable
 from tether.policy.approval import Answer, ApprovalReply, ApprovalRequest
 from tether.policy.modes import SandboxMode
 from tether.surfaces.cli.approval_prompt import question_lines
-from tether.surfaces.cli.chat.render import CHAT_ANSWERER, SessionDirectory, one_line
+from tether.surfaces.cli.chat.render import CHAT_ANSWERER, SessionDirectory
 from tether.tools.ask_user import QuestionRequest
 
 KeyAnswer = Literal["allowed-once", "rejected", "cancelled"]
@@ -181,7 +181,10 @@ class ApprovalPrompt:
 
     async def _ask_text(self, request: QuestionRequest) -> str | None:
         self.console.print(
-            Text(f"Question from the agent: {one_line(request.question)}", style="bold")
+            Text(
+                f"Question from the agent: {printable(' '.join(request.question.split()))}",
+                style="bold",
+            )
         )
         self.console.print(Text("  type your answer and press Enter > ", style="bold"))
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
