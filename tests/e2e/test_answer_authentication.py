@@ -182,6 +182,7 @@ def test_a_forged_answer_file_gets_nothing_and_the_genuine_answer_still_works(
         "tool_name": "write",
         "call_id": asked["call_id"],
         "reason": 'run "write": a.txt',
+        "action": {"tool": "write", "path": "a.txt"},
     }
     assert f"tether: refused an answer to approval {approval_id}: {NO_PROOF}\n" in err
     # the run's --json stream carried the same records
@@ -342,6 +343,7 @@ def test_the_wait_hint_names_the_command_and_the_timeout_ends_the_ask_unavailabl
         "tool_name": "write",
         "call_id": call["call_id"],
         "reason": 'run "write": a.txt',
+        "action": {"tool": "write", "path": "a.txt"},
     }
     assert stored[first + 2]["data"] == {"id": approval_id, "outcome": "unavailable"}
     assert stored[first + 3]["data"]["content"] == (
@@ -351,7 +353,7 @@ def test_the_wait_hint_names_the_command_and_the_timeout_ends_the_ask_unavailabl
     assert (
         f'tether: approval {approval_id} ("write") waits for an answer; from another terminal: '
         f"tether approvals answer {approval_id} allow|reject --store {run.store} "
-        "(unanswered, it resolves unavailable in 1 s)"
+        "(unanswered, it resolves unavailable in 1 s) · Path: a.txt"
     ) in lines
     assert f"tether: approval {approval_id} was not answered within 1 s: unavailable" in lines
     assert not list(run.box.directory.iterdir())  # the marker went with the wait

@@ -24,7 +24,7 @@ from cli_support import TETHER, run_args, tether
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "routing"
 READ_ONLY_MARKER = "[sandbox: file access denied under read-only mode]"
 NOTES_HEADLINE = (
-    'Subagent approval: run "write" · Arguments: {"content": "notes", "path": "notes.txt"}'
+    'Subagent approval: run "write" · Arguments: {"content": "notes"} · Path: notes.txt'
 )
 NEVER = {"policy": "never", "source": "delegation"}
 
@@ -96,10 +96,12 @@ def tether_run(env: dict[str, Any], script: str, *extra: str) -> Run:
 
 
 def routed_pair(run: Run, child: str, tool: str, reason: str, outcome: str) -> list[Any]:
-    """The expected child-side layout of one routed call: call, asked, decided, result."""
+    """The expected child-side layout of one routed call: call, asked, decided, result. The
+    ask's ``action`` is the call's exact command or path."""
     calls = [c for c in run.of_type(child, "tool/call") if c["name"] == tool]
     ids = [a for a in run.of_type(child, "approval/asked") if a["tool_name"] == tool]
     assert len(calls) == len(ids) == 1
+    args = json.loads(calls[0]["arguments"])
     return [
         ("tool/call", calls[0]),
         (
@@ -110,6 +112,10 @@ def routed_pair(run: Run, child: str, tool: str, reason: str, outcome: str) -> l
                 "call_id": calls[0]["call_id"],
                 "reason": reason,
                 "routed_to": run.root,
+                "action": {
+                    "tool": tool,
+                    **{k: args[k] for k in ("command", "path") if k in args},
+                },
             },
         ),
         ("approval/decided", {"id": ids[0]["id"], "outcome": outcome}),
@@ -302,8 +308,8 @@ def test_a_background_child_asks_while_the_root_is_idle(env: dict[str, Any]) -> 
         "child_session": child,
         "tool_name": "write",
         "call_id": write_call["call_id"],
-        "reason": 'Subagent approval: run "write" · Arguments: {"content": "done", '
-        '"path": "done.txt"}',
+        "reason": 'Subagent approval: run "write" · Arguments: {"content": "done"} · '
+        "Path: done.txt",
         "lineage": [child, run.root],
     }
     assert decided == {"id": pending["id"], "state": "decided", "outcome": "allowed-once"}

@@ -100,7 +100,7 @@ def test_prompt_at_the_terminal_decides_the_write(
     os.close(slave)
     try:
         shown = read_until(master, b"> ", time.monotonic() + 40)
-        assert b"Approval needed: tool 'write'" in shown
+        assert b'Approval needed: tool "write"' in shown
         assert b'reason: run "write": t.txt' in shown
         assert b"path: t.txt" in shown
         os.write(master, answer)

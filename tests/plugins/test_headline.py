@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 
+from tether.kernel.printable import printable
 from tether.plugins.headline import (
     FIELD_LIMIT,
     SEPARATOR,
+    action_text,
     arguments_summary,
     escalation_headline,
     headline,
+    subject,
 )
-from tether.plugins.shown_text import inert_json, quoted, shown_in_full
+from tether.plugins.shown_text import inert_json, quoted
+from tether.policy.approval import AskedAction
+from tether.policy.modes import SandboxMode
 
 FORGED_WHY = "tidy up\n· Command: ls -la\n"
 
@@ -41,15 +46,25 @@ def test_headline_takes_the_justification_when_there_is_no_description() -> None
 
 
 def test_headline_falls_back_to_a_json_summary_of_the_arguments() -> None:
-    assert headline("write", {"path": "out.txt", "content": "a\nb"}) == (
-        'Subagent approval: run "write" · Arguments: {"content": "a\\nb", "path": "out.txt"}'
-    )
     # blank strings are neither a why nor a command
     assert headline("t", {"command": " ", "description": ""}) == (
         'Subagent approval: run "t" · Arguments: {"command": " ", "description": ""}'
     )
-    assert (
-        headline("write", {"path": "p"}, subagent=False) == 'run "write" · Arguments: {"path": "p"}'
+    assert headline("t", {"n": 1}, subagent=False) == 'run "t" · Arguments: {"n": 1}'
+
+
+def test_a_write_or_edit_headline_ends_with_its_path_in_full() -> None:
+    """F4: the summary of the other arguments comes first, the path last, never cut."""
+    assert headline("write", {"path": "out.txt", "content": "a\nb"}) == (
+        'Subagent approval: run "write" · Arguments: {"content": "a\\nb"} · Path: out.txt'
+    )
+    assert headline("write", {"path": "p"}, subagent=False) == 'run "write" · Path: p'
+    deep = "d/" * 150 + "x\u202e.txt"
+    text = headline("edit", {"path": deep, "old": "a" * 300, "new": "b"})
+    assert text.endswith(" · Path: " + "d/" * 150 + "x\\u202e.txt")
+    assert fields(text)[-1] == "Path: " + printable(deep)
+    assert headline("write", {"path": "p", "description": "save · Path: q"}) == (
+        'Subagent approval: run "write" · Why: "save \\u00b7 Path: q" · Path: p'
     )
 
 
@@ -62,7 +77,14 @@ def test_argument_summary_is_cut_at_200_characters() -> None:
     summary = arguments_summary(longer)
     assert len(summary) == 200 and summary.endswith("…")
     assert summary == json.dumps(longer, sort_keys=True)[:199] + "…"
-    assert headline("write", longer) == f'Subagent approval: run "write" · Arguments: {summary}'
+    other = {"content": "y" * 500, "name": "out.txt"}
+    assert headline("t", other) == (
+        f'Subagent approval: run "t" · Arguments: {arguments_summary(other)}'
+    )
+    cut = arguments_summary({"content": "y" * 500})
+    assert headline("write", longer) == (
+        f'Subagent approval: run "write" · Arguments: {cut} · Path: out.txt'
+    )
 
 
 def test_a_forged_command_in_the_description_stays_inside_the_why() -> None:
@@ -91,8 +113,8 @@ def test_look_alike_separators_and_invisible_characters_are_escaped_in_child_fie
 
 def test_the_command_is_shown_in_full_with_only_invisible_characters_escaped() -> None:
     command = "echo 'a  b' · x\n\x1b]0;title\x07rm -rf ~ \u202e" + "z" * 500
-    shown = shown_in_full(command)
-    assert shown == "echo 'a  b' · x\\n\\u001b]0;title\\u0007rm -rf ~ \\u202e" + "z" * 500
+    shown = printable(command)
+    assert shown == "echo 'a  b' · x\\n\\x1b]0;title\\x07rm -rf ~ \\u202e" + "z" * 500
     assert headline("bash", {"command": command}).endswith("Command: " + shown)
 
 
@@ -100,9 +122,9 @@ def test_a_forged_argument_summary_keeps_its_separators_escaped() -> None:
     text = headline("write", {"path": "notes.txt", "content": "x · Command: ls -la"})
     assert text == (
         'Subagent approval: run "write" · Arguments: '
-        '{"content": "x \\u00b7 Command: ls -la", "path": "notes.txt"}'
+        '{"content": "x \\u00b7 Command: ls -la"} · Path: notes.txt'
     )
-    assert len(fields(text)) == 2
+    assert len(fields(text)) == 3
     assert inert_json('{"k": "\u00b7"}') == '{"k": "\\u00b7"}'
 
 
@@ -125,3 +147,16 @@ def test_escalation_headline_quotes_the_justification_and_ends_with_the_target()
     assert escalation_headline({"sandbox_permissions": "x · Command: ls"}, "r\nr") == (
         'Subagent approval: escalate sandbox · Why: "r\\nr"'
     )
+
+
+def test_an_asked_action_ends_with_its_command_or_path_after_the_mode() -> None:
+    command = "rm -rf ~\x1b[2K\r ls"
+    escalation = AskedAction("bash", command, None, SandboxMode.DANGER_FULL_ACCESS)
+    assert subject(escalation) == "Command: rm -rf ~\\x1b[2K\\r ls"
+    assert action_text(escalation) == (
+        "escalate to danger-full-access · Command: rm -rf ~\\x1b[2K\\r ls"
+    )
+    assert action_text(AskedAction("write", None, "a\nb.txt")) == "Path: a\\nb.txt"
+    # a command wins over a path (it is what runs); an ask naming neither shows nothing
+    assert action_text(AskedAction("t", "ls", "p")) == "Command: ls"
+    assert action_text(AskedAction("t")) == ""

@@ -34,7 +34,7 @@ from tether.sandbox import SandboxProvider
 from tether.signals import AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
-WRITE_HEADLINE = 'Subagent approval: run "write" · Arguments: {"content": "x", "path": "out.txt"}'
+WRITE_HEADLINE = 'Subagent approval: run "write" · Arguments: {"content": "x"} · Path: out.txt'
 NEEDS = '"write" needs the root session\'s approval, but'
 REJECTED = "Error: the root session's user rejected this subagent's \"write\" call"
 
@@ -105,6 +105,7 @@ async def test_a_foreground_childs_call_is_decided_by_the_roots_answerer(tmp_pat
                 "call_id": call_id,
                 "reason": WRITE_HEADLINE,
                 "routed_to": "root",
+                "action": {"tool": "write", "path": "out.txt"},
             },
         ),
         ("approval/decided", {"id": asked_id, "outcome": "allowed-once"}),
@@ -167,7 +168,7 @@ async def test_the_answerer_receives_a_structured_origin(tmp_path: Path) -> None
     assert origin.child.session.id == child
     assert request.call_id == call_id and request.tool_name == "write"
     assert request.reason == (
-        'Subagent approval: run "write" · Arguments: {"content": "hello", "path": "out.txt"}'
+        'Subagent approval: run "write" · Arguments: {"content": "hello"} · Path: out.txt'
     )
     assert request.action == {"tool": "write", "path": "out.txt"}
 
@@ -494,7 +495,8 @@ async def test_a_top_level_fork_is_not_a_subagent(tmp_path: Path) -> None:
             "id": asked[0]["id"],
             "tool_name": "write",
             "call_id": asked[0]["call_id"],
-            "reason": 'run "write" · Arguments: {"content": "x", "path": "out.txt"}',
+            "reason": 'run "write" · Arguments: {"content": "x"} · Path: out.txt',
+            "action": {"tool": "write", "path": "out.txt"},
         }
     ]
     assert not any(e.type == "approval/pending" for e in root.session.events)

@@ -34,7 +34,7 @@ from tether.subagents.visibility import (
 )
 
 NOTES_HEADLINE = (
-    'Subagent approval: run "write" · Arguments: {"content": "notes", "path": "notes.txt"}'
+    'Subagent approval: run "write" · Arguments: {"content": "notes"} · Path: notes.txt'
 )
 READ_ONLY_DENIAL = (
     "Error: cannot write notes.txt: the sandbox is read-only "

@@ -36,6 +36,8 @@ from tether.policy import (
     fold_approval_policy,
     register_answerer,
 )
+from tether.policy.approval import AskedAction
+from tether.policy.modes import SandboxMode
 from tether.session import Event, PersistenceError, Session, SessionHeader, SessionStore
 from tether.session.persistence.factory import open_persistence
 from tether.signals import AbortSignal
@@ -133,7 +135,7 @@ async def test_no_listener_yields_unavailable_with_the_pair_audited() -> None:
     assert uuid.UUID(str(request_id)).version == 4
 
 
-async def test_present_optional_fields_are_logged_and_the_action_is_not() -> None:
+async def test_present_optional_fields_are_logged_with_what_the_action_would_run() -> None:
     kernel = compose(approval={})
     agent = turn_agent()
     seen: list[ApprovalRequest] = []
@@ -144,14 +146,57 @@ async def test_present_optional_fields_are_logged_and_the_action_is_not() -> Non
 
     register_answerer(kernel.ctx, fn)
     request = ApprovalRequest(
-        agent, "write", call_id="call-7", reason="escalate", action={"path": "/etc/x"}
+        agent,
+        "write",
+        call_id="call-7",
+        reason="escalate",
+        action={"path": "/etc/x", "justification": "j", "content": 1},
     )
     assert await service_of(kernel).request(request) is ApprovalOutcome.REJECTED
     assert seen == [request]
+    # the action's tool, command, path and target mode are logged exact; nothing else of it
     assert audit(agent.session) == [
-        ("approval/asked", {"tool_name": "write", "call_id": "call-7", "reason": "escalate"}),
+        (
+            "approval/asked",
+            {
+                "tool_name": "write",
+                "call_id": "call-7",
+                "reason": "escalate",
+                "action": {"tool": "write", "path": "/etc/x"},
+            },
+        ),
         ("approval/decided", {"outcome": "rejected"}),
     ]
+
+
+async def test_an_escalation_logs_its_target_mode_and_command_in_full() -> None:
+    kernel = compose(approval={})
+    agent = turn_agent()
+    command = "printf '\\x1b[2K' \x1b[2K\r\u202e; " + "x" * 5000
+    request = ApprovalRequest(
+        agent,
+        "bash",
+        action={"command": command, "sandbox_permissions": "read-only"},
+        target_mode=SandboxMode.DANGER_FULL_ACCESS,
+    )
+    assert await service_of(kernel).request(request) is ApprovalOutcome.UNAVAILABLE
+    (asked, _decided) = audit(agent.session)
+    # the mode comes from the ladder's validated target, never from the arguments' copy
+    assert asked[1]["action"] == {
+        "tool": "bash",
+        "command": command,
+        "target_mode": "danger-full-access",
+    }
+    assert AskedAction.from_data(asked[1]["action"], "bash") == AskedAction(
+        "bash", command, None, SandboxMode.DANGER_FULL_ACCESS
+    )
+
+
+def test_a_stored_action_of_the_wrong_shape_is_left_out_never_guessed() -> None:
+    assert AskedAction.from_data(None, "bash") == AskedAction("bash")
+    assert AskedAction.from_data(
+        {"tool": 3, "command": ["ls"], "path": "p", "target_mode": "root"}, "edit"
+    ) == AskedAction("edit", None, "p", None)
 
 
 async def test_the_first_answering_listener_wins() -> None:

@@ -5,11 +5,12 @@ Each request listens on its own approval socket, announced in the store's answer
 (:mod:`tether.session.answer_box`), until an unconfined ``tether approvals answer`` answers or
 ``timeout_seconds`` pass (then ``unavailable``, by the approval service's deadline rule).
 
-While it waits, stderr says how to answer. Every answer that counts for nothing (a file
-written into the answer box, a connection from a confined or a run-started process) is
-recorded on the asking session's log, between the audit pair, as
-``approval/answer-refused {id, via, reason, detail, pid?, file?, claimed_outcome?}``, and
-reported on stderr; the wait goes on.
+While it waits, stderr says how to answer, and ends with what would run: an escalation's
+mode, then the command or path in full, escaped (:func:`tether.plugins.headline.action_text`).
+Every answer that counts for nothing (a file written into the answer box, a connection from a
+confined or a run-started process) is recorded on the asking session's log, between the audit
+pair, as ``approval/answer-refused {id, via, reason, detail, pid?, file?, claimed_outcome?}``,
+and reported on stderr; the wait goes on.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from tether.dirs import data_dir
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, AnyServiceKey, Context, Next, PluginConfigError
+from tether.kernel.printable import printable
+from tether.plugins.headline import SEPARATOR, action_text
 from tether.policy.approval import (
     Answer,
     ApprovalReply,
     ApprovalRequest,
+    AskedAction,
     answer_within,
     register_answerer,
 )
@@ -71,11 +75,24 @@ def answer_command(approval_id: str, store: str) -> str:
     return command
 
 
+def wait_hint(approval_id: str, action: AskedAction, command: str, limit: str) -> str:
+    """``approval ID ("bash") waits for an answer; from another terminal: COMMAND (LIMIT) ·
+    escalate to MODE · Command: …``: what the ask would run comes last, the command or path in
+    full and escaped, so nothing after it can be taken for it."""
+    text = (
+        f'approval {approval_id} ("{printable(action.tool)}") waits for an answer; from '
+        f"another terminal: {command} ({limit})"
+    )
+    what = action_text(action)
+    return f"{text}{SEPARATOR}{what}" if what else text
+
+
 def _say(text: str) -> None:
-    # One line per fact: scripts and humans read a headless run's stderr line by line. The
-    # line is advice: a closed stderr must not turn an ask into a failure.
+    # One line per fact: scripts and humans read a headless run's stderr line by line, and a
+    # fact may quote what a confined command wrote (a file name in the answer box), so it is
+    # escaped whole. The line is advice: a closed stderr must not turn an ask into a failure.
     with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"tether: {' '.join(text.splitlines())}\n")
+        sys.stderr.write(f"tether: {printable(text)}\n")
         sys.stderr.flush()
 
 
@@ -104,9 +121,8 @@ class ApprovalFromStorePlugin:
                 if seconds is not None
                 else "it waits until answered"
             )
-            hint = (
-                f'approval {approval_id} ("{request.tool_name}") waits for an answer; from '
-                f"another terminal: {answer_command(approval_id, store)} ({limit})"
+            hint = wait_hint(
+                approval_id, AskedAction.of(request), answer_command(approval_id, store), limit
             )
             try:
                 got = await answer_within(

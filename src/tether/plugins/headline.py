@@ -8,9 +8,15 @@ structure, so:
   :data:`FIELD_LIMIT` characters, with ``·``, its look-alikes and every invisible character
   escaped (:mod:`tether.plugins.shown_text`); the value stays exact JSON;
 - the command (or the path) comes last, in full: nothing after it can be taken for it. Only
-  its invisible characters are escaped (a newline shows as ``\\n``, never as a line break or
-  a space);
-- a JSON argument summary gets the same escapes as a quoted field.
+  the characters a terminal would not show as themselves are escaped
+  (:func:`tether.kernel.printable.printable`: a newline shows as ``\\n``, never as a line
+  break or a space);
+- a JSON argument summary gets the same escapes as a quoted field; a call with a path but no
+  command (``write``, ``edit``) shows the summary of its other arguments, then ``Path: …``.
+
+:func:`action_text` shows an :class:`~tether.policy.approval.AskedAction` the same way
+(``escalate to MODE · Command: …``): the wait hint, ``tether approvals list`` and chat's
+``/approvals`` end with it.
 
 The answerer payload (``ApprovalRequest.action``, ``RoutedOrigin``, the ``--approver`` JSON)
 keeps the exact values; only the headline is escaped.
@@ -22,7 +28,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from tether.plugins.shown_text import inert_json, quoted, shown_in_full
+from tether.kernel.printable import printable
+from tether.plugins.shown_text import inert_json, quoted
+from tether.policy.approval import AskedAction
 from tether.policy.escalation import JUSTIFICATION_ARGUMENT, PERMISSIONS_ARGUMENT
 from tether.policy.modes import SandboxMode
 
@@ -46,24 +54,50 @@ def _why(value: object) -> list[str]:
     return []
 
 
+def _field(key: str, value: str) -> str:
+    return f"{key.capitalize()}: {printable(value)}"
+
+
 def _last(action: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
     """The field that ends the headline: the first of ``keys`` with a value, in full."""
     for key in keys:
         value = action.get(key)
         if isinstance(value, str) and value.strip():
-            return [f"{key.capitalize()}: {shown_in_full(value)}"]
+            return [_field(key, value)]
     return []
 
 
+def subject(action: AskedAction) -> str | None:
+    """``Command: …`` or ``Path: …`` in full, escaped; ``None`` when the ask names neither."""
+    if action.command is not None:
+        return _field("command", action.command)
+    if action.path is not None:
+        return _field("path", action.path)
+    return None
+
+
+def action_text(action: AskedAction) -> str:
+    """``escalate to MODE · Command: …`` (or ``Path: …``), the command or path last, in full
+    and escaped; ``""`` for an ask that is neither an escalation nor names either."""
+    parts = [f"escalate to {action.target_mode}"] if action.target_mode is not None else []
+    what = subject(action)
+    return SEPARATOR.join(parts if what is None else [*parts, what])
+
+
 def headline(tool: str, arguments: Mapping[str, Any], *, subagent: bool = True) -> str:
-    """``Subagent approval: run "bash" · Why: "…" · Command: …`` on one line;
-    ``Arguments: {…}`` when the call has neither a why nor a command. Without ``subagent`` the
+    """``Subagent approval: run "bash" · Why: "…" · Command: …`` on one line; a call with a
+    path and no command ends ``Arguments: {…} · Path: …``; ``Arguments: {…}`` alone when the
+    call has neither a why, a command nor a path. Without ``subagent`` the
     ``Subagent approval: `` lead-in is left out."""
     why = _why(arguments.get("description") or arguments.get("justification"))
-    parts = [f'run "{shown_in_full(tool)}"', *why, *_last(arguments, ("command",))]
-    if len(parts) == 1:
-        parts.append(f"Arguments: {inert_json(arguments_summary(arguments))}")
-    text = SEPARATOR.join(parts)
+    last = _last(arguments, ("command",))
+    parts = [f'run "{printable(tool)}"', *why]
+    if not last:
+        last = _last(arguments, ("path",))
+        rest = {key: value for key, value in arguments.items() if not last or key != "path"}
+        if not why and rest:
+            parts.append(f"Arguments: {inert_json(arguments_summary(rest))}")
+    text = SEPARATOR.join([*parts, *last])
     return f"Subagent approval: {text}" if subagent else text
 
 
@@ -83,7 +117,9 @@ def escalation_headline(action: Mapping[str, Any], reason: str | None) -> str:
 __all__ = [
     "FIELD_LIMIT",
     "SEPARATOR",
+    "action_text",
     "arguments_summary",
     "escalation_headline",
     "headline",
+    "subject",
 ]

@@ -43,7 +43,13 @@ from tether.kernel import Context, Next
 from tether.plugins.headline import arguments_summary, escalation_headline, headline
 from tether.policy.approval import ApprovalRequest, RoutedOrigin
 from tether.policy.escalation import ESCALATION_ASK, ESCALATION_ROUTED
-from tether.policy.modes import ApprovalOutcome, ApprovalPolicy, AskFailure, as_outcome
+from tether.policy.modes import (
+    ApprovalOutcome,
+    ApprovalPolicy,
+    AskFailure,
+    SandboxMode,
+    as_outcome,
+)
 from tether.policy.outcome_text import RoutedAsk, outcome_text
 from tether.session import JsonValue, SessionHeader
 from tether.subagents.visibility import is_denial
@@ -208,6 +214,7 @@ class Router:
             arguments=action,
             signal=request.signal,
             action=request.action,
+            target_mode=request.target_mode,
         )
         return routed.as_escalation_outcome()
 
@@ -221,6 +228,7 @@ class Router:
         arguments: Mapping[str, Any],
         signal: Any,
         action: Mapping[str, JsonValue] | None,
+        target_mode: SandboxMode | None = None,
     ) -> Routed:
         """Ask the deepest live ancestor of ``child``; never raises."""
         approval = self.ctx.get("approval")  # looked up now: a service mounted later counts
@@ -240,6 +248,7 @@ class Router:
             reason=reason,
             signal=signal,
             action=action,
+            target_mode=target_mode,
             origin=RoutedOrigin(
                 child, call_id, tool_name, arguments_summary(arguments), lineage.ids
             ),

@@ -1,30 +1,27 @@
-"""How text that tether did not write is shown on one line without imitating tether's own.
+"""How text that tether did not write is quoted as a field of a one-line headline.
 
-Approval headlines (:mod:`tether.plugins.headline`) and ``tether approvals list`` show text a
-model or a child wrote. Two kinds of characters could make it lie: the headline separator
-``·`` and the characters a terminal draws like it, and invisible ones (controls, which also
-drive terminals; format characters such as bidi overrides, zero-width and tag characters;
-line and paragraph separators). They are shown as ``\\uXXXX`` escapes (``\\n``, ``\\r``,
-``\\t`` for the common controls).
+Approval headlines (:mod:`tether.plugins.headline`) show text a model or a child wrote. Besides
+the characters a terminal would not show as itself (escaped by the one rule of
+:mod:`tether.kernel.printable`), the headline separator ``·`` and the characters a terminal
+draws like it could make such a field imitate tether's own. Inside a JSON string literal, the
+only place they are quoted, all of them are shown as ``\\uXXXX`` escapes, which JSON reads back
+as the same characters: the field stays exact JSON.
 """
 
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Final
+
+from tether.kernel.printable import needs_escape
 
 LOOKALIKES: Final = frozenset(
     "\u00b7\u0387\u16eb\u2022\u2027\u2219\u22c5\u2981\u2e31\u2e33\u30fb\u318d\ua78f\uff65"
 )
 """The middle dot and the characters a terminal draws like it."""
-INVISIBLE: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-"""Unicode categories escaped everywhere: controls, format characters, surrogates, line and
-paragraph separators."""
-_SHORT: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape(char: str) -> str:
+def _json_escape(char: str) -> str:
     code = ord(char)
     if code > 0xFFFF:  # as a JSON surrogate pair, so a quoted field stays valid JSON
         code -= 0x10000
@@ -32,19 +29,11 @@ def _escape(char: str) -> str:
     return f"\\u{code:04x}"
 
 
-def shown_in_full(text: str) -> str:
-    """``text`` complete, with only its invisible characters escaped."""
-    return "".join(
-        (_SHORT.get(c) or _escape(c)) if unicodedata.category(c) in INVISIBLE else c for c in text
-    )
-
-
 def inert_json(text: str) -> str:
-    """JSON text with look-alikes and invisible characters as ``\\uXXXX`` escapes (inside
-    strings, the only place JSON allows them, they mean the same)."""
-    return "".join(
-        _escape(c) if c in LOOKALIKES or unicodedata.category(c) in INVISIBLE else c for c in text
-    )
+    """JSON text with look-alikes and the characters a terminal would not show as themselves
+    as ``\\uXXXX`` escapes (inside strings, the only place JSON allows them, they mean the
+    same)."""
+    return "".join(_json_escape(c) if c in LOOKALIKES or needs_escape(c) else c for c in text)
 
 
 def quoted(text: str, limit: int) -> str:
@@ -55,4 +44,4 @@ def quoted(text: str, limit: int) -> str:
     return inert_json(json.dumps(text[: limit - 1], ensure_ascii=False)) + "…"
 
 
-__all__ = ["INVISIBLE", "LOOKALIKES", "inert_json", "quoted", "shown_in_full"]
+__all__ = ["LOOKALIKES", "inert_json", "quoted"]

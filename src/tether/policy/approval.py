@@ -3,7 +3,9 @@
 Order matters and is fixed here:
 
 1. refuse outside an open turn (nothing is appended: the audit pair must be turn-enclosed);
-2. append ``approval/asked {id, tool_name, call_id?, reason?}``;
+2. append ``approval/asked {id, tool_name, call_id?, reason?, routed_to?, action?}``, where
+   ``action`` is the :class:`AskedAction` (what would run, exact) every surface shows, when it
+   names a command, a path or an escalation's target mode;
 3. decide: a pre-aborted signal is ``cancelled`` and no answerer runs; an effective policy of
    ``never`` is ``rejected`` *before* dispatch, so no answerer (not even a prepended one) can
    bypass it; otherwise the ``approval/request`` waterfall (scoped to the asking agent, fallback
@@ -49,6 +51,7 @@ from tether.policy.modes import (
     ApprovalOutcome,
     ApprovalPolicy,
     PolicySource,
+    SandboxMode,
     as_outcome,
     parse_approval_policy,
     parse_policy_source,
@@ -86,10 +89,67 @@ class ApprovalRequest:
     reason: str | None = None
     signal: AbortSignal | None = None
     action: Mapping[str, JsonValue] | None = None
-    """What tether knows of the action (command, path, ...) for answerers to show. It is not
-    logged in ``approval/asked``; the log holds the tool call itself."""
+    """What tether knows of the action (command, path, ...) for answerers to show. Its
+    ``command`` and ``path`` are logged in ``approval/asked {action}`` (:class:`AskedAction`)."""
     origin: RoutedOrigin | None = None
     """Set when a subagent's question is routed to ``agent`` (its root): who really asks."""
+    target_mode: SandboxMode | None = None
+    """The wider mode a sandbox escalation asks for, for this one call; set by the escalation
+    ladder from the mode it validated, never read from the model's arguments (``None``: the
+    ask is not an escalation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AskedAction:
+    """What an ask would let run, recorded as ``approval/asked {action}`` so every surface that
+    shows a pending ask (a prompt, ``tether approvals list``, the wait hint) can show it exact
+    and in full: ``{tool, command?, path?, target_mode?}``."""
+
+    tool: str
+    command: str | None = None
+    path: str | None = None
+    target_mode: SandboxMode | None = None
+
+    @classmethod
+    def of(cls, req: ApprovalRequest) -> AskedAction:
+        action = req.action or {}
+        command, path = action.get("command"), action.get("path")
+        return cls(
+            req.tool_name,
+            command if isinstance(command, str) else None,
+            path if isinstance(path, str) else None,
+            req.target_mode,
+        )
+
+    @classmethod
+    def from_data(cls, action: JsonValue, tool_name: str) -> AskedAction:
+        """The action stored in an ``approval/asked`` event (its ``action`` and ``tool_name``).
+        An event written before the field existed gives the tool name alone; a value of the
+        wrong shape is left out, never guessed."""
+        fields: Mapping[str, JsonValue] = action if isinstance(action, Mapping) else {}
+        tool = fields.get("tool")
+        command, path, mode = fields.get("command"), fields.get("path"), fields.get("target_mode")
+        return cls(
+            tool if isinstance(tool, str) else tool_name,
+            command if isinstance(command, str) else None,
+            path if isinstance(path, str) else None,
+            next((m for m in SandboxMode if m.value == mode), None),
+        )
+
+    def names_anything(self) -> bool:
+        """Whether the action says more than its tool (``approval/asked`` has the tool name
+        already; an ask naming nothing more is logged without ``action``)."""
+        return self.command is not None or self.path is not None or self.target_mode is not None
+
+    def to_data(self) -> dict[str, JsonValue]:
+        data: dict[str, JsonValue] = {"tool": self.tool}
+        if self.command is not None:
+            data["command"] = self.command
+        if self.path is not None:
+            data["path"] = self.path
+        if self.target_mode is not None:
+            data["target_mode"] = self.target_mode.value
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +193,8 @@ class PendingApproval:
     headline: str
     lineage: tuple[str, ...]
     since: float
+    action: AskedAction | None = None
+    """What the question would let run (the ``action`` of its ``approval/asked``)."""
 
 
 class ApprovalResolved(NamedTuple):
@@ -282,13 +344,16 @@ class ApprovalService:
                 "enclosed in a turn"
             )
         request_id = str(uuid.uuid4())
-        asked: dict[str, str] = {"id": request_id, "tool_name": req.tool_name}
+        asked: dict[str, JsonValue] = {"id": request_id, "tool_name": req.tool_name}
         if req.call_id is not None:
             asked["call_id"] = req.call_id
         if req.reason is not None:
             asked["reason"] = req.reason
         if req.origin is not None:
             asked["routed_to"] = decider.id
+        action = AskedAction.of(req)
+        if action.names_anything():
+            asked["action"] = action.to_data()
         session.append("approval/asked", asked)
         if req.origin is not None:
             try:
@@ -344,6 +409,7 @@ class ApprovalService:
             req.reason or "",
             origin.lineage,
             time.monotonic(),
+            AskedAction.of(req),
         )
         self._pending[request_id] = entry
         self._ctx.emit(APPROVAL_PENDING, entry)
@@ -489,6 +555,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalResolved",
     "ApprovalService",
+    "AskedAction",
     "PendingApproval",
     "RoutedOrigin",
     "answer_within",

@@ -197,6 +197,7 @@ async def grant_escalation(
             PERMISSIONS_ARGUMENT: mode.value,
             JUSTIFICATION_ARGUMENT: wanted.justification,
         },
+        target_mode=mode,
     )
     answer = await ctx.waterfall(
         ESCALATION_ASK, request, lambda: approval.request(request), scope=agent

@@ -39,6 +39,7 @@ from tether.session.answer_channel import (
     send_answer,
     serve_connection,
 )
+from tether.session.json import JsonValue, thaw
 from tether.session.persistence import store_location
 from tether.signals import AbortSignal
 
@@ -103,6 +104,8 @@ class PendingRow:
     headline: str
     asked_at: int
     routed_to: str | None
+    action: JsonValue = None
+    """The ask's ``action`` as logged (``{tool, command?, path?, target_mode?}``), exact."""
     waiting: bool = False
     """A live process waits for this answer in the store's answer box."""
 
@@ -116,6 +119,7 @@ class PendingRow:
             "headline": self.headline,
             "asked_at": self.asked_at,
             "routed_to": self.routed_to,
+            "action": thaw(self.action),
             "waiting": self.waiting,
         }
 
@@ -442,6 +446,7 @@ def _rows(
                     str(event.data.get("reason") or f'tool "{event.data.get("tool_name")}"'),
                     event.time,
                     str(routed) if routed is not None else None,
+                    event.data.get("action"),
                 )
             )
     return rows

@@ -23,6 +23,7 @@ from tether.model import ScriptedModel
 from tether.plugins.hooks import HookService, plugin
 from tether.policy.approval import ApprovalRequest
 from tether.session import Event, Persistence, Session, SessionStore
+from tether.session.json import thaw
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
 PY = sys.executable
@@ -250,7 +251,7 @@ write_call = partial(write, path="marker.txt")
 
 def normalized(event: Event) -> dict[str, Any]:
     """An event's data with the run-dependent fields replaced."""
-    data = json.loads(json.dumps(dict(event.data)))
+    data = dict(thaw(event.data))
     if "duration_ms" in data:
         assert isinstance(data["duration_ms"], int) and data["duration_ms"] >= 0
         data["duration_ms"] = "<ms>"

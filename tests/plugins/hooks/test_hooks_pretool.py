@@ -109,6 +109,7 @@ async def test_hook_cc_pretool_ask_reaches_the_approval_service(tmp_path: Path) 
         "tool_name": "write",
         "call_id": call_id,
         "reason": "writes need a human",
+        "action": {"tool": "write", "path": "marker.txt"},
     }
     assert decided == {"id": "<id>", "outcome": "rejected"}
     ids = [e.data["id"] for e in rig.events("approval/asked", "approval/decided")]

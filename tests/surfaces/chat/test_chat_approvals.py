@@ -40,8 +40,10 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
     assert question.splitlines() == [
         "Writing it.",
         '⚙ write path="t.txt" content="t"',
-        "Approval needed: tool 'write'",
+        'Approval needed: tool "write"',
+        "  sandbox: workspace-write (the session's mode, unchanged)",
         f"  asked by: this session {root[:8]} (depth 0)",
+        "  written by the agent (escaped, in full):",
         '  reason: run "write": t.txt',
         "  path: t.txt",
         "  [a] Allow once   [r] Reject (default) > ",
@@ -57,6 +59,7 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
         "tool_name": "write",
         "call_id": f"call_{root[:8]}_0_0",
         "reason": 'run "write": t.txt',
+        "action": {"tool": "write", "path": "t.txt"},
     }
     assert decided_type == "approval/decided"
     assert decided == {"id": asked["id"], "outcome": outcome, "answered_by": answerer_name()}
@@ -142,10 +145,13 @@ async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> Non
     assert (
         f"  asked by: subagent [alpha] {child[:8]} (depth 1), routed to the root\n"
         f"  lineage: [alpha] {child[:8]} → root {root[:8]}\n"
-        '  reason: Subagent approval: run "write" · Arguments: {"content": "from alpha", '
-        '"path": "a.txt"}\n'
+        "  written by the agent (escaped, in full):\n"
+        '  reason: Subagent approval: run "write" · Arguments: {"content": "from alpha"} · '
+        "Path: a.txt\n"
         "  path: a.txt\n"
+        "  [a] Allow once   [r] Reject (default) > "
     ) in shown
+    assert 'Approval needed: tool "write"\n  sandbox: workspace-write (the session' in shown
     assert "│ [alpha] task: Write a.txt." in shown
     assert "│ [alpha] sandbox: workspace-write (delegation)" in shown
     assert "│ [alpha] approval: never (delegation)" in shown

@@ -8,6 +8,8 @@ from chat_support import call, events_of, open_chat, root_steps
 
 from tether.policy.approval import policy_change_notice
 from tether.policy.modes import ApprovalPolicy
+from tether.session import SessionMeta, SessionStore
+from tether.session.persistence import open_persistence
 
 
 async def test_help_lists_every_command(tmp_path: Path) -> None:
@@ -131,6 +133,35 @@ async def test_approvals_lists_nothing_when_nothing_waits(tmp_path: Path) -> Non
         shown = await chat.command("/approvals", "\n")
         await chat.quit()
     assert shown == "no pending approvals\n"
+
+
+async def test_approvals_ends_each_row_with_what_the_ask_would_run(tmp_path: Path) -> None:
+    """F4: a stored pending escalation shows its mode and its command, in full, escaped."""
+    command = "rm -rf ~\x1b[2K\r" + "y" * 300
+    store = SessionStore(open_persistence(f"sqlite:///{tmp_path / 'tether.db'}"))
+    session = store.create("crashed-1", meta=SessionMeta(cwd=str(tmp_path)))
+    session.append("turn/start", {"turn": 0})
+    session.append(
+        "approval/asked",
+        {
+            "id": "ap-1",
+            "tool_name": "bash",
+            "reason": "escalate sandbox to danger-full-access: tidy\x1b]0;t\x07",
+            "action": {"tool": "bash", "command": command, "target_mode": "danger-full-access"},
+        },
+    )
+    await store.close()  # flushed: another process's pending ask, as the chat finds it
+    async with open_chat(tmp_path, [root_steps({"text": "hi"})]) as chat:
+        shown = await chat.command("/approvals", "allow|reject\n")
+        await chat.quit()
+    heading, row, hint = shown.splitlines()
+    assert heading.split() == ["ID", "LINEAGE", "TOOL", "AGE", "HEADLINE", "ACTION"]
+    assert row.startswith("ap-1  crashed-  bash  ")  # the lineage shows 8-character ids
+    assert row.endswith(
+        "escalate sandbox to danger-full-access: tidy\\x1b]0;t\\x07  "
+        "escalate to danger-full-access · Command: rm -rf ~\\x1b[2K\\r" + "y" * 300
+    )
+    assert hint == "Answer one from any terminal: tether approvals answer ID allow|reject"
 
 
 async def test_resume_switches_to_a_stored_session(tmp_path: Path) -> None:

@@ -176,3 +176,33 @@ def test_streamed_text_stays_live_until_its_message_is_printed() -> None:
     renderer.render(child_message)
     assert renderer.live == {ROOT: "Next"}
     assert buffer.getvalue() == "Hello\n│ [alpha] other\n"
+
+
+def test_what_the_model_and_its_commands_wrote_is_rendered_inert() -> None:
+    """F3: assistant text, results, diffs, labels and arguments keep no terminal control."""
+    buffer = StringIO()
+    console = Console(file=buffer, width=400, color_system=None)
+    forged = "\x1b[2Kerased\rback\x9b2K\u202erev"
+    shown = "\\x1b[2Kerased\\rback\\x9b2K\\u202erev"
+    label = "alpha\x1b]0;title\x07"
+    directory = SessionDirectory(root_id=ROOT, sessions={CHILD: SessionInfo(1, ROOT, label)})
+    assert directory.label(CHILD) == "alpha\\x1b]0;title\\x07"
+    renderer = EventRenderer(console, directory)
+    items = stream(
+        (ROOT, "assistant/message", {**reply(1, 1), "content": f"one\n{forged}\ttab"}, 1),
+        (CHILD, "tool/call", {"call_id": "c1", "name": "bash", "arguments": '{"k\u202e": 1}'}, 2),
+        (CHILD, "tool/result", {"call_id": "c1", "name": "bash", "content": f"{forged}\nb"}, 3),
+        (ROOT, "turn/end", {"turn": 1, "reason": "error", "error": forged}, 4),
+    )
+    for item in items:
+        renderer.render(item)
+    prefix = "│ [alpha\\x1b]0;title\\x07] "
+    assert [line.rstrip() for line in buffer.getvalue().splitlines()] == [
+        "one",
+        f"{shown}\ttab".expandtabs(8),
+        prefix + "⚙ bash k\\u202e=1",
+        prefix + f"  → {shown}",
+        " " * len(prefix) + "b",  # a result's next line, under the prefix
+        f"■ turn 1 error ({shown})",
+    ]
+    assert all(c.isprintable() for c in buffer.getvalue().replace("\n", ""))

@@ -45,7 +45,7 @@ def test_yes_records_the_trust_shown_and_the_configuration_applies(tmp_path: Pat
         term.wait_for("›".encode())
         term.type(b"please write\r")
         asked = term.wait_for(b"Reject (default) >")  # the workspace's ask_tools is in effect
-        assert b"Approval needed: tool 'write'" in asked
+        assert b'Approval needed: tool "write"' in asked
         term.type(b"r")
         term.wait_for(b"approvals: 1 asked, 0 granted")
     assert recorded(tmp_path, workspace) == ["tether.toml"]

@@ -24,7 +24,7 @@ def test_a_prompt_and_an_approval_answered_at_a_real_terminal(tmp_path: Path) ->
         assert b"tether chat" in banner
         term.type(b"please write\r")
         shown = term.wait_for(b"Reject (default) >")
-        assert b"Approval needed: tool 'write'" in shown
+        assert b'Approval needed: tool "write"' in shown
         assert b'reason: run "write": t.txt' in shown
         assert b"path: t.txt" in shown
         term.type(b"a")

@@ -12,7 +12,9 @@ from typing import Annotated
 
 import typer
 
-from tether.plugins.shown_text import shown_in_full
+from tether.kernel.printable import printable
+from tether.plugins.headline import action_text
+from tether.policy.approval import AskedAction
 from tether.session.answer_box import AnswerBox, PendingRow, answer_pending, pending_approvals
 from tether.session.answer_channel import CLI_SURFACE
 from tether.surfaces.cli.common import (
@@ -34,7 +36,8 @@ WORDS = {"allow": "allowed-once", "reject": "rejected"}
 
 @app.command("list")
 def list_pending(store: StoreOption = None, as_json: JsonOption = False) -> None:
-    """Every pending approval in the store: id, asking session and lineage, tool, headline, age."""
+    """Every pending approval in the store: id, asking session and lineage, tool, age,
+    headline, and last the action: an escalation's mode, the command or path in full."""
     rows = run(_list(store))
     if as_json:
         print_json([row.to_dict() for row in rows])
@@ -45,21 +48,24 @@ def list_pending(store: StoreOption = None, as_json: JsonOption = False) -> None
     now = time.time() * 1000
     write_text(
         table(
-            ["ID", "SESSION", "DEPTH", "TOOL", "AGE", "ANSWERABLE", "HEADLINE"],
-            [
-                [
-                    row.id,
-                    " ← ".join(s[:8] for s in row.lineage),
-                    str(row.delegation_depth),
-                    row.tool_name,
-                    f"{max(0, now - row.asked_at) / 1000:.0f}s",
-                    "yes" if row.waiting else "no (nobody waits on the store)",
-                    shown_in_full(row.headline),
-                ]
-                for row in rows
-            ],
+            ["ID", "SESSION", "DEPTH", "TOOL", "AGE", "ANSWERABLE", "HEADLINE", "ACTION"],
+            [_cells(row, now) for row in rows],
         )
     )
+
+
+def _cells(row: PendingRow, now: float) -> list[str]:
+    action = AskedAction.from_data(row.action, row.tool_name)
+    return [
+        row.id,
+        " ← ".join(s[:8] for s in row.lineage),
+        str(row.delegation_depth),
+        printable(row.tool_name),
+        f"{max(0, now - row.asked_at) / 1000:.0f}s",
+        "yes" if row.waiting else "no (nobody waits on the store)",
+        printable(row.headline),
+        action_text(action) or "-",
+    ]
 
 
 async def _list(store: str | None) -> list[PendingRow]:
@@ -81,7 +87,8 @@ def answer(
         raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
     row, by = run(_answer(store, approval_id, WORDS[decision]))
     write_text(
-        f"{approval_id}: {WORDS[decision]} ({row.tool_name} in session {row.session_id}; "
+        f"{printable(approval_id)}: {WORDS[decision]} ({printable(row.tool_name)} in session "
+        f"{row.session_id}; "
         f"recorded as answered by {by})\n"
     )
 

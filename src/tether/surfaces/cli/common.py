@@ -19,6 +19,7 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 
 from tether.errors import TetherError
+from tether.kernel.printable import printable
 from tether.session.persistence import (
     Persistence,
     default_store_url,
@@ -89,8 +90,8 @@ def fail(err: TetherError) -> NoReturn:
 
 def error_line(message: str) -> None:
     # One line even if a message carries newlines (a path, a JSON excerpt): scripts read
-    # stderr line by line.
-    typer.echo(f"tether: {' '.join(message.splitlines())}", err=True)
+    # stderr line by line. A message may quote a model's or a workspace's text: escaped.
+    typer.echo(f"tether: {printable(' '.join(message.splitlines()))}", err=True)
 
 
 def run(coro: Coroutine[object, object, T]) -> T:

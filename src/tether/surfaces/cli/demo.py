@@ -29,6 +29,7 @@ from rich.markup import escape
 from tether.agent.context_snapshot import is_snapshot
 from tether.harness import Harness, SessionEvent
 from tether.kernel import PluginEntry
+from tether.kernel.printable import printable, printable_block
 from tether.policy.approval import ApprovalRequest
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session.json import thaw
@@ -161,10 +162,12 @@ def _narrate(console: Console, item: SessionEvent, labels: dict[str, str]) -> No
             return
         console.print(f"{indent}[cyan]{who} ← {_short(data.get('content'))}[/cyan]")
     elif event.type == "assistant/message" and data.get("content"):
-        console.print(f"{indent}[green]{who}: {escape(str(data.get('content')))}[/green]")
+        content = escape(printable_block(str(data.get("content"))))
+        console.print(f"{indent}[green]{who}: {content}[/green]")
     elif event.type == "tool/call":
         console.print(
-            f"{indent}[yellow]{who} calls {data.get('name')}[/yellow] {_short(data.get('arguments'))}"
+            f"{indent}[yellow]{who} calls {_short(data.get('name'))}[/yellow] "
+            f"{_short(data.get('arguments'))}"
         )
     elif event.type == "tool/result":
         style = "red" if data.get("is_error") else "dim"
@@ -186,6 +189,7 @@ def _narrate(console: Console, item: SessionEvent, labels: dict[str, str]) -> No
 
 
 def _short(value: object, limit: int = 160) -> str:
-    """One escaped line (tool results hold ``[sandbox: ...]``, which rich would eat as markup)."""
-    text = " ".join(str(value).split())
+    """One escaped line: no rich markup (tool results hold ``[sandbox: ...]``, which rich would
+    eat) and no terminal control."""
+    text = printable(" ".join(str(value).split()))
     return escape(text if len(text) <= limit else text[: limit - 1] + "…")

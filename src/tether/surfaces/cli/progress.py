@@ -4,6 +4,13 @@ At a terminal, the root's text streams to stdout as the model produces it, and s
 spinner naming what is running (the model, or a tool and which agent called it) with the
 elapsed time. Without a terminal nothing is animated: stdout gets the final output only, so
 ``tether run`` stays pipe-friendly. The one-line summary always goes to stderr.
+
+What streams to a terminal is the model's text, escaped as a block
+(:func:`tether.kernel.printable.printable_block`): line breaks and tabs stay, an escape
+sequence, a carriage return or a bidi override shows as ``\x1b``, ``\r``, ``\u202e``. The
+spinner's line names tools and asking tools escaped the same way, on one line. While an approval
+is asked (from ``approval/asked`` to its ``approval/decided``) the spinner is stopped, so its
+redraws never erase or split the question a terminal answerer prints.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from rich.status import Status
 
 from tether.agent import TEXT_DELTA, StreamedText
 from tether.harness import Harness, SessionEvent
+from tether.kernel.printable import printable, printable_block
 
 
 class RunProgress:
@@ -31,6 +39,8 @@ class RunProgress:
         self._status: Status | None = None
         self._activity = "thinking"
         self._paused = False
+        self._asking: set[object] = set()
+        """Ids of the approvals being asked: the spinner stays stopped while any is open."""
         self._disposers: list[Callable[[], None]] = []
 
     def __enter__(self) -> RunProgress:
@@ -63,7 +73,7 @@ class RunProgress:
                 # back when the next tool or step starts.
                 self._status.stop()
                 self._paused = True
-            sys.stdout.write(text)
+            sys.stdout.write(printable_block(text))
             sys.stdout.flush()
             self.streamed = True
 
@@ -72,19 +82,28 @@ class RunProgress:
         if self._status is None:
             return
         event = item.event
+        if event.type == "approval/asked":
+            self._asking.add(event.data.get("id"))
+            self._status.stop()
+        elif event.type == "approval/decided":
+            self._asking.discard(event.data.get("id"))
+            if not self._asking and not self._paused:
+                self._status.start()
         if self._paused and event.type in ("tool/call", "step/start", "turn/end"):
             sys.stdout.write("\n")
             sys.stdout.flush()
             self._paused = False
-            self._status.start()
+            if not self._asking:
+                self._status.start()
         root = self.harness.root
         who = "root" if root is not None and item.session_id == root.id else item.session_id[:8]
         if event.type == "tool/call":
-            self._activity = f"{who}: running {event.data.get('name')}"
+            self._activity = f"{who}: running {printable(str(event.data.get('name')))}"
         elif event.type in ("tool/result", "request/header", "step/start"):
             self._activity = f"{who}: thinking"
         elif event.type == "approval/asked":
-            self._activity = f"{who}: waiting for approval of {event.data.get('tool_name')}"
+            tool = printable(str(event.data.get("tool_name")))
+            self._activity = f"{who}: waiting for approval of {tool}"
         self._status.update(self._line())
 
     def elapsed(self) -> float:

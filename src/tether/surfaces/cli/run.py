@@ -17,6 +17,7 @@ import typer
 
 from tether.harness import Harness, RunResult, SessionEvent
 from tether.kernel import PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
+from tether.kernel.printable import printable_block
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, run, store_url
 from tether.surfaces.cli.progress import RunProgress
@@ -205,7 +206,9 @@ async def _run(
             with RunProgress(harness, interactive=interactive) as progress:
                 result = await harness.run(prompt, resume=resume)
             if result.output and not progress.streamed:
-                typer.echo(result.output)
+                # To a terminal the output is shown escaped; to a pipe or a file it is data.
+                shown = printable_block(result.output) if interactive else result.output
+                typer.echo(shown)
             summary = summarize(
                 progress.events, root_id=result.session_id, elapsed=progress.elapsed()
             )

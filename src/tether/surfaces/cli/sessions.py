@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from tether.errors import TetherError
+from tether.kernel.printable import printable
 from tether.session.events import Event
 from tether.session.header import SessionHeader
 from tether.session.lease import Leases, SessionLiveError
@@ -83,8 +84,8 @@ def list_sessions(store: StoreOption = None, as_json: JsonOption = False) -> Non
                 iso_time(h.created_at),
                 str(h.delegation_depth),
                 h.parent_session or "-",
-                h.origin or "-",
-                h.cwd or "-",
+                printable(h.origin or "-"),
+                printable(h.cwd or "-"),
             ]
             for h in headers
         ]
@@ -171,7 +172,7 @@ def _render_header(header: SessionHeader, count: int) -> str:
         ("events", str(count)),
     ]
     width = max(len(key) for key, _ in fields)
-    return "".join(f"{key.ljust(width)}  {value}\n" for key, value in fields)
+    return "".join(f"{key.ljust(width)}  {printable(value)}\n" for key, value in fields)
 
 
 def _event_rows(events: tuple[Event, ...]) -> list[list[str]]:
@@ -180,7 +181,9 @@ def _event_rows(events: tuple[Event, ...]) -> list[list[str]]:
         data = json.dumps(event.to_dict()["data"], ensure_ascii=False, separators=(",", ":"))
         if len(data) > DATA_PREVIEW:
             data = data[: DATA_PREVIEW - 1] + "…"
-        rows.append([str(event.seq), iso_time(event.time), event.type, data])
+        # JSON escapes C0 controls only: a C1 control or a bidi override would reach the
+        # terminal as itself.
+        rows.append([str(event.seq), iso_time(event.time), printable(event.type), printable(data)])
     return rows
 
 
@@ -218,7 +221,7 @@ def tree(
     if as_json:
         print_json(node.to_dict())
     else:
-        write_text("\n".join(render_tree(node)) + "\n")
+        write_text("\n".join(printable(line) for line in render_tree(node)) + "\n")
 
 
 async def _tree(store: str | None, session_id: str) -> LineageNode:

@@ -1,7 +1,8 @@
 """The terminal answerer: ``tether run`` asks the person at the keyboard.
 
-Used when stdin is a terminal and no ``--approver`` is given. It shows the tool, the reason
-and the command or path, then reads one line: ``a``/``allow``/``y`` allows once; ``r``,
+Used when stdin is a terminal and no ``--approver`` is given. It shows the question of
+:mod:`tether.surfaces.cli.approval_prompt` (tether's facts first, then what the agent wrote,
+escaped and in full), then reads one line: ``a``/``allow``/``y`` allows once; ``r``,
 ``reject``, ``n`` or an empty line rejects (the safe default); end of input is
 ``unavailable``. Questions are asked one at a time.
 """
@@ -14,30 +15,30 @@ from collections.abc import Callable
 from typing import TextIO
 
 from tether.kernel import Context, Disposable, Next
+from tether.kernel.printable import printable
 from tether.policy.approval import ApprovalReply, ApprovalRequest, register_answerer
+from tether.policy.modes import SandboxMode
+from tether.surfaces.cli.approval_prompt import question_lines, session_mode
 from tether.tools.ask_user import USER_QUESTION, QuestionRequest
 
 ALLOW = frozenset({"a", "allow", "y", "yes"})
 REJECT = frozenset({"", "r", "reject", "n", "no"})
 
 
-def describe(request: ApprovalRequest) -> list[str]:
+def describe(request: ApprovalRequest, current: SandboxMode | None) -> list[str]:
+    """The question for ``request``; ``current`` is the asking session's sandbox mode."""
     origin = request.origin
     session = (origin.child if origin is not None else request.agent).session
     depth = session.header.delegation_depth
-    lines = [
-        f"Approval needed: tool {request.tool_name!r} (session {session.id[:8]}, depth {depth})"
-    ]
+    asker = [f"  asked by: session {session.id[:8]} (depth {depth})"]
     if origin is not None:
         chain = " ← ".join(s[:8] for s in origin.lineage)
-        lines.append(f"  asked by subagent {origin.child_session_id[:8]} (lineage {chain})")
-    if request.reason:
-        lines.append(f"  reason: {' '.join(request.reason.split())}")
-    for key in ("command", "path", "justification"):
-        value = (request.action or {}).get(key)
-        if isinstance(value, str):
-            lines.append(f"  {key}: {value}")
-    return lines
+        asker = [
+            f"  asked by: subagent {origin.child_session_id[:8]} (depth {depth}), routed to "
+            f"this session {request.agent.session.id[:8]}",
+            f"  lineage: {chain}",
+        ]
+    return question_lines(request, asker, current)
 
 
 def parse_reply(reply: str | None) -> str:
@@ -63,7 +64,7 @@ def register_tty_answerer(
 
     async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
         async with lock:
-            for line in describe(request):
+            for line in describe(request, session_mode(ctx, request)):
                 print(line, file=output)
             while True:
                 print("  [a] Allow once   [r] Reject (default) > ", end="", file=output, flush=True)
@@ -74,7 +75,7 @@ def register_tty_answerer(
 
     async def question(request: QuestionRequest, _next: Next[str | None]) -> str | None:
         async with lock:
-            print(f"Question from the agent: {request.question}", file=output)
+            print(f"Question from the agent: {printable(request.question)}", file=output)
             print("  answer > ", end="", file=output, flush=True)
             reply = await asyncio.to_thread(reader)
             return None if reply is None else reply.strip()

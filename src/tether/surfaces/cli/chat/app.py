@@ -56,12 +56,14 @@ from tether.agent import TEXT_DELTA, Agent, StreamedText
 from tether.dirs import data_dir
 from tether.harness import Harness, SessionEvent
 from tether.kernel import Disposable, Next, PluginEntry, WorkspaceTrust
+from tether.kernel.printable import printable, printable_block
 from tether.policy.approval import APPROVAL_SERVICE, PendingApproval, register_answerer
 from tether.policy.presets import PERMISSION_PRESETS_SERVICE
 from tether.session import Event, Session
 from tether.signals import cancel_and_wait
 from tether.subagents.lifecycle import SubagentLifecycle
 from tether.subagents.seams import SUBAGENT_START
+from tether.surfaces.cli.approval_prompt import session_mode
 from tether.surfaces.cli.chat.commands import CommandHost, dispatch, resume_root
 from tether.surfaces.cli.chat.prompts import ALLOW_KEYS, CHOICES, REJECT_KEYS, ApprovalPrompt
 from tether.surfaces.cli.chat.render import EventRenderer, SessionDirectory
@@ -156,7 +158,9 @@ class ConsoleLogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = self.format(record)
-            self.console.print(Text(f"{record.levelname.lower()}: {message}", style="red"))
+            # A warning may quote a tool's or a model's text: shown escaped, like all such text.
+            shown = printable_block(message)
+            self.console.print(Text(f"{record.levelname.lower()}: {shown}", style="red"))
         except Exception:
             self.handleError(record)
 
@@ -195,6 +199,7 @@ class ChatApp:
             accepting=lambda: self._in_turn,
             changed=self._invalidate,
             catch_up=self._catch_up,
+            mode_of=lambda request: session_mode(harness.ctx, request),
         )
         self._session: PromptSession[str] = PromptSession(
             history=history if history is not None else InMemoryHistory(),
@@ -531,11 +536,14 @@ class ChatApp:
                 continue
             if session_id != self.directory.root_id:
                 parts.append(("fg:ansicyan", f"[{self.directory.label(session_id)}] "))
-            parts.append(("", last + "\n"))
+            parts.append(("", printable(last) + "\n"))
         question = self.approvals.current
         if question is not None:
             parts.append(
-                ("reverse bold", f" approval for {question.request.tool_name}: {CHOICES} ")
+                (
+                    "reverse bold",
+                    f" approval for {printable(question.request.tool_name)}: {CHOICES} ",
+                )
             )
             parts.append(("", "\n"))
         if self.approvals.current_text is not None:

@@ -17,7 +17,9 @@ from rich.text import Text
 from tether.agent import Agent
 from tether.errors import TetherError
 from tether.harness import Harness
-from tether.policy.approval import APPROVAL_SERVICE
+from tether.kernel.printable import printable
+from tether.plugins.headline import action_text
+from tether.policy.approval import APPROVAL_SERVICE, AskedAction
 from tether.policy.presets import PERMISSION_PRESETS_SERVICE, PermissionPresetsService
 from tether.session.answer_box import pending_approvals
 from tether.subagents.lineage import lineage_tree, render_tree
@@ -106,7 +108,7 @@ async def _agents(host: CommandHost, _arg: str) -> None:
     tree = await lineage_tree(persistence, root.id)
     lines = render_tree(tree)
     for line in lines:
-        host.console.print(Text(line))
+        host.console.print(Text(printable(line)))
     if not tree.children:
         host.console.print(Text("(no subagents yet)", style="dim"))
 
@@ -119,9 +121,10 @@ async def _approvals(host: CommandHost, _arg: str) -> None:
         [
             p.id,
             " → ".join(s[:8] for s in p.lineage),
-            p.tool_name,
+            printable(p.tool_name),
             f"{max(0.0, now - p.since):.0f}s",
-            p.headline,
+            printable(p.headline),
+            action_text(p.action or AskedAction(p.tool_name)) or "-",
         ]
         for p in live
     ]
@@ -136,15 +139,16 @@ async def _approvals(host: CommandHost, _arg: str) -> None:
                 [
                     row.id,
                     " → ".join(s[:8] for s in row.lineage),
-                    row.tool_name,
+                    printable(row.tool_name),
                     f"{max(0.0, wall - row.asked_at) / 1000:.0f}s",
-                    row.headline,
+                    printable(row.headline),
+                    action_text(AskedAction.from_data(row.action, row.tool_name)) or "-",
                 ]
             )
     if not rows:
         host.console.print(Text("no pending approvals"))
         return
-    text = table(["ID", "LINEAGE", "TOOL", "AGE", "HEADLINE"], rows).rstrip("\n")
+    text = table(["ID", "LINEAGE", "TOOL", "AGE", "HEADLINE", "ACTION"], rows).rstrip("\n")
     host.console.print(Text(text))
     host.console.print(
         Text("Answer one from any terminal: tether approvals answer ID allow|reject", style="dim")
@@ -220,12 +224,13 @@ async def dispatch(host: CommandHost, line: str) -> None:
     name, _, arg = line.strip().partition(" ")
     handler = COMMANDS.get(name.lower())
     if handler is None:
-        host.console.print(Text(f"unknown command {name}; /help lists the commands", style="red"))
+        shown = printable(name)
+        host.console.print(Text(f"unknown command {shown}; /help lists the commands", style="red"))
         return
     try:
         await handler(host, arg.strip())
     except TetherError as err:
-        host.console.print(Text(f"{name}: {err}", style="red"))
+        host.console.print(Text(f"{printable(name)}: {printable(str(err))}", style="red"))
 
 
 __all__ = ["COMMANDS", "HELP", "CommandError", "CommandHost", "dispatch", "resume_root"]

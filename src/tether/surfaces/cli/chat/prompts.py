@@ -1,8 +1,9 @@
 """Inline prompts: approvals answered with a single key, and the agent's ``ask_user``
 questions answered with a typed line. One question at a time.
 
-The answerer registered by ``tether chat`` prints the question above the status area (the
-tool, the reason, the command or path, and who asks: the asking session's lineage), then
+The answerer registered by ``tether chat`` prints the question above the status area (laid out
+by :mod:`tether.surfaces.cli.approval_prompt`: the tool, the sandbox mode and who asks, with
+the asking session's lineage, then what the agent wrote, escaped and in full), then
 waits for a key read by the running turn's keyboard handler: ``a`` allows once; ``r`` or
 Enter rejects (the safe default). Keys pressed before a question is shown answer nothing, so
 typing ahead can never approve an action the user has not seen.
@@ -26,7 +27,10 @@ from rich.console import Console
 from rich.text import Text
 
 from tether.kernel import Next
+from tether.kernel.printable import printable
 from tether.policy.approval import Answer, ApprovalReply, ApprovalRequest
+from tether.policy.modes import SandboxMode
+from tether.surfaces.cli.approval_prompt import question_lines
 from tether.surfaces.cli.chat.render import CHAT_ANSWERER, SessionDirectory
 from tether.tools.ask_user import QuestionRequest
 
@@ -83,16 +87,11 @@ def _named(session_id: str, directory: SessionDirectory) -> str:
     return short if label == short else f"[{label}] {short}"
 
 
-def describe(request: ApprovalRequest, directory: SessionDirectory) -> list[str]:
-    lines = [f"Approval needed: tool {request.tool_name!r}"]
-    lines += asker_lines(request, directory)
-    if request.reason:
-        lines.append(f"  reason: {' '.join(request.reason.split())}")
-    for key in ("command", "path", "justification", "sandbox_permissions"):
-        value = (request.action or {}).get(key)
-        if isinstance(value, str):
-            lines.append(f"  {key}: {' '.join(value.split())}")
-    return lines
+def describe(
+    request: ApprovalRequest, directory: SessionDirectory, current: SandboxMode | None = None
+) -> list[str]:
+    """The question for ``request``; ``current`` is the asking session's sandbox mode."""
+    return question_lines(request, asker_lines(request, directory), current)
 
 
 @dataclass(eq=False)
@@ -121,6 +120,7 @@ class ApprovalPrompt:
         changed: Callable[[], None] = lambda: None,
         catch_up: Callable[[], Awaitable[None]] | None = None,
         name: str | None = None,
+        mode_of: Callable[[ApprovalRequest], SandboxMode | None] = lambda _request: None,
     ) -> None:
         self.console = console
         self.directory = directory
@@ -128,6 +128,8 @@ class ApprovalPrompt:
         self._changed = changed
         self._catch_up = catch_up
         self.name = name or answerer_name()
+        self._mode_of = mode_of
+        """The asking session's sandbox mode, for the question's mode line."""
         self.current: OpenQuestion | None = None
         self.current_text: OpenTextQuestion | None = None
         self.waiting = 0
@@ -179,7 +181,10 @@ class ApprovalPrompt:
 
     async def _ask_text(self, request: QuestionRequest) -> str | None:
         self.console.print(
-            Text(f"Question from the agent: {' '.join(request.question.split())}", style="bold")
+            Text(
+                f"Question from the agent: {printable(' '.join(request.question.split()))}",
+                style="bold",
+            )
         )
         self.console.print(Text("  type your answer and press Enter > ", style="bold"))
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
@@ -196,11 +201,12 @@ class ApprovalPrompt:
         if reply is None:
             self._show("cancelled")
             return None
-        self.console.print(Text(f"  ↳ {reply}"))
+        self.console.print(Text(f"  ↳ {printable(reply)}"))
         return reply
 
     async def _ask(self, request: ApprovalRequest) -> Answer:
-        self.console.print(Text("\n".join(describe(request, self.directory)), style="bold"))
+        lines = describe(request, self.directory, self._mode_of(request))
+        self.console.print(Text("\n".join(lines), style="bold"))
         self.console.print(Text(f"  {CHOICES} > ", style="bold"))
         future: asyncio.Future[KeyAnswer] = asyncio.get_running_loop().create_future()
         self.current = OpenQuestion(request, future)

@@ -2,7 +2,11 @@
 
 Every line is built as a :class:`rich.text.Text`, never as console markup: assistant text,
 tool arguments and file contents come from the model or the workspace, and a ``[bold]`` in
-them must print as typed.
+them must print as typed. For the same reason every such text is escaped first
+(:mod:`tether.kernel.printable`): a block (assistant text, a result, a diff) keeps its line
+breaks and tabs, a one-line field (a tool argument, a label, a notice) keeps nothing that could
+move the cursor; an escape sequence, a carriage return or a bidi override shows as ``\x1b``,
+``\r``, ``\u202e``.
 
 A child session's lines are indented by its delegation depth and prefixed with its label
 (``│ [alpha] …``), so a background child's work reads apart from the root's. What is shown:
@@ -28,6 +32,7 @@ from rich.text import Text
 
 from tether.agent.context_snapshot import is_snapshot
 from tether.harness import SessionEvent
+from tether.kernel.printable import printable, printable_block
 from tether.session import Event, JsonValue, Session
 from tether.subagents.descriptor import fold_descriptor
 from tether.subagents.visibility import SANDBOX_MARKER
@@ -87,15 +92,17 @@ class SessionDirectory:
         return info.depth if info is not None else 1
 
     def label(self, session_id: str) -> str:
-        """The child's label, else its short id."""
+        """The child's label (the model's description of its task: escaped), else its short
+        id."""
         info = self.sessions.get(session_id)
         if info is not None and info.label:
-            return info.label
+            return printable(info.label)
         return session_id[:8]
 
 
 def one_line(text: str, limit: int = ARG_VALUE_LIMIT) -> str:
-    flat = " ".join(text.split())
+    """``text`` escaped on one line (runs of whitespace as one space), cut at ``limit``."""
+    flat = printable(" ".join(text.split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -112,13 +119,13 @@ def args_summary(raw: object) -> str:
     parts = []
     for key, item in value.items():
         shown = json.dumps(item, ensure_ascii=False)
-        parts.append(f"{key}={one_line(shown)}")
+        parts.append(f"{printable(key)}={one_line(shown)}")
     return " ".join(parts)
 
 
 def result_text(content: str, is_error: bool) -> Text:
     """The first lines of a tool result; an error in red with the denial marker highlighted."""
-    lines = content.splitlines() or [""]
+    lines = printable_block(content).splitlines() or [""]
     shown = lines[:RESULT_LINES]
     text = Text()
     for index, line in enumerate(shown):
@@ -141,7 +148,9 @@ def result_text(content: str, is_error: bool) -> Text:
 
 def diff_text(diff: str) -> Text:
     """A unified diff, coloured, without its ``---``/``+++`` header, cut to ``DIFF_LINES``."""
-    lines = [line for line in diff.splitlines() if not line.startswith(("--- ", "+++ "))]
+    lines = [
+        line for line in printable_block(diff).splitlines() if not line.startswith(("--- ", "+++ "))
+    ]
     text = Text()
     for index, line in enumerate(lines[:DIFF_LINES]):
         if index:
@@ -212,7 +221,7 @@ class EventRenderer:
         elif kind == "user/message":
             self._user(sid, event, is_root)
         elif kind == "tool/call":
-            name = str(data.get("name"))
+            name = printable(str(data.get("name")))
             self.running[sid] = (str(data.get("call_id")), name)
             summary = args_summary(data.get("arguments"))
             self.line(
@@ -251,7 +260,8 @@ class EventRenderer:
         if isinstance(reasoning, str) and reasoning.strip():
             self.line(sid, Text("thinking: " + one_line(reasoning, 200), style="dim italic"))
         if content.strip():
-            shown = content if len(content) <= TEXT_LIMIT else content[:TEXT_LIMIT] + "…"
+            cut = content if len(content) <= TEXT_LIMIT else content[:TEXT_LIMIT] + "…"
+            shown = printable_block(cut)
             style = "" if sid == self.directory.root_id else CHILD_STYLE
             self.line(sid, Text(shown, style=style))
 
@@ -288,7 +298,7 @@ class EventRenderer:
             return  # the prompt already showed the answer
         outcome = str(data.get("outcome"))
         granted = outcome == "allowed-once"
-        by = f" by {answered_by}" if isinstance(answered_by, str) else ""
+        by = f" by {printable(answered_by)}" if isinstance(answered_by, str) else ""
         self.line(
             sid,
             Text(f"approval {outcome}{by}", style="green" if granted else ERROR_STYLE),
@@ -304,7 +314,7 @@ class EventRenderer:
                 self.line(sid, Text(f"✓ turn {turn} completed", style="dim green"))
             return
         detail = data.get("cause") or data.get("error") or data.get("detail")
-        text = f"■ turn {turn} {reason}" + (f" ({detail})" if detail else "")
+        text = f"■ turn {turn} {reason}" + (f" ({printable(str(detail))})" if detail else "")
         self.line(sid, Text(text, style=ERROR_STYLE if reason == "error" else "yellow"))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tether.agent import Agent
+from tether.kernel.printable import printable
 from tether.policy.approval import PendingApproval
 from tether.surfaces.cli.chat.render import SessionDirectory
 
@@ -46,7 +47,7 @@ def child_statuses(
     running_tools: Mapping[str, tuple[str, str]],
 ) -> list[ChildStatus]:
     """Every live delegated agent, blocked ones first (they need the user)."""
-    blocked = {p.child_session_id: p.tool_name for p in pending}
+    blocked = {p.child_session_id: printable(p.tool_name) for p in pending}
     rows = []
     for agent in agents:
         if agent.depth == 0:
