@@ -4,6 +4,7 @@ This package sits below the agent layer and imports nothing from agent, tools or
 """
 
 from tether.model._help import MODEL_SPEC_HELP
+from tether.model._openai_wire import Thinking, ToolCallContent, WireOptions
 from tether.model.client import ModelClient, complete
 from tether.model.openai_compat import (
     DEEPSEEK,
@@ -22,7 +23,15 @@ from tether.model.scripted import (
     ScriptStep,
     ScriptToolCall,
 )
-from tether.model.spec import ModelSpec, SpecKind, parse_model_spec, resolve_model
+from tether.model.settings import (
+    ConfiguredModel,
+    ModelConfig,
+    ModelProfile,
+    load_model_config,
+    resolve_model,
+    user_config_path,
+)
+from tether.model.spec import ModelSpec, SpecKind, parse_model_spec
 from tether.model.types import (
     FINISH_REASON_MEANINGS,
     MODEL_ERROR_CODES,
@@ -54,11 +63,14 @@ __all__ = [
     "PRESETS",
     "ROLE_MEANINGS",
     "Completion",
+    "ConfiguredModel",
     "FinishReason",
     "Message",
     "ModelClient",
+    "ModelConfig",
     "ModelError",
     "ModelErrorCode",
+    "ModelProfile",
     "ModelRequest",
     "ModelSpec",
     "OpenAICompatClient",
@@ -75,12 +87,17 @@ __all__ = [
     "StreamDelta",
     "StreamEvent",
     "TextDelta",
+    "Thinking",
     "ToolCall",
+    "ToolCallContent",
     "ToolCallDelta",
     "ToolSchema",
     "Usage",
+    "WireOptions",
     "complete",
+    "load_model_config",
     "parse_model_spec",
     "resolve_model",
     "retry_after_seconds",
+    "user_config_path",
 ]
