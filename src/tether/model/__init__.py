@@ -24,9 +24,11 @@ from tether.model.scripted import (
     ScriptToolCall,
 )
 from tether.model.settings import (
+    ChosenModel,
     ConfiguredModel,
     ModelConfig,
     ModelProfile,
+    choose_model,
     load_model_config,
     resolve_model,
     user_config_path,
@@ -62,6 +64,7 @@ __all__ = [
     "OPENAI",
     "PRESETS",
     "ROLE_MEANINGS",
+    "ChosenModel",
     "Completion",
     "ConfiguredModel",
     "FinishReason",
@@ -94,6 +97,7 @@ __all__ = [
     "ToolSchema",
     "Usage",
     "WireOptions",
+    "choose_model",
     "complete",
     "load_model_config",
     "parse_model_spec",

@@ -67,6 +67,21 @@ class ProviderPreset:
     api_key_env: str
     base_url_env: str
 
+    def destination(
+        self, env: Mapping[str, str], base_url: str | None, api_key_env: str | None
+    ) -> tuple[str, str | None, str | None]:
+        """``(base URL, key variable, base URL variable)``: the one rule for where a key goes.
+
+        Without a configured ``base_url``, the key in ``api_key_env`` (default: the provider's
+        variable) goes to the provider's host (its ``*_BASE_URL`` variable, else its default).
+        With one, only the key its own ``api_key_env`` names is sent there, and none when it
+        names none: a provider's key never follows a base URL somebody else configured.
+        """
+        if base_url is None:
+            url = env.get(self.base_url_env, "").strip() or self.default_base_url
+            return url, api_key_env or self.api_key_env, self.base_url_env
+        return base_url, api_key_env, None
+
 
 DEEPSEEK = ProviderPreset(
     name="deepseek",
@@ -158,11 +173,9 @@ class OpenAICompatClient:
     ) -> OpenAICompatClient:
         """A client for a named provider, configured from ``env``.
 
-        The one rule for where a key goes: without ``base_url``, the key in ``api_key_env``
-        (default: the provider's variable) goes to the provider's host (``base_url_env``, else
-        its default); with a configured ``base_url``, only the key ``api_key_env`` names is
-        sent there, and none when it names none. Raises ``MODEL_CONFIG`` when the key's
-        variable is missing or empty.
+        ``base_url`` and ``api_key_env`` are a configured model's (see
+        :meth:`ProviderPreset.destination` for where the key goes). Raises ``MODEL_CONFIG``
+        when the key's variable is missing or empty.
         """
         if isinstance(preset, str):
             if preset not in PRESETS:
@@ -171,13 +184,7 @@ class OpenAICompatClient:
                     code="MODEL_CONFIG",
                 )
             preset = PRESETS[preset]
-        base_url_env: str | None = None
-        if base_url is None:
-            key_env: str | None = api_key_env or preset.api_key_env
-            base_url_env = preset.base_url_env
-            base_url = env.get(base_url_env, "").strip() or preset.default_base_url
-        else:
-            key_env = api_key_env
+        base_url, key_env, base_url_env = preset.destination(env, base_url, api_key_env)
         api_key = env.get(key_env, "").strip() if key_env else None
         if key_env and not api_key:
             local = (

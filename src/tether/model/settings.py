@@ -41,7 +41,7 @@ from tether.model._openai_wire import Thinking, ToolCallContent, WireOptions
 from tether.model.client import ModelClient
 from tether.model.openai_compat import PRESETS, OpenAICompatClient
 from tether.model.scripted import ScriptedModel
-from tether.model.spec import parse_model_spec
+from tether.model.spec import ModelSpec, parse_model_spec
 from tether.model.types import ModelError
 
 _NAME: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -207,23 +207,25 @@ def _refuse_credentials(where: str, profile: ModelProfile) -> None:
             )
 
 
-def resolve_model(
+@dataclass(frozen=True, slots=True)
+class ChosenModel:
+    """The model a composition would use: what was asked for, where that came from, and its
+    settings (defaults for a bare ``KIND:TARGET``)."""
+
+    name: str
+    origin: str
+    spec: ModelSpec
+    profile: ModelProfile
+    configured: ConfiguredModel | None = None
+
+
+def choose_model(
     spec: str | None = None,
     env: Mapping[str, str] | None = None,
-    *,
     config: ModelConfig | None = None,
-    stream: bool | None = None,
-    **client_options: Any,
-) -> ModelClient:
-    """The client for ``spec`` (a configured model's name or ``KIND:TARGET``), else for
-    ``env["TETHER_MODEL"]``, else for ``config``'s default.
-
-    ``env`` defaults to ``os.environ``; ``stream`` overrides the model's configured streaming
-    (``--no-stream``). ``client_options`` go to :class:`OpenAICompatClient` (e.g.
-    ``timeout``, ``max_retries``, ``transport``) and are ignored for scripted models. Errors
-    are :class:`ModelError`: ``MODEL_CONFIG`` for a missing or invalid spec or name or a
-    missing API key, ``MODEL_SCRIPT`` for a bad script file.
-    """
+) -> ChosenModel:
+    """``spec`` (a configured model's name or ``KIND:TARGET``), else ``env["TETHER_MODEL"]``,
+    else ``config``'s default. Raises ``MODEL_CONFIG`` when there is none or it is invalid."""
     environ: Mapping[str, str] = os.environ if env is None else env
     config = config or ModelConfig()
     chosen, origin = spec, "model spec"
@@ -236,7 +238,11 @@ def resolve_model(
     if not name:
         raise ModelError(f"no model configured.\n{MODEL_SPEC_HELP}", code="MODEL_CONFIG")
     configured = config.models.get(name)
-    if configured is None and ":" not in name:
+    if configured is not None:
+        where = f"model of models.{configured.name} in {printable(configured.source)}"
+        parsed = parse_model_spec(configured.profile.model, origin=where)
+        return ChosenModel(name, origin, parsed, configured.profile, configured)
+    if ":" not in name:
         known = ", ".join(sorted(config.models)) or "none"
         raise ModelError(
             f"invalid {origin} {chosen!r}: not KIND:TARGET and not a configured model "
@@ -244,15 +250,32 @@ def resolve_model(
             f"{MODEL_SPEC_HELP}",
             code="MODEL_CONFIG",
         )
-    if configured is None:
-        profile = ModelProfile(model=chosen)
-        parsed = parse_model_spec(chosen, origin=origin)
-    else:
-        profile = configured.profile
-        where = f"model of models.{configured.name} in {printable(configured.source)}"
-        parsed = parse_model_spec(profile.model, origin=where)
-    if parsed.kind == "scripted":
-        return ScriptedModel.from_path(parsed.target)
+    return ChosenModel(
+        name, origin, parse_model_spec(chosen, origin=origin), ModelProfile(model=name)
+    )
+
+
+def resolve_model(
+    spec: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    config: ModelConfig | None = None,
+    stream: bool | None = None,
+    **client_options: Any,
+) -> ModelClient:
+    """The client for :func:`choose_model`'s choice.
+
+    ``env`` defaults to ``os.environ``; ``stream`` overrides the model's configured streaming
+    (``--no-stream``). ``client_options`` go to :class:`OpenAICompatClient` (e.g.
+    ``timeout``, ``max_retries``, ``transport``) and are ignored for scripted models. Errors
+    are :class:`ModelError`: ``MODEL_CONFIG`` for a missing or invalid spec or name or a
+    missing API key, ``MODEL_SCRIPT`` for a bad script file.
+    """
+    environ: Mapping[str, str] = os.environ if env is None else env
+    chosen = choose_model(spec, environ, config)
+    if chosen.spec.kind == "scripted":
+        return ScriptedModel.from_path(chosen.spec.target)
+    profile = chosen.profile
     options: dict[str, Any] = {
         "wire": profile.wire(stream),
         "context_window": profile.context_window,
@@ -261,8 +284,8 @@ def resolve_model(
         **client_options,
     }
     return OpenAICompatClient.from_preset(
-        PRESETS[parsed.kind],
-        parsed.target,
+        PRESETS[chosen.spec.kind],
+        chosen.spec.target,
         environ,
         base_url=profile.base_url,
         api_key_env=profile.api_key_env,
@@ -271,9 +294,11 @@ def resolve_model(
 
 
 __all__ = [
+    "ChosenModel",
     "ConfiguredModel",
     "ModelConfig",
     "ModelProfile",
+    "choose_model",
     "load_model_config",
     "model_config_from",
     "resolve_model",
