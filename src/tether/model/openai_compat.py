@@ -66,6 +66,9 @@ class ProviderPreset:
     default_base_url: str
     api_key_env: str
     base_url_env: str
+    sends_reasoning: bool = False
+    """Whether recorded reasoning goes back as ``reasoning_content`` by default: DeepSeek's
+    thinking mode requires it; an OpenAI-compatible server is not assumed to accept it."""
 
     def destination(
         self, env: Mapping[str, str], base_url: str | None, api_key_env: str | None
@@ -88,6 +91,7 @@ DEEPSEEK = ProviderPreset(
     default_base_url="https://api.deepseek.com",
     api_key_env="DEEPSEEK_API_KEY",
     base_url_env="DEEPSEEK_BASE_URL",
+    sends_reasoning=True,
 )
 OPENAI = ProviderPreset(
     name="openai",
@@ -185,6 +189,7 @@ class OpenAICompatClient:
                 )
             preset = PRESETS[preset]
         base_url, key_env, base_url_env = preset.destination(env, base_url, api_key_env)
+        options.setdefault("wire", WireOptions(send_reasoning=preset.sends_reasoning))
         api_key = env.get(key_env, "").strip() if key_env else None
         if key_env and not api_key:
             local = (

@@ -39,7 +39,7 @@ from tether.kernel.workspace_trust import UsedConfig
 from tether.model._help import MODEL_SPEC_HELP
 from tether.model._openai_wire import Thinking, ToolCallContent, WireOptions
 from tether.model.client import ModelClient
-from tether.model.openai_compat import PRESETS, OpenAICompatClient
+from tether.model.openai_compat import PRESETS, OpenAICompatClient, ProviderPreset
 from tether.model.scripted import ScriptedModel
 from tether.model.spec import ModelSpec, parse_model_spec
 from tether.model.types import ModelError
@@ -70,7 +70,8 @@ class ModelProfile(BaseModel):
     thinking: Thinking | None = None
     reasoning_effort: str | None = Field(default=None, min_length=1, max_length=32)
     tool_call_content: ToolCallContent = "empty"
-    send_reasoning: bool = True
+    send_reasoning: bool | None = None
+    """Default: the provider's (on for DeepSeek, off for other OpenAI-compatible servers)."""
 
     @field_validator("headers")
     @classmethod
@@ -93,11 +94,13 @@ class ModelProfile(BaseModel):
             )
         return value
 
-    def wire(self, stream: bool | None) -> WireOptions:
+    def wire(self, stream: bool | None, preset: ProviderPreset) -> WireOptions:
         return WireOptions(
             stream=self.stream if stream is None else stream,
             tool_call_content=self.tool_call_content,
-            send_reasoning=self.send_reasoning,
+            send_reasoning=(
+                preset.sends_reasoning if self.send_reasoning is None else self.send_reasoning
+            ),
             thinking=self.thinking,
             reasoning_effort=self.reasoning_effort,
         )
@@ -276,15 +279,16 @@ def resolve_model(
     if chosen.spec.kind == "scripted":
         return ScriptedModel.from_path(chosen.spec.target)
     profile = chosen.profile
+    preset = PRESETS[chosen.spec.kind]
     options: dict[str, Any] = {
-        "wire": profile.wire(stream),
+        "wire": profile.wire(stream, preset),
         "context_window": profile.context_window,
         "extra_headers": profile.headers,
         "extra_body": profile.body,
         **client_options,
     }
     return OpenAICompatClient.from_preset(
-        PRESETS[chosen.spec.kind],
+        preset,
         chosen.spec.target,
         environ,
         base_url=profile.base_url,
