@@ -254,6 +254,30 @@ async def test_an_error_line_after_http_200_names_the_servers_message() -> None:
         assert len(server.requests) == 1
 
 
+async def test_a_response_broken_off_after_http_200_on_every_attempt_suggests_no_stream(
+    server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.model import openai_compat
+
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(openai_compat, "_sleep", no_sleep)
+    role = b'data: {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}\n\n'
+    server.add(*[Reply(mode="cut", pieces=[role]) for _ in range(4)])
+    async with client_for(server) as client:
+        with pytest.raises(ModelError) as info:
+            await complete(client, ModelRequest([Message.user("list")], tools=[LS]))
+    assert info.value.code == "MODEL_BAD_RESPONSE"
+    assert str(info.value) == (
+        f"bad response from openai-compatible server ({server.base_url}/chat/completions): the "
+        "response broke off after HTTP 200, before any output, on 4 attempts "
+        "(RemoteProtocolError: peer closed connection without sending complete message body "
+        f"(incomplete chunked read)); {HINT}"
+    )
+    assert len(server.requests) == 4
+
+
 # -- errors that are not retried ------------------------------------------------------------
 @pytest.mark.parametrize("status", [400, 402, 413, 422])
 async def test_a_deterministic_4xx_is_not_retried(server: FakeOpenAI, status: int) -> None:

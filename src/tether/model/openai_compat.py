@@ -10,7 +10,8 @@ It speaks plain HTTP through ``httpx`` rather than the ``openai`` package (which
   timeouts, honouring ``Retry-After``/``retry-after-ms`` up to ``retry_after_cap`` seconds. A
   500 whose body is a validation error, like every other 4xx, is the request's fault and is
   not retried. Once any delta has been yielded to the caller nothing is retried: the caller
-  already saw output.
+  already saw output. A response that breaks off after HTTP 200 on every attempt says so,
+  and suggests turning streaming off.
 - A stream must deliver a ``finish_reason``; ``data: [DONE]`` after it is optional (the
   ``openai`` SDK accepts a stream without it too). A stream that ends before one counts as
   truncated (``MODEL_BAD_RESPONSE``), and an error the server sends after HTTP 200 (an
@@ -35,6 +36,7 @@ import httpx
 
 from tether.model._help import MODEL_SPEC_HELP
 from tether.model._openai_wire import (
+    NO_STREAM_HINT,
     StreamAssembler,
     WireOptions,
     build_body,
@@ -279,7 +281,7 @@ class OpenAICompatClient:
                         code="MODEL_BAD_RESPONSE",
                     ) from exc
                 if attempt > self.max_retries:
-                    raise self._unreachable(exc, attempt) from exc
+                    raise self._cut_after_200(exc, attempt) from exc
                 await response.aclose()
                 await race(signal, _sleep(self._backoff(attempt, None)))
             except httpx.DecodingError as exc:
@@ -416,6 +418,15 @@ class OpenAICompatClient:
             f"{self._where()} is unreachable after {_attempts(attempts)} "
             f"({type(exc).__name__}: {exc or 'no detail'})",
             code="MODEL_UNAVAILABLE",
+        )
+
+    def _cut_after_200(self, exc: Exception, attempts: int) -> ModelError:
+        hint = f"; {NO_STREAM_HINT}" if self.wire.stream else ""
+        return ModelError(
+            f"bad response from {self._where()}: the response broke off after HTTP 200, before "
+            f"any output, on {_attempts(attempts)} ({type(exc).__name__}: {exc or 'no detail'})"
+            f"{hint}",
+            code="MODEL_BAD_RESPONSE",
         )
 
     def _config_error(self, exc: Exception) -> ModelError:
