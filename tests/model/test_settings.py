@@ -9,6 +9,7 @@ import pytest
 
 from tether.model import (
     Message,
+    ModelConfig,
     ModelError,
     ModelRequest,
     OpenAICompatClient,
@@ -24,7 +25,7 @@ from .fake_openai import FakeOpenAI, Reply, chunk, sse
 USER = "/home/u/.config/tether/tether.toml"
 
 
-def config(*sources: tuple[str, dict[str, Any], bool]) -> Any:
+def config(*sources: tuple[str, dict[str, Any], bool]) -> ModelConfig:
     return model_config_from(sources)
 
 

@@ -147,19 +147,21 @@ def load_model_config(
     """The user's models, then those of ``used`` (the configuration a composition uses: the
     workspace's trusted ``tether.toml``, or a file the caller named). A default set by
     ``used`` wins over the user's. Raises ``MODEL_CONFIG`` for an invalid or refused table."""
-    sources: list[tuple[str, Mapping[str, Any], bool]] = []
+    sources: list[tuple[str, Mapping[str, object], bool]] = []
     path = user_config_path(os.environ if env is None else env)
     if path.exists():
         user = read_config(path)
         sources.append((str(path), user.model_extra or {}, False))
     if used is not None:
         sources.append((used.key, used.config.model_extra or {}, used.in_workspace))
-    return model_config_from(sources)
+    return model_config_from(sources, user_file=path)
 
 
-def model_config_from(sources: Sequence[tuple[str, Mapping[str, Any], bool]]) -> ModelConfig:
+def model_config_from(
+    sources: Sequence[tuple[str, Mapping[str, object], bool]], *, user_file: Path | None = None
+) -> ModelConfig:
     """Merge ``(source, top-level table, from_workspace)`` in order (see
-    :func:`load_model_config`)."""
+    :func:`load_model_config`); ``user_file`` is named where a workspace's table is refused."""
     default: str | None = None
     default_source: str | None = None
     models: dict[str, ConfiguredModel] = {}
@@ -174,7 +176,7 @@ def model_config_from(sources: Sequence[tuple[str, Mapping[str, Any], bool]]) ->
                     code="MODEL_CONFIG",
                 )
             if from_workspace:
-                _refuse_credentials(where, profile)
+                _refuse_credentials(where, profile, user_file or user_config_path())
             if name in models:
                 raise ModelError(
                     f"{where}: {printable(models[name].source)} already configures a model "
@@ -187,7 +189,7 @@ def model_config_from(sources: Sequence[tuple[str, Mapping[str, Any], bool]]) ->
     return ModelConfig(default, default_source, models)
 
 
-def _parse(source: str, table: Mapping[str, Any]) -> _Sections:
+def _parse(source: str, table: Mapping[str, object]) -> _Sections:
     try:
         return _Sections.model_validate(table)
     except ValidationError as err:
@@ -199,13 +201,13 @@ def _parse(source: str, table: Mapping[str, Any]) -> _Sections:
         ) from None
 
 
-def _refuse_credentials(where: str, profile: ModelProfile) -> None:
+def _refuse_credentials(where: str, profile: ModelProfile, user_file: Path) -> None:
     for key, what in _WORKSPACE_REFUSED.items():
         if key in profile.model_fields_set:
             raise ModelError(
                 f"{where}.{key}: a workspace's tether.toml cannot choose {what}: an agent "
                 "that can write the file could send your secrets to any host. Configure this "
-                f"model in your own file, {printable(str(user_config_path()))}, instead",
+                f"model in your own file, {printable(str(user_file))}, instead",
                 code="MODEL_CONFIG",
             )
 
