@@ -11,7 +11,9 @@ from cli_support import tether
 
 def doctor(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     base = {
-        k: v for k, v in os.environ.items() if k not in ("TETHER_MODEL", "TETHER_SANDBOX_DISABLE")
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TETHER_MODEL", "TETHER_SANDBOX_DISABLE", "DEEPSEEK_BASE_URL")
     }
     return tether("doctor", "--store", f"sqlite:///{tmp_path / 'd.db'}", env={**base, **env})
 
@@ -68,3 +70,23 @@ def test_the_configured_default_and_where_its_key_goes(tmp_path: Path) -> None:
         "model: ok: deepseek:deepseek-chat (TETHER_MODEL value; sends DEEPSEEK_API_KEY to "
         "https://api.deepseek.com)"
     ) in lines.stdout.splitlines()
+
+
+def test_a_workspace_default_counts_only_once_trusted(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "tether.toml").write_text('[model]\ndefault = "deepseek:deepseek-reasoner"\n')
+    base = {k: v for k, v in os.environ.items() if k not in ("TETHER_MODEL", "DEEPSEEK_BASE_URL")}
+    env = {**base, "DEEPSEEK_API_KEY": "k"}
+    store = f"sqlite:///{tmp_path / 'd.db'}"
+
+    def model_line() -> str:
+        ran = tether("doctor", "--store", store, "--workspace", str(ws), env=env)
+        return next(line for line in ran.stdout.splitlines() if line.startswith("model: "))
+
+    assert model_line().startswith("model: problem: no model configured")
+    assert tether("trust", "--workspace", str(ws), env=env).returncode == 0
+    assert model_line() == (
+        "model: ok: deepseek:deepseek-reasoner (default model in tether.toml; sends "
+        "DEEPSEEK_API_KEY to https://api.deepseek.com)"
+    )
