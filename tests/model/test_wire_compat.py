@@ -254,6 +254,19 @@ async def test_an_error_line_after_http_200_names_the_servers_message() -> None:
         assert len(server.requests) == 1
 
 
+async def test_an_error_event_after_output_names_the_servers_message(server: FakeOpenAI) -> None:
+    text = b'data: {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
+    failure = b'event: error\ndata: {"error": {"message": "upstream \\u001b[2Jreset"}}\n\n'
+    server.add(Reply(pieces=[text, failure]))
+    async with client_for(server) as client:
+        with pytest.raises(ModelError) as info:
+            await complete(client, ModelRequest([Message.user("hi")]))
+    assert str(info.value).endswith(
+        f"the server failed after answering HTTP 200: upstream \\x1b[2Jreset; {HINT}"
+    )
+    assert len(server.requests) == 1  # output had started: not retried
+
+
 async def test_a_response_broken_off_after_http_200_on_every_attempt_suggests_no_stream(
     server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
