@@ -20,7 +20,7 @@ from tether.model import (
 )
 from tether.model.settings import model_config_from
 
-from .fake_openai import FakeOpenAI, Reply, chunk, sse
+from .fake_openai import FakeOpenAI, Reply, chunk, json_error, sse
 
 USER = "/home/u/.config/tether/tether.toml"
 
@@ -92,3 +92,24 @@ async def test_reasoning_goes_back_to_deepseek_by_default_and_elsewhere_when_ask
             await complete(client, ModelRequest(messages=history))
         sent.append(server.requests[-1].body["messages"][1].get("reasoning_content"))
     assert sent == [None, "think", "think"]
+
+
+async def test_a_keyless_base_url_refused_by_its_server_says_no_key_was_sent(
+    server: FakeOpenAI,
+) -> None:
+    server.add(json_error(401, "Missing bearer token"))
+    models = config(
+        (USER, {"models": {"gw": {"model": "openai:m", "base_url": server.base_url}}}, False)
+    )
+    client = resolve_model("gw", {"OPENAI_API_KEY": "sk-o"}, config=models)
+    assert isinstance(client, OpenAICompatClient)
+    async with client:
+        with pytest.raises(ModelError) as info:
+            await complete(client, ModelRequest(messages=[Message.user("hi")]))
+    assert info.value.code == "MODEL_AUTH"
+    assert str(info.value) == (
+        f"openai ({server.base_url}/chat/completions) refused the API key (HTTP 401): Missing "
+        "bearer token. No API key was sent: a model whose base_url is configured gets only the "
+        "key its own api_key_env names, in your user configuration (docs/models.md)."
+    )
+    assert "authorization" not in server.requests[0].headers
