@@ -42,7 +42,7 @@ from tether.kernel import (
     parse_workspace_trust,
     resolve_plugin,
 )
-from tether.model import ModelClient, resolve_model
+from tether.model import ModelClient, load_model_config, resolve_model
 from tether.policy.approval import (
     APPROVAL_SERVICE,
     ApprovalReply,
@@ -122,6 +122,7 @@ class Harness:
         config: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         workspace_trust: WorkspaceTrust | str = WorkspaceTrust.RECORDED,
+        stream: bool | None = None,
     ) -> AsyncIterator[Harness]:
         """Compose a harness. ``config`` is a ``tether.toml``; by default the workspace's own
         ``tether.toml`` is read when it exists. Its plugins load before ``plugins``.
@@ -133,6 +134,11 @@ class Harness:
         trust``); ``once`` trusts the current content for this harness without recording it;
         ``ignore`` composes without it. A ``config`` outside the workspace is the caller's own
         file and needs no trust. The check runs before the store is opened or a model called.
+
+        ``model`` is a client, a configured model's name or ``KIND:TARGET``; without it,
+        ``TETHER_MODEL``, else the default of the configuration (the user's file, then the
+        workspace's trusted ``tether.toml``; ``docs/models.md``). ``stream=False`` asks the
+        model without streaming whatever its configuration says.
         """
         env = os.environ if env is None else env
         inspected = cls.inspect_workspace(
@@ -149,9 +155,11 @@ class Harness:
             sandbox = parse_sandbox_mode(sandbox).value
         if approval is not None:
             approval = parse_approval_policy(approval).value
-        client = (
-            model if model is not None and not isinstance(model, str) else resolve_model(model, env)
-        )
+        if model is not None and not isinstance(model, str):
+            client = model
+        else:
+            models = load_model_config(env, inspected.config)
+            client = resolve_model(model, env, config=models, stream=stream)
         leases = None
         if store is None or isinstance(store, str):
             url = store or default_store_url(env)

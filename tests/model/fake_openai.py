@@ -1,7 +1,8 @@
 """A real HTTP/1.1 server on 127.0.0.1 that replays canned OpenAI-style answers.
 
-Each connection serves one request and then closes. Replies are queued in order; every request
-is captured (path, headers, JSON body) so tests can assert the exact wire shape.
+Each connection serves one request and then closes. Replies are queued in order, or computed
+from each request by a ``respond`` function (the strict servers of ``strict_servers.py``); every
+request is captured (path, headers, JSON body) so tests can assert the exact wire shape.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,11 +42,19 @@ class Captured:
     body: Any
 
 
-_REASONS = {200: "OK", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+}
 
 
 class FakeOpenAI:
-    def __init__(self) -> None:
+    def __init__(self, respond: Callable[[Captured], Reply] | None = None) -> None:
+        self.respond = respond
         self.replies: deque[Reply] = deque()
         self.requests: list[Captured] = []
         self.request_seen = asyncio.Event()
@@ -83,9 +93,13 @@ class FakeOpenAI:
                     name, _, value = line.partition(":")
                     headers[name.strip().lower()] = value.strip()
             raw = await reader.readexactly(int(headers.get("content-length", "0")))
-            self.requests.append(Captured(method, path, headers, json.loads(raw or b"null")))
+            captured = Captured(method, path, headers, json.loads(raw or b"null"))
+            self.requests.append(captured)
             self.request_seen.set()
-            reply = self.replies.popleft() if self.replies else Reply(500, pieces=[b"no reply"])
+            if self.respond is not None:
+                reply = self.respond(captured)
+            else:
+                reply = self.replies.popleft() if self.replies else Reply(500, pieces=[b"no reply"])
             await self._send(reply, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass

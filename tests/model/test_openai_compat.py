@@ -215,7 +215,8 @@ async def test_request_shape_with_tools_and_history(server: FakeOpenAI) -> None:
             {"role": "user", "content": "read a.txt", "name": "alice"},
             {
                 "role": "assistant",
-                "content": None,
+                "content": "",
+                "reasoning_content": "I should read it",
                 "tool_calls": [
                     {
                         "id": "call_1",
@@ -225,6 +226,7 @@ async def test_request_shape_with_tools_and_history(server: FakeOpenAI) -> None:
                 ],
             },
             {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+            # no tool calls, before the last user message: DeepSeek ignores its reasoning
             {"role": "assistant", "content": "It says hello."},
             {"role": "user", "content": "thanks"},
         ],
@@ -513,28 +515,41 @@ async def test_connection_closed_mid_stream_is_not_retried(server: FakeOpenAI) -
     assert len(server.requests) == 1
 
 
-async def test_stream_without_done(server: FakeOpenAI) -> None:
-    pieces = sse(chunk({"content": "Hi"}), chunk({}, finish="stop"), done=False)
+async def test_stream_ending_after_finish_reason_and_usage_without_done_is_accepted(
+    server: FakeOpenAI,
+) -> None:
+    usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+    pieces = sse(chunk({"content": "Hi"}), chunk({}, finish="stop"), chunk(usage=usage), done=False)
     server.add(Reply(mode="close", pieces=pieces))
+    events = await collect(make_client(server))
+    assert events == [TextDelta("Hi"), Completion(text="Hi", usage=Usage(5, 1))]
+    assert len(server.requests) == 1
+
+
+CUT_BEFORE_FINISH = (
+    "the response ended before a finish_reason (truncated); if this server cannot stream "
+    "(some cannot when tools are offered), set stream = false for this model in the "
+    "configuration or pass --no-stream"
+)
+
+
+async def test_stream_cut_before_finish_reason_is_an_error(server: FakeOpenAI) -> None:
+    server.add(Reply(mode="length", pieces=sse(chunk({"content": "Hi"}), done=False)))
     error, seen = await fail(make_client(server))
     assert error.code == "MODEL_BAD_RESPONSE"
-    assert "ended without data: [DONE]" in str(error)
-    assert "truncated" in str(error)
+    assert str(error) == f"bad response from {where(server)}: {CUT_BEFORE_FINISH}"
     assert seen == [TextDelta("Hi")]
-
-
-async def test_stream_without_finish_reason_or_done(server: FakeOpenAI) -> None:
-    server.add(Reply(mode="length", pieces=sse(chunk({"content": "Hi"}), done=False)))
-    error, _ = await fail(make_client(server))
-    assert error.code == "MODEL_BAD_RESPONSE"
-    assert "without a finish_reason and data: [DONE]" in str(error)
 
 
 async def test_done_without_finish_reason(server: FakeOpenAI) -> None:
     server.add(Reply(pieces=sse(chunk({"content": "Hi"}))))
     error, _ = await fail(make_client(server))
     assert error.code == "MODEL_BAD_RESPONSE"
-    assert "without a finish_reason" in str(error)
+    assert str(error) == f"bad response from {where(server)}: {CUT_BEFORE_FINISH}"
+
+
+def where(server: FakeOpenAI) -> str:
+    return f"openai-compatible server ({server.base_url}/chat/completions)"
 
 
 async def test_html_body_is_not_an_event_stream(server: FakeOpenAI) -> None:

@@ -338,7 +338,7 @@ class Agent:
 
     def _append_reply(self, completion: Completion) -> None:
         data: dict[str, JsonValue] = {"content": completion.text}
-        if completion.reasoning:
+        if completion.reasoning is not None:  # empty too: DeepSeek wants it back (model/)
             data["reasoning"] = completion.reasoning
         if completion.tool_calls:
             data["tool_calls"] = [

@@ -21,7 +21,14 @@ def history(events: Sequence[Event]) -> list[Message]:
                 for c in (raw_calls if isinstance(raw_calls, tuple | list) else ())
                 if isinstance(c, Mapping)
             )
-            messages.append(Message.assistant(str(data.get("content", "")), tool_calls=calls))
+            reasoning = data.get("reasoning")
+            messages.append(
+                Message.assistant(
+                    str(data.get("content", "")),
+                    tool_calls=calls,
+                    reasoning=reasoning if isinstance(reasoning, str) else None,
+                )
+            )
         elif event.type == "tool/result":
             messages.append(Message.tool(str(data.get("call_id")), str(data.get("content", ""))))
     return messages

@@ -29,6 +29,7 @@ from tether.errors import TetherError
 from tether.kernel.config import (
     CONFIG_FILE,
     PluginEntry,
+    TetherConfig,
     parse_config,
     read_config,
     resolve_plugin,
@@ -132,6 +133,17 @@ class WorkspaceUntrustedError(TetherError):
 
 
 @dataclass(frozen=True, slots=True)
+class UsedConfig:
+    """The ``tether.toml`` a composition uses, parsed: the workspace's own (or a ``config``
+    inside it), or a file outside the workspace that the caller named."""
+
+    key: str
+    config: TetherConfig
+    in_workspace: bool
+    """True when the workspace's agents can change it (then it was subject to trust)."""
+
+
+@dataclass(frozen=True, slots=True)
 class FileReport:
     snapshot: FileSnapshot
     status: FileStatus
@@ -163,6 +175,9 @@ class InspectedWorkspace:
     problem: TetherError | None = None
     """Why the configuration cannot be used even if trusted (a malformed ``tether.toml``, an
     unknown plugin): raised once trust is settled."""
+    config: UsedConfig | None = None
+    """The configuration file read (none under ``ignore``); sections beyond ``plugins``
+    (``[model]``, ``[models.*]``) are for their owners, once :meth:`require` passed."""
 
     def untrusted(self) -> list[FileReport]:
         return [r for r in self.reports if r.status.needs_trust]
@@ -203,14 +218,17 @@ def inspect_workspace(
     read = _Snapshots()
     problem: TetherError | None = None
     named: list[tuple[PluginEntry, bool]] = []
+    used: UsedConfig | None = None
     key, path, inside = locate(root, os.fspath(config) if config is not None else CONFIG_FILE)
     if config is not None and not inside:
-        named += [(entry, False) for entry in read_config(Path(path)).plugins]
+        used = UsedConfig(path, read_config(Path(path)), in_workspace=False)
+        named += [(entry, False) for entry in used.config.plugins]
     elif not ignore:
         try:
             data = read.file(key, path, named_by_workspace=True).require()
             if data is not None:
-                named += [(entry, True) for entry in parse_config(data, key).plugins]
+                used = UsedConfig(key, parse_config(data, key), in_workspace=True)
+                named += [(entry, True) for entry in used.config.plugins]
         except TetherError as err:
             problem = err
     named += [(entry, False) for entry in plugins]
@@ -240,6 +258,7 @@ def inspect_workspace(
         trust=trust,
         distrust=distrust,
         problem=problem,
+        config=used,
     )
 
 
@@ -315,6 +334,7 @@ __all__ = [
     "FileStatus",
     "InspectedWorkspace",
     "InvalidWorkspaceTrustError",
+    "UsedConfig",
     "WorkspaceTrust",
     "WorkspaceUntrustedError",
     "inspect_workspace",

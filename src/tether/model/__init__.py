@@ -4,6 +4,7 @@ This package sits below the agent layer and imports nothing from agent, tools or
 """
 
 from tether.model._help import MODEL_SPEC_HELP
+from tether.model._openai_wire import Thinking, ToolCallContent, WireOptions
 from tether.model.client import ModelClient, complete
 from tether.model.openai_compat import (
     DEEPSEEK,
@@ -22,7 +23,17 @@ from tether.model.scripted import (
     ScriptStep,
     ScriptToolCall,
 )
-from tether.model.spec import ModelSpec, SpecKind, parse_model_spec, resolve_model
+from tether.model.settings import (
+    ChosenModel,
+    ConfiguredModel,
+    ModelConfig,
+    ModelProfile,
+    choose_model,
+    load_model_config,
+    resolve_model,
+    user_config_path,
+)
+from tether.model.spec import ModelSpec, SpecKind, parse_model_spec
 from tether.model.types import (
     FINISH_REASON_MEANINGS,
     MODEL_ERROR_CODES,
@@ -53,12 +64,16 @@ __all__ = [
     "OPENAI",
     "PRESETS",
     "ROLE_MEANINGS",
+    "ChosenModel",
     "Completion",
+    "ConfiguredModel",
     "FinishReason",
     "Message",
     "ModelClient",
+    "ModelConfig",
     "ModelError",
     "ModelErrorCode",
+    "ModelProfile",
     "ModelRequest",
     "ModelSpec",
     "OpenAICompatClient",
@@ -75,12 +90,18 @@ __all__ = [
     "StreamDelta",
     "StreamEvent",
     "TextDelta",
+    "Thinking",
     "ToolCall",
+    "ToolCallContent",
     "ToolCallDelta",
     "ToolSchema",
     "Usage",
+    "WireOptions",
+    "choose_model",
     "complete",
+    "load_model_config",
     "parse_model_spec",
     "resolve_model",
     "retry_after_seconds",
+    "user_config_path",
 ]

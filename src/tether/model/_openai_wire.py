@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal, TypeAlias
 
+from tether.kernel.printable import printable
 from tether.model.types import (
     Completion,
     FinishReason,
@@ -36,13 +38,55 @@ def map_finish_reason(raw: str) -> FinishReason:
     return _FINISH_REASONS.get(raw, "error")
 
 
-def serialize_message(message: Message) -> dict[str, Any]:
-    # reasoning is never sent back: DeepSeek rejects reasoning_content in input messages.
+ToolCallContent: TypeAlias = Literal["empty", "null", "omit"]
+"""What an assistant message that carries tool calls but no text sends as ``content``: ``""``
+(the default: OpenAI, DeepSeek and llama.cpp accept it, and llama-cpp-python rejects
+``null``), ``null``, or no ``content`` key at all, for servers that reject an empty string."""
+
+Thinking: TypeAlias = Literal["enabled", "disabled"]
+"""DeepSeek's ``thinking`` switch, sent as ``{"thinking": {"type": ...}}``."""
+
+NO_STREAM_HINT: Final = (
+    "if this server cannot stream (some cannot when tools are offered), set stream = false "
+    "for this model in the configuration or pass --no-stream"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WireOptions:
+    """The per-model switches of the request body (``docs/models.md``, "Compatibility")."""
+
+    stream: bool = True
+    tool_call_content: ToolCallContent = "empty"
+    send_reasoning: bool = True
+    """Send recorded reasoning back as ``reasoning_content`` where DeepSeek's thinking mode
+    requires it; off for a server that rejects the field."""
+    thinking: Thinking | None = None
+    reasoning_effort: str | None = None
+
+    @property
+    def echoes_reasoning(self) -> bool:
+        return self.send_reasoning and self.thinking != "disabled"
+
+
+def serialize_message(
+    message: Message, options: WireOptions = WireOptions(), *, current_turn: bool = False
+) -> dict[str, Any]:
+    """One message on the wire. ``current_turn``: it comes after the last user message."""
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     out: dict[str, Any] = {"role": message.role}
     if message.role == "assistant" and message.tool_calls:
-        out["content"] = message.content or None
+        if message.content:
+            out["content"] = message.content
+        elif options.tool_call_content == "empty":
+            out["content"] = ""
+        elif options.tool_call_content == "null":
+            out["content"] = None
+        # DeepSeek's thinking mode answers HTTP 400 unless every assistant message with tool
+        # calls carries its reasoning_content (an empty one too), in every later request.
+        if message.reasoning is not None and options.echoes_reasoning:
+            out["reasoning_content"] = message.reasoning
         out["tool_calls"] = [
             {
                 "id": call.id,
@@ -53,9 +97,27 @@ def serialize_message(message: Message) -> dict[str, Any]:
         ]
     else:
         out["content"] = message.content
+        # Without tool calls DeepSeek ignores reasoning from earlier user turns: only the
+        # current turn's is sent.
+        if (
+            message.role == "assistant"
+            and current_turn
+            and message.reasoning is not None
+            and options.echoes_reasoning
+        ):
+            out["reasoning_content"] = message.reasoning
     if message.name is not None:
         out["name"] = message.name
     return out
+
+
+def serialize_messages(
+    messages: Sequence[Message], options: WireOptions = WireOptions()
+) -> list[dict[str, Any]]:
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    return [
+        serialize_message(m, options, current_turn=i > last_user) for i, m in enumerate(messages)
+    ]
 
 
 def serialize_tool(tool: ToolSchema) -> dict[str, Any]:
@@ -70,17 +132,25 @@ def serialize_tool(tool: ToolSchema) -> dict[str, Any]:
 
 
 def build_body(
-    model: str, request: ModelRequest, extra_body: Mapping[str, Any] | None = None
+    model: str,
+    request: ModelRequest,
+    extra_body: Mapping[str, Any] | None = None,
+    options: WireOptions = WireOptions(),
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
-        "messages": [serialize_message(m) for m in request.messages],
-        "stream": True,
-        "stream_options": {"include_usage": True},
+        "messages": serialize_messages(request.messages, options),
+        "stream": options.stream,
     }
+    if options.stream:
+        body["stream_options"] = {"include_usage": True}
     if request.tools:
         body["tools"] = [serialize_tool(t) for t in request.tools]
         body["tool_choice"] = "auto"
+    if options.thinking is not None:
+        body["thinking"] = {"type": options.thinking}
+    if options.reasoning_effort is not None:
+        body["reasoning_effort"] = options.reasoning_effort
     for key, value in (extra_body or {}).items():
         if value is None:
             body.pop(key, None)
@@ -99,11 +169,13 @@ class _PartialCall:
 class StreamAssembler:
     """Turns decoded chunk objects into deltas and, at the end, one :class:`Completion`.
 
-    ``source`` names the server in error messages.
+    ``source`` names the server in error messages; ``streaming`` says the request streamed
+    (then a failure after HTTP 200 suggests turning streaming off).
     """
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, *, streaming: bool = True) -> None:
         self._source = source
+        self._streaming = streaming
         self._text: list[str] = []
         self._reasoning: list[str] | None = None
         self._calls: dict[int, _PartialCall] = {}
@@ -116,7 +188,7 @@ class StreamAssembler:
             raise self._bad(f"expected a JSON object per chunk, got {_brief(chunk)}")
         error = chunk.get("error")
         if error is not None:
-            raise self._bad(f"the server reported an error mid-stream: {_error_text(error)}")
+            raise self.failed_mid_stream(_error_text(error))
         usage = chunk.get("usage")
         if usage is not None:
             self._usage = self._parse_usage(usage)
@@ -148,13 +220,15 @@ class StreamAssembler:
             raise self._bad(f"'delta' is not an object in chunk {_brief(chunk)}")
         out: list[StreamDelta] = []
         # vLLM and OpenRouter name the field "reasoning"; DeepSeek names it "reasoning_content".
+        # An empty string still counts: DeepSeek wants an empty reasoning_content back.
         for key in ("reasoning_content", "reasoning"):
             piece = delta.get(key)
-            if isinstance(piece, str) and piece:
+            if isinstance(piece, str):
                 if self._reasoning is None:
                     self._reasoning = []
-                self._reasoning.append(piece)
-                out.append(ReasoningDelta(piece))
+                if piece:
+                    self._reasoning.append(piece)
+                    out.append(ReasoningDelta(piece))
                 break
         content = delta.get("content")
         if content is not None and not isinstance(content, str):
@@ -226,7 +300,8 @@ class StreamAssembler:
 
     def finish(self) -> Completion:
         if self.finish_reason is None:
-            raise self._bad("the response ended without a finish_reason (truncated)")
+            hint = f"; {NO_STREAM_HINT}" if self._streaming else ""
+            raise self._bad(f"the response ended before a finish_reason (truncated){hint}")
         tool_calls: list[ToolCall] = []
         for index in sorted(self._calls):
             partial = self._calls[index]
@@ -254,6 +329,11 @@ class StreamAssembler:
             finish_reason=reason,
         )
 
+    def failed_mid_stream(self, detail: str) -> ModelError:
+        """The server said why it stopped after HTTP 200 (an error object or event)."""
+        hint = f"; {NO_STREAM_HINT}" if self._streaming else ""
+        return self._bad(f"the server failed after answering HTTP 200: {_clean(detail)}{hint}")
+
     def _bad(self, what: str) -> ModelError:
         return ModelError(f"bad response from {self._source}: {what}", code="MODEL_BAD_RESPONSE")
 
@@ -271,19 +351,38 @@ def _error_text(error: object) -> str:
     return _brief(error)
 
 
+_DETAIL_LIMIT: Final = 300
+
+# pydantic's own wording ("1 validation error for ...", "3 validation errors for ..."): a
+# server built on it (llama-cpp-python) answers a request it cannot parse with HTTP 500.
+_VALIDATION = re.compile(r"\b\d+ validation errors? for\b")
+
+
 def error_detail(body: str) -> str:
-    """The human part of an error body: ``error.message`` when it is JSON, else a snippet."""
+    """The human part of an error body (``error.message`` when it is JSON, else the body),
+    on one line, its control characters escaped, cut to its first part."""
     try:
         parsed = json.loads(body)
     except ValueError:
         parsed = None
+    text = body
     if isinstance(parsed, dict):
         if "error" in parsed:
-            return _error_text(parsed["error"])
-        message = parsed.get("message") or parsed.get("detail")
-        if isinstance(message, str):
-            return message
-    snippet = " ".join(body.split())
-    if not snippet:
-        return "(empty body)"
-    return snippet if len(snippet) <= 300 else snippet[:300] + "…"
+            text = _error_text(parsed["error"])
+        else:
+            message = parsed.get("message") or parsed.get("detail")
+            if isinstance(message, str):
+                text = message
+    return _clean(text) or "(empty body)"
+
+
+def is_validation_failure(detail: str) -> bool:
+    """Whether an error's detail is a request validation failure, which no retry can fix."""
+    return _VALIDATION.search(detail) is not None
+
+
+def _clean(text: str) -> str:
+    # A server's text goes into an error a terminal prints: escapes and line breaks must not
+    # reach it, and a long body must not drown the rest of the message.
+    snippet = printable(" ".join(text.split()))
+    return snippet if len(snippet) <= _DETAIL_LIMIT else snippet[:_DETAIL_LIMIT] + "…"

@@ -3,7 +3,8 @@
 Strict on purpose: the SSE spec tells a browser to ignore unknown field lines, but a model
 client that did so would turn an HTML error page served with status 200 into an empty stream.
 Here any line that is not ``data:``, ``event:``, ``id:``, ``retry:``, a ``:`` comment or blank
-is a format error.
+is a format error, except ``error:``: llama.cpp's server reports a failure after HTTP 200 as an
+``error: {...}`` line, which becomes an event named ``error`` so its message reaches the user.
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ class SSEDecoder:
         if line.startswith(":"):
             return None
         name, colon, value = line.partition(":")
-        if not colon and name not in ("data", "event", "id", "retry"):
+        if not colon and name not in ("data", "event", "id", "retry", "error"):
             raise SSEFormatError(line)
         value = value.removeprefix(" ")
         if name == "data":
+            self._data.append(value)
+        elif name == "error":
+            self._event = "error"
             self._data.append(value)
         elif name == "event":
             self._event = value

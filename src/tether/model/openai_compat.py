@@ -3,13 +3,19 @@
 It speaks plain HTTP through ``httpx`` rather than the ``openai`` package (which now pulls in
 ``httpx2``). Behaviour worth knowing:
 
-- Every request streams (``stream: true`` with ``stream_options.include_usage``); a server that
-  answers with a whole JSON completion instead is accepted too.
+- Requests stream (``stream: true`` with ``stream_options.include_usage``) unless
+  :class:`~tether.model._openai_wire.WireOptions` says ``stream=False``; a server that answers
+  with a whole JSON completion is accepted either way.
 - Failures retry with exponential backoff: HTTP 408/409/429/5xx, connection errors and
-  timeouts, honouring ``Retry-After``/``retry-after-ms`` up to ``retry_after_cap`` seconds. Once
-  any delta has been yielded to the caller nothing is retried: the caller already saw output.
-- A stream must end with a ``finish_reason`` and ``data: [DONE]``; otherwise it counts as
-  truncated (``MODEL_BAD_RESPONSE``).
+  timeouts, honouring ``Retry-After``/``retry-after-ms`` up to ``retry_after_cap`` seconds. A
+  500 whose body is a validation error, like every other 4xx, is the request's fault and is
+  not retried. Once any delta has been yielded to the caller nothing is retried: the caller
+  already saw output. A response that breaks off after HTTP 200 on every attempt says so,
+  and suggests turning streaming off.
+- A stream must deliver a ``finish_reason``; ``data: [DONE]`` after it is optional (the
+  ``openai`` SDK accepts a stream without it too). A stream that ends before one counts as
+  truncated (``MODEL_BAD_RESPONSE``), and an error the server sends after HTTP 200 (an
+  ``error`` object, or llama.cpp's ``error:`` line) is reported with the server's message.
 - When the :class:`~tether.signals.AbortSignal` fires, the HTTP response is closed and
   :class:`~tether.signals.AbortedError` is raised.
 """
@@ -29,7 +35,14 @@ from typing import Any, cast
 import httpx
 
 from tether.model._help import MODEL_SPEC_HELP
-from tether.model._openai_wire import StreamAssembler, build_body, error_detail
+from tether.model._openai_wire import (
+    NO_STREAM_HINT,
+    StreamAssembler,
+    WireOptions,
+    build_body,
+    error_detail,
+    is_validation_failure,
+)
 from tether.model._sse import SSEDecoder, SSEFormatError
 from tether.model.types import (
     Completion,
@@ -55,6 +68,24 @@ class ProviderPreset:
     default_base_url: str
     api_key_env: str
     base_url_env: str
+    sends_reasoning: bool = False
+    """Whether recorded reasoning goes back as ``reasoning_content`` by default: DeepSeek's
+    thinking mode requires it; an OpenAI-compatible server is not assumed to accept it."""
+
+    def destination(
+        self, env: Mapping[str, str], base_url: str | None, api_key_env: str | None
+    ) -> tuple[str, str | None, str | None]:
+        """``(base URL, key variable, base URL variable)``: the one rule for where a key goes.
+
+        Without a configured ``base_url``, the key in ``api_key_env`` (default: the provider's
+        variable) goes to the provider's host (its ``*_BASE_URL`` variable, else its default).
+        With one, only the key its own ``api_key_env`` names is sent there, and none when it
+        names none: a provider's key never follows a base URL somebody else configured.
+        """
+        if base_url is None:
+            url = env.get(self.base_url_env, "").strip() or self.default_base_url
+            return url, api_key_env or self.api_key_env, self.base_url_env
+        return base_url, api_key_env, None
 
 
 DEEPSEEK = ProviderPreset(
@@ -62,6 +93,7 @@ DEEPSEEK = ProviderPreset(
     default_base_url="https://api.deepseek.com",
     api_key_env="DEEPSEEK_API_KEY",
     base_url_env="DEEPSEEK_BASE_URL",
+    sends_reasoning=True,
 )
 OPENAI = ProviderPreset(
     name="openai",
@@ -79,7 +111,8 @@ class OpenAICompatClient:
     ``api_key_env`` / ``base_url_env`` only name the variables in error messages.
     ``extra_body`` is merged into every request body (``temperature``, ``max_tokens``, ...);
     a ``None`` value removes a key, e.g. ``{"stream_options": None}`` for a server that
-    rejects it.
+    rejects it. ``wire`` holds the per-model switches (streaming, thinking, how tool-call
+    messages are sent); ``context_window`` is the model's, in tokens, when configured.
     Pass ``http_client`` (not closed by :meth:`aclose`) or ``transport`` to control HTTP.
     """
 
@@ -99,6 +132,8 @@ class OpenAICompatClient:
         base_url_env: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        wire: WireOptions | None = None,
+        context_window: int | None = None,
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -114,9 +149,12 @@ class OpenAICompatClient:
         self.api_key_env = api_key_env
         self.base_url_env = base_url_env
         self._extra_body = dict(extra_body or {})
+        self.wire = wire or WireOptions()
+        self.context_window = context_window
+        self._keyed = bool(api_key)
         self._headers = {
             "Content-Type": "application/json",
-            "Accept": "text/event-stream",
+            "Accept": "text/event-stream" if self.wire.stream else "application/json",
             "User-Agent": "tether",
         }
         if api_key:
@@ -134,11 +172,16 @@ class OpenAICompatClient:
         preset: ProviderPreset | str,
         model: str,
         env: Mapping[str, str],
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
         **options: Any,
     ) -> OpenAICompatClient:
         """A client for a named provider, configured from ``env``.
 
-        Raises ``MODEL_CONFIG`` when the provider's API key variable is missing or empty.
+        ``base_url`` and ``api_key_env`` are a configured model's (see
+        :meth:`ProviderPreset.destination` for where the key goes). Raises ``MODEL_CONFIG``
+        when the key's variable is missing or empty.
         """
         if isinstance(preset, str):
             if preset not in PRESETS:
@@ -147,27 +190,28 @@ class OpenAICompatClient:
                     code="MODEL_CONFIG",
                 )
             preset = PRESETS[preset]
-        api_key = env.get(preset.api_key_env, "").strip()
-        if not api_key:
+        base_url, key_env, base_url_env = preset.destination(env, base_url, api_key_env)
+        options.setdefault("wire", WireOptions(send_reasoning=preset.sends_reasoning))
+        api_key = env.get(key_env, "").strip() if key_env else None
+        if key_env and not api_key:
             local = (
                 f" (a local server that needs no key accepts any value; point "
                 f"{preset.base_url_env} at it)"
-                if preset is OPENAI
+                if preset is OPENAI and base_url_env is not None
                 else ""
             )
             raise ModelError(
-                f"{preset.name}:{model} needs an API key in {preset.api_key_env}, which is not "
+                f"{preset.name}:{model} needs an API key in {key_env}, which is not "
                 f"set{local}.\n{MODEL_SPEC_HELP}",
                 code="MODEL_CONFIG",
             )
-        base_url = env.get(preset.base_url_env, "").strip() or preset.default_base_url
         return cls(
             base_url=base_url,
             api_key=api_key,
             model=model,
             provider=preset.name,
-            api_key_env=preset.api_key_env,
-            base_url_env=preset.base_url_env,
+            api_key_env=key_env,
+            base_url_env=base_url_env,
             **options,
         )
 
@@ -196,7 +240,7 @@ class OpenAICompatClient:
     ) -> AsyncIterator[StreamEvent]:
         if signal is not None and signal.aborted:
             raise AbortedError(signal.reason)
-        body = build_body(self.model, request, self._extra_body)
+        body = build_body(self.model, request, self._extra_body, self.wire)
         try:
             http_request = self._http.build_request(
                 "POST", self.url, content=json.dumps(body).encode(), headers=self._headers
@@ -237,7 +281,7 @@ class OpenAICompatClient:
                         code="MODEL_BAD_RESPONSE",
                     ) from exc
                 if attempt > self.max_retries:
-                    raise self._unreachable(exc, attempt) from exc
+                    raise self._cut_after_200(exc, attempt) from exc
                 await response.aclose()
                 await race(signal, _sleep(self._backoff(attempt, None)))
             except httpx.DecodingError as exc:
@@ -251,14 +295,13 @@ class OpenAICompatClient:
     async def _events(
         self, response: httpx.Response, signal: AbortSignal | None, progress: _Progress
     ) -> AsyncGenerator[StreamEvent, None]:
-        assembler = StreamAssembler(self._where())
+        assembler = StreamAssembler(self._where(), streaming=self.wire.stream)
         content_type = response.headers.get("content-type", "")
         if "json" in content_type and "event-stream" not in content_type:
             completion = await self._whole_json(response, signal, assembler)
             yield completion
             return
         decoder = SSEDecoder()
-        done = False
         async with aclosing(cast(AsyncGenerator[str, None], response.aiter_lines())) as lines:
             while True:
                 line = await race(signal, _next_line(lines))
@@ -272,24 +315,16 @@ class OpenAICompatClient:
                         code="MODEL_BAD_RESPONSE",
                     ) from exc
                 if event is not None:
+                    if event.event == "error":
+                        raise assembler.failed_mid_stream(error_detail(event.data))
                     if event.data.strip() == "[DONE]":
-                        done = True
                         break
                     for delta in assembler.feed(self._decode(event.data)):
                         progress.yielded = True
                         yield delta
                 if line is None:
                     break
-        if not done:
-            missing = "data: [DONE]"
-            if assembler.finish_reason is None:
-                missing = "a finish_reason and data: [DONE]"
-            raise ModelError(
-                f"bad response from {self._where()}: the stream ended without {missing} "
-                "(truncated)",
-                code="MODEL_BAD_RESPONSE",
-            )
-        yield assembler.finish()
+        yield assembler.finish()  # refuses a stream that ended before its finish_reason
 
     async def _whole_json(
         self, response: httpx.Response, signal: AbortSignal | None, assembler: StreamAssembler
@@ -332,11 +367,15 @@ class OpenAICompatClient:
         retryable = False
         if status in (401, 403):
             code = "MODEL_AUTH"
-            fix = (
-                f"Check {self.api_key_env}."
-                if self.api_key_env
-                else "Check the api_key given to the client."
-            )
+            if self.api_key_env:
+                fix = f"Check {self.api_key_env}."
+            elif self._keyed:
+                fix = "Check the api_key given to the client."
+            else:
+                fix = (
+                    "No API key was sent: a model whose base_url is configured gets only the "
+                    "key its own api_key_env names, in your user configuration (docs/models.md)."
+                )
             message = f"{where} refused the API key (HTTP {status}): {detail}. {fix}"
         elif status == 404:
             code = "MODEL_NOT_FOUND"
@@ -349,6 +388,11 @@ class OpenAICompatClient:
             code = "MODEL_RATE_LIMITED"
             retryable = True
             message = f"{where} kept rate-limiting (HTTP 429) after {_attempts(attempt)}: {detail}"
+        elif status >= 500 and is_validation_failure(detail):
+            code = "MODEL_BAD_REQUEST"
+            message = (
+                f"{where} rejected the request as invalid (HTTP {status}, not retried): {detail}"
+            )
         elif status in (408, 409) or status >= 500:
             code = "MODEL_UNAVAILABLE"
             retryable = True
@@ -374,6 +418,15 @@ class OpenAICompatClient:
             f"{self._where()} is unreachable after {_attempts(attempts)} "
             f"({type(exc).__name__}: {exc or 'no detail'})",
             code="MODEL_UNAVAILABLE",
+        )
+
+    def _cut_after_200(self, exc: Exception, attempts: int) -> ModelError:
+        hint = f"; {NO_STREAM_HINT}" if self.wire.stream else ""
+        return ModelError(
+            f"bad response from {self._where()}: the response broke off after HTTP 200, before "
+            f"any output, on {_attempts(attempts)} ({type(exc).__name__}: {exc or 'no detail'})"
+            f"{hint}",
+            code="MODEL_BAD_RESPONSE",
         )
 
     def _config_error(self, exc: Exception) -> ModelError:

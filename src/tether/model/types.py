@@ -97,8 +97,9 @@ class ToolSchema:
 class Message:
     """One chat message.
 
-    ``reasoning`` is an assistant's reasoning text (DeepSeek's ``reasoning_content``); it is
-    kept for the log and never sent back to a provider. ``tool_calls`` only appear on
+    ``reasoning`` is an assistant's reasoning text (DeepSeek's ``reasoning_content``), ``""``
+    when the server sent an empty one and ``None`` when it sent none; it is sent back where
+    DeepSeek's thinking mode needs it (``docs/models.md``). ``tool_calls`` only appear on
     assistant messages; ``tool_call_id`` is required on tool messages.
     """
 

@@ -9,6 +9,7 @@ needs (the store) fails; a missing model configuration is reported but is not fa
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Annotated
 
 import typer
@@ -19,11 +20,9 @@ from tether.harness import Harness
 from tether.kernel import FileStatus, InspectedWorkspace, available_plugins
 from tether.kernel.printable import printable
 from tether.kernel.workspace_trust import trust_command_line
-from tether.model import parse_model_spec
+from tether.model import PRESETS, choose_model, load_model_config, user_config_path
 from tether.sandbox import describe_backends
 from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url
-
-KEY_FOR = {"openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY"}
 
 
 def doctor_command(
@@ -40,8 +39,13 @@ def doctor_command(
     """Show the model configuration, the store, the sandbox, the plugins and the workspace."""
     typer.echo(f"tether {__version__}")
     fatal = False
-    typer.echo(_model_line(os.environ))
     url = store_url(store)
+    inspected: InspectedWorkspace | TetherError
+    try:
+        inspected = Harness.inspect_workspace(workspace=workspace, store=url)
+    except TetherError as err:
+        inspected = err
+    typer.echo(_model_line(os.environ, inspected))
     try:
         count = run(_count_sessions(store))
         typer.echo(f"store: ok: {url} ({count} sessions)")
@@ -60,27 +64,42 @@ def doctor_command(
             typer.echo(f"  {aspect}: {how}")
     plugins = available_plugins()
     typer.echo(f"plugins: {', '.join(sorted(plugins)) or 'none'}")
-    try:
-        for line in _workspace_lines(Harness.inspect_workspace(workspace=workspace, store=url)):
+    if isinstance(inspected, TetherError):
+        typer.echo(f"workspace: problem: {inspected.code}: {printable(str(inspected))}")
+    else:
+        for line in _workspace_lines(inspected):
             typer.echo(line)
-    except TetherError as err:
-        typer.echo(f"workspace: problem: {err.code}: {printable(str(err))}")
     if fatal:
         raise typer.Exit(1)
 
 
-def _model_line(env: os._Environ[str] | dict[str, str]) -> str:
-    spec = env.get("TETHER_MODEL")
-    if not spec:
-        return "model: problem: TETHER_MODEL is not set (pass --model scripted:PATH, openai:MODEL or deepseek:MODEL)"
+def _model_line(env: Mapping[str, str], inspected: InspectedWorkspace | TetherError) -> str:
+    """The model a run without ``--model`` would use, and where its key would go. The
+    workspace's configuration counts only when it is trusted, as it does for a run."""
+    trusted = (
+        isinstance(inspected, InspectedWorkspace)
+        and not inspected.untrusted()
+        and inspected.problem is None
+    )
+    used = inspected.config if trusted and isinstance(inspected, InspectedWorkspace) else None
     try:
-        parsed = parse_model_spec(spec)
+        chosen = choose_model(None, env, load_model_config(env, used))
     except TetherError as err:
-        return f"model: problem: {err}"
-    key = KEY_FOR.get(parsed.kind)
-    if key is not None and not env.get(key):
-        return f"model: problem: {spec} needs {key}"
-    return f"model: ok: {spec}"
+        if env.get("TETHER_MODEL", "").strip():
+            return f"model: problem: {printable(str(err).splitlines()[0])}"
+        return (
+            "model: problem: no model configured (pass --model SPEC, set TETHER_MODEL, or "
+            f"set [model] default in {printable(str(user_config_path(env)))})"
+        )
+    name = printable(chosen.name)
+    if chosen.spec.kind == "scripted":
+        return f"model: ok: {name}"
+    profile = chosen.profile
+    url, key, _ = PRESETS[chosen.spec.kind].destination(env, profile.base_url, profile.api_key_env)
+    if key is not None and not env.get(key, "").strip():
+        return f"model: problem: {name} needs {key}"
+    sends = f"sends {key} to {url}" if key is not None else f"sends no API key to {url}"
+    return f"model: ok: {name} ({chosen.origin}; {printable(sends)})"
 
 
 async def _count_sessions(store: str | None) -> int:

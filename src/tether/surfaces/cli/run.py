@@ -29,7 +29,16 @@ ModelOption = Annotated[
     typer.Option(
         "--model",
         metavar="SPEC",
-        help="scripted:PATH, openai:MODEL or deepseek:MODEL (default: $TETHER_MODEL).",
+        help="scripted:PATH, openai:MODEL, deepseek:MODEL or a model configured in tether.toml "
+        "(default: $TETHER_MODEL, else the configured default).",
+    ),
+]
+NoStreamOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-stream",
+        help="Ask the model for whole replies instead of streams (for servers that cannot "
+        "stream, e.g. with tools).",
     ),
 ]
 WorkspaceOption = Annotated[
@@ -99,6 +108,12 @@ def refuse_scope_on_resume(
         raise typer.Exit(2)
 
 
+def stream_flag(no_stream: bool) -> bool | None:
+    """``--no-stream`` as ``Harness.open(stream=...)``: without it the model's configuration
+    decides."""
+    return False if no_stream else None
+
+
 def plugin_entries(names: list[str] | None, approver: str | None) -> list[PluginEntry]:
     """``--plugin`` names, with ``--approver CMD`` as the first (answering) plugin."""
     plugins = [PluginEntry(name=p) for p in names or []]
@@ -134,6 +149,7 @@ def run_command(
     approval_from: ApprovalFromOption = None,
     approval_timeout: ApprovalTimeoutOption = None,
     trust_workspace: TrustWorkspaceOption = False,
+    no_stream: NoStreamOption = False,
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
@@ -162,6 +178,7 @@ def run_command(
                 resume,
                 json_output,
                 WorkspaceTrust.ONCE if trust_workspace else WorkspaceTrust.RECORDED,
+                stream_flag(no_stream),
             )
         )
     )
@@ -188,6 +205,7 @@ async def _run(
     resume: str | None,
     json_output: bool,
     workspace_trust: WorkspaceTrust,
+    stream: bool | None,
 ) -> RunResult:
     async with Harness.open(
         workspace=workspace,
@@ -197,6 +215,7 @@ async def _run(
         approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
+        stream=stream,
     ) as harness:
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():

@@ -73,12 +73,14 @@ from tether.surfaces.cli.run import (
     ApprovalOption,
     ApproverOption,
     ModelOption,
+    NoStreamOption,
     PluginOption,
     ResumeOption,
     SandboxOption,
     WorkspaceOption,
     plugin_entries,
     refuse_scope_on_resume,
+    stream_flag,
 )
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.trust import ask_at_start
@@ -583,6 +585,7 @@ def chat_command(
     plugin: PluginOption = None,
     resume: ResumeOption = None,
     no_history: NoHistoryOption = False,
+    no_stream: NoStreamOption = False,
 ) -> None:
     """Chat with an agent at the terminal, answering its approval prompts inline."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -604,6 +607,7 @@ def chat_command(
             history,
             answer_approvals=not approver,
             workspace_trust=trust,
+            stream=stream_flag(no_stream),
         )
     )
 
@@ -620,6 +624,7 @@ async def _chat(
     *,
     answer_approvals: bool,
     workspace_trust: WorkspaceTrust,
+    stream: bool | None = None,
 ) -> None:
     output = get_app_session().output
     writer = TerminalWriter(output)
@@ -632,6 +637,7 @@ async def _chat(
         approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
+        stream=stream,
     ) as harness:
         app = ChatApp(
             harness,
