@@ -28,6 +28,8 @@ from pathlib import Path
 from tether.errors import TetherError
 from tether.kernel.config import (
     CONFIG_FILE,
+    AgentSettings,
+    ConfigFileError,
     PluginEntry,
     parse_config,
     read_config,
@@ -163,6 +165,24 @@ class InspectedWorkspace:
     problem: TetherError | None = None
     """Why the configuration cannot be used even if trusted (a malformed ``tether.toml``, an
     unknown plugin): raised once trust is settled."""
+    agent: AgentSettings = AgentSettings()
+    """The configuration's ``[agent]`` section (empty under ``ignore`` or without one)."""
+    system_prompt_path: str | None = None
+    """The absolute path of ``agent.system_prompt_file``, read with the other files."""
+
+    def system_prompt(self) -> str | None:
+        """The text of ``[agent] system_prompt_file`` as checked, or ``None`` without one.
+        Raises ``CONFIG_FILE`` when it is missing, unreadable or not UTF-8."""
+        if self.system_prompt_path is None:
+            return None
+        shown = printable(self.agent.system_prompt_file or self.system_prompt_path)
+        data = self.files.read(self.system_prompt_path)
+        if data is None:
+            raise ConfigFileError(f"[agent] system_prompt_file {shown}: no such file")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigFileError(f"[agent] system_prompt_file {shown}: not UTF-8 ({err})") from err
 
     def untrusted(self) -> list[FileReport]:
         return [r for r in self.reports if r.status.needs_trust]
@@ -203,16 +223,28 @@ def inspect_workspace(
     read = _Snapshots()
     problem: TetherError | None = None
     named: list[tuple[PluginEntry, bool]] = []
+    agent = AgentSettings()
+    prompt_path: str | None = None
     key, path, inside = locate(root, os.fspath(config) if config is not None else CONFIG_FILE)
     if config is not None and not inside:
-        named += [(entry, False) for entry in read_config(Path(path)).plugins]
+        parsed = read_config(Path(path))
+        named += [(entry, False) for entry in parsed.plugins]
+        agent = parsed.agent
     elif not ignore:
         try:
             data = read.file(key, path, named_by_workspace=True).require()
             if data is not None:
-                named += [(entry, True) for entry in parse_config(data, key).plugins]
+                parsed = parse_config(data, key)
+                named += [(entry, True) for entry in parsed.plugins]
+                agent = parsed.agent
         except TetherError as err:
             problem = err
+    if agent.system_prompt_file is not None:
+        # Read now with the configuration that names it, so trust covers its content too.
+        prompt_path = os.path.join(os.path.dirname(path), agent.system_prompt_file)
+        prompt_key, prompt_path, prompt_inside = locate(root, prompt_path)
+        if prompt_inside or inside:
+            read.file(prompt_key, prompt_path, named_by_workspace=inside)
     named += [(entry, False) for entry in plugins]
     configured = {entry.name for entry, _ in named}
     ordered = [(d, False) for d in defaults if d.name not in configured] + named
@@ -240,6 +272,8 @@ def inspect_workspace(
         trust=trust,
         distrust=distrust,
         problem=problem,
+        agent=agent,
+        system_prompt_path=prompt_path,
     )
 
 
