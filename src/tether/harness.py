@@ -31,6 +31,7 @@ from tether.agent import (
     ProjectInstructions,
     StopReason,
 )
+from tether.errors import TetherError
 from tether.kernel import (
     SESSIONS_SERVICE,
     WORKSPACE_FILES,
@@ -54,7 +55,6 @@ from tether.policy.approval import (
 )
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
-from tether.errors import TetherError
 from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider, rules_for
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
 from tether.session.answer_box import AnswerBox

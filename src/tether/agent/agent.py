@@ -22,8 +22,8 @@ from tether.agent.context_snapshot import (
     render_system,
 )
 from tether.agent.history import history, model_replies_since
-from tether.agent.instructions import PROJECT_INSTRUCTIONS, is_instructions
 from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem, InboxTarget
+from tether.agent.instructions import PROJECT_INSTRUCTIONS, is_instructions
 from tether.kernel import Context, Gather, Notice, Waterfall
 from tether.model import (
     Completion,

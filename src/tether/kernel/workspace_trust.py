@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -165,7 +165,7 @@ class InspectedWorkspace:
     problem: TetherError | None = None
     """Why the configuration cannot be used even if trusted (a malformed ``tether.toml``, an
     unknown plugin): raised once trust is settled."""
-    agent: AgentSettings = AgentSettings()
+    agent: AgentSettings = field(default_factory=AgentSettings)
     """The configuration's ``[agent]`` section (empty under ``ignore`` or without one)."""
     system_prompt_path: str | None = None
     """The absolute path of ``agent.system_prompt_file``, read with the other files."""

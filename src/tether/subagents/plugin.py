@@ -32,7 +32,6 @@ from tether.subagents.tools import (
     SubagentTool,
 )
 
-
 DELEGATION_GUIDE: Final = (
     "Your delegation tools (each tool in your list that starts a subagent) hand a task to a "
     "subagent that works in the same workspace, within your permission scope or narrower, and "
