@@ -224,7 +224,7 @@ def _use(path: str, shown: str, origin: Origin, data: bytes, size: int, budget: 
     """The file's text within both caps, with a marker saying what a cap cut."""
     limit = min(MAX_FILE_BYTES, max(budget, 0))
     kept = _utf8_prefix(data, limit) if size > limit else data
-    text = kept.decode("utf-8", "replace")
+    text = kept.decode("utf-8", "replace").rstrip()
     if len(kept) < size:
         if limit < MAX_FILE_BYTES:
             cap = f"project instructions are limited to {MAX_TOTAL_BYTES} bytes in all"

@@ -68,15 +68,21 @@ from tether.surfaces.cli.chat.render import EventRenderer, SessionDirectory
 from tether.surfaces.cli.chat.status import busy_line, child_statuses, idle_line
 from tether.surfaces.cli.common import StoreOption, error_line, run, store_url
 from tether.surfaces.cli.run import (
+    AppendSystemPromptOption,
     ApprovalOption,
     ApproverOption,
+    MaxStepsOption,
+    MaxTurnsOption,
     ModelOption,
     PluginOption,
     ResumeOption,
+    RunOptions,
     SandboxOption,
+    SystemPromptFileOption,
     WorkspaceOption,
     plugin_entries,
     refuse_scope_on_resume,
+    system_prompt_text,
 )
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.trust import ask_at_start
@@ -575,6 +581,10 @@ def chat_command(
     plugin: PluginOption = None,
     resume: ResumeOption = None,
     no_history: NoHistoryOption = False,
+    system_prompt_file: SystemPromptFileOption = None,
+    append_system_prompt: AppendSystemPromptOption = None,
+    max_steps: MaxStepsOption = None,
+    max_turns: MaxTurnsOption = None,
 ) -> None:
     """Chat with an agent at the terminal, answering its approval prompts inline."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -582,6 +592,9 @@ def chat_command(
         raise typer.Exit(2)
     refuse_scope_on_resume("chat", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
+    options = RunOptions(
+        system_prompt_text(system_prompt_file), append_system_prompt, max_steps, max_turns
+    )
     trust = ask_at_start(workspace, plugins, store_url(store))
     history: History = InMemoryHistory() if no_history else FileHistory(str(history_path()))
     run(
@@ -596,6 +609,7 @@ def chat_command(
             history,
             answer_approvals=not approver,
             workspace_trust=trust,
+            options=options,
         )
     )
 
@@ -612,6 +626,7 @@ async def _chat(
     *,
     answer_approvals: bool,
     workspace_trust: WorkspaceTrust,
+    options: RunOptions,
 ) -> None:
     output = get_app_session().output
     writer = TerminalWriter(output)
@@ -624,6 +639,7 @@ async def _chat(
         approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
+        **options._asdict(),
     ) as harness:
         app = ChatApp(
             harness,
