@@ -143,24 +143,44 @@ def test_past_the_total_cap_later_files_are_cut_then_left_out(tmp_path: Path) ->
     )
 
 
-def test_a_link_to_a_hidden_path_a_fifo_and_a_directory_are_skipped(tmp_path: Path) -> None:
-    home = Path(os.environ["HOME"])
-    (home / ".ssh").mkdir()
-    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+def test_links_out_of_the_repository_a_fifo_and_a_directory_are_skipped(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    (workspace / "AGENTS.md").symlink_to(home / ".ssh" / "id_ed25519")
+    (tmp_path / "elsewhere.md").write_text("not the project's\n")
+    (workspace / "AGENTS.md").symlink_to(tmp_path / "elsewhere.md")
     os.mkfifo(workspace / "CLAUDE.md")
     loaded = instructions().load(str(workspace))
     assert loaded.used == ()
     assert [(s.shown, s.reason) for s in loaded.skipped] == [
-        ("AGENTS.md", "it leads to a path hidden from the agent's tools"),
+        ("AGENTS.md", f"it leads outside {workspace}, to {tmp_path / 'elsewhere.md'}"),
         ("CLAUDE.md", "not a regular file"),
     ]
+    (workspace / "AGENTS.md").unlink()
+    (workspace / "AGENTS.md").symlink_to("/proc/self/environ")
     (workspace / "CLAUDE.md").unlink()
     (workspace / "CLAUDE.md").mkdir()
-    assert [s.reason for s in instructions().load(str(workspace)).skipped][1:] == [
-        "not a regular file"
+    assert [(s.shown, s.reason) for s in instructions().load(str(workspace)).skipped] == [
+        ("AGENTS.md", f"it leads outside {workspace}, to /proc/{os.getpid()}/environ"),
+        ("CLAUDE.md", "not a regular file"),
+    ]
+
+
+def test_a_link_to_a_hidden_path_inside_the_repository_is_skipped(tmp_path: Path) -> None:
+    # A home directory kept in git: ~/.ssh lies inside the repository, and is still hidden.
+    home = Path(os.environ["HOME"])
+    (home / ".git").mkdir()
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    workspace = home / "project"
+    workspace.mkdir()
+    (workspace / "AGENTS.md").symlink_to(home / ".ssh" / "id_ed25519")
+    (home / "CLAUDE.md").symlink_to(home / ".ssh" / "id_ed25519")
+    loaded = instructions().load(str(workspace))
+    assert loaded.used == ()
+    hidden = "it leads to a path hidden from the agent's tools"
+    assert [(s.shown, s.reason) for s in loaded.skipped] == [
+        (f"{home}/CLAUDE.md", hidden),
+        ("AGENTS.md", hidden),
     ]
 
 

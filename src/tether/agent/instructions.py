@@ -20,8 +20,9 @@ scope is read from them, so they need no workspace trust.
 
 A workspace is the agents' to write, so a project file is read as the ``read`` tool reads: a
 name that leads to a hidden path (credentials, tether's own directories, the session store) is
-skipped, so a link planted in the workspace cannot show the model what its tools may not see.
-Only regular files are read, never a FIFO or a device.
+skipped, so a link planted in the workspace cannot show the model what its tools may not see;
+so is one that leads out of the repository (or the workspace, without one). Only regular files
+are read, never a FIFO or a device.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tether.kernel import ServiceKey
 from tether.kernel.printable import printable
 from tether.kernel.workspace_files import Unread, read_prefix
 from tether.sandbox import PathRules
+from tether.sandbox.paths import below
 from tether.session import Event, JsonValue
 
 INSTRUCTION_NAMES: Final = ("AGENTS.md", "CLAUDE.md")
@@ -182,6 +184,7 @@ class ProjectInstructions:
         skipped: list[SkippedFile] = []
         seen: dict[tuple[int, int], str] = {}
         budget = MAX_TOTAL_BYTES
+        top = instruction_dirs(root)[0]
         for path, origin in self.candidates(root):
             shown = _shown(path, root)
             # A few bytes past the cap show where the last whole character ends.
@@ -191,7 +194,11 @@ class ProjectInstructions:
                     skipped.append(SkippedFile(path, shown, prefix.error))
                 continue
             if origin == "project":
-                refusal = rules_error or _hidden(rules, prefix.location, prefix.stat)
+                refusal = (
+                    rules_error
+                    or _outside(top, prefix.location)
+                    or _hidden(rules, prefix.location, prefix.stat)
+                )
                 if refusal is not None:
                     skipped.append(SkippedFile(path, shown, refusal))
                     continue
@@ -207,6 +214,14 @@ class ProjectInstructions:
 
 PROJECT_INSTRUCTIONS: Final = ServiceKey[ProjectInstructions]("project_instructions")
 """The composed :class:`ProjectInstructions`; without it no session reads any."""
+
+
+def _outside(top: str, location: str) -> str | None:
+    # A link out of the repository could reach anything this process can read (/proc, /sys,
+    # a FUSE mount that never answers); the conventions' links stay inside.
+    if below(location, top):
+        return None
+    return f"it leads outside {printable(top)}, to {printable(location)}"
 
 
 def _hidden(rules: PathRules | None, location: str, st: os.stat_result) -> str | None:
