@@ -259,13 +259,16 @@ class Agent:
         last = self.session.last("turn/start")
         return last is None or last.seq < (self.session.header.seed_length or 0)
 
-    async def _append_instructions(self) -> None:
+    def _append_instructions(self) -> None:
         """The project instructions, once, at the start of the session's first own turn."""
         source = self.ctx.get(PROJECT_INSTRUCTIONS)
         cwd = self.session.header.cwd
         if source is None or cwd is None or any(map(is_instructions, self.session.events)):
             return
-        loaded = await asyncio.to_thread(source.load, cwd)
+        # Read in place, not in a worker thread: a few small files once per session, and the
+        # first step must not yield to other agents where it never did (their order is the
+        # log's order).
+        loaded = source.load(cwd)
         if loaded.used:
             self.session.append(
                 "user/message",
@@ -308,7 +311,7 @@ class Agent:
                 step += 1
                 self.session.append("step/start", {"step": step})
                 if step == 1 and first_own_turn:
-                    await self._append_instructions()
+                    self._append_instructions()
                 claimed = [prompt] if prompt is not None and step == 1 else []
                 claimed += self.inbox.take_step_items()
                 for item in claimed:
