@@ -5,13 +5,14 @@ model a path its tools may not read."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from script_support import script
+from script_support import call, script
 from tether import Harness
 from tether.agent import ProjectInstructions
 from tether.agent.instructions import INSTRUCTIONS_HEAD, MAX_FILE_BYTES, MAX_TOTAL_BYTES
@@ -275,10 +276,6 @@ async def test_instructions_that_claim_a_wider_scope_change_nothing(tmp_path: Pa
 
 @pytest.mark.parametrize("origin", ["user", "project"])
 async def test_a_spawned_child_reads_its_own_at_its_first_turn(tmp_path: Path, origin: str) -> None:
-    import json
-
-    from script_support import call
-
     workspace = tmp_path / "ws"
     workspace.mkdir()
     where = config_dir() if origin == "user" else workspace
@@ -311,3 +308,44 @@ async def test_a_spawned_child_reads_its_own_at_its_first_turn(tmp_path: Path, o
         r["content"] for r in instruction_events(parent)
     ]
     assert len(instruction_events(child)) == 1
+
+
+async def test_a_fork_inherits_its_parents_record_and_reads_nothing(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "AGENTS.md").write_text("Parent's rule.\n")
+    model = tmp_path / "script.json"
+    model.write_text(
+        json.dumps(
+            {
+                "agents": [
+                    {
+                        "match": {"depth": 0},
+                        "steps": [
+                            {"text": "first"},
+                            call("subagent_fork", prompt="go on", description="f"),
+                            {"text": "done"},
+                        ],
+                    },
+                    {"match": {"depth": 1}, "steps": [{"text": "child done"}]},
+                ]
+            }
+        )
+    )
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    async with Harness.open(workspace=workspace, model=f"scripted:{model}", store=store) as harness:
+        first = await harness.run("one")
+        (workspace / "AGENTS.md").write_text("Changed since.\n")
+        second = await harness.run("fork now", resume=first.session_id)
+        assert second.stop_reason == "completed", second.error
+        listed = await harness.store.persistence.list()  # type: ignore[union-attr]
+        child = await harness.store.inspect(next(m.id for m in listed if m.id != first.session_id))
+    seed = child.header.seed_length
+    assert seed is not None and seed > 0
+    inherited = instruction_events(child)
+    assert [r["content"] for r in inherited] == [
+        INSTRUCTIONS_HEAD + "\n\nInstructions from AGENTS.md:\n\nParent's rule."
+    ]
+    assert not any(
+        e.type == "user/message" and "Changed since" in str(e.data) for e in child.events
+    )
