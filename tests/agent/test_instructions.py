@@ -166,6 +166,20 @@ def test_links_out_of_the_repository_a_fifo_and_a_directory_are_skipped(tmp_path
     ]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/kmsg"), reason="no /proc/kmsg")
+def test_a_link_to_a_file_that_never_answers_is_refused_before_it_is_read(
+    tmp_path: Path,
+) -> None:
+    # Reading /proc/kmsg (as root) waits for the kernel's next message: refused unread.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "AGENTS.md").symlink_to("/proc/kmsg")
+    loaded = instructions().load(str(workspace))
+    assert [(s.shown, s.reason) for s in loaded.skipped] == [
+        ("AGENTS.md", f"it leads outside {workspace}, to /proc/kmsg")
+    ]
+
+
 def test_a_link_to_a_hidden_path_inside_the_repository_is_skipped(tmp_path: Path) -> None:
     # A home directory kept in git: ~/.ssh lies inside the repository, and is still hidden.
     home = Path(os.environ["HOME"])

@@ -187,21 +187,18 @@ class ProjectInstructions:
         top = instruction_dirs(root)[0]
         for path, origin in self.candidates(root):
             shown = _shown(path, root)
-            # A few bytes past the cap show where the last whole character ends.
-            prefix = read_prefix(path, MAX_FILE_BYTES + 4)
+
+            def vet(location: str, st: os.stat_result) -> str | None:
+                return rules_error or _outside(top, location) or _hidden(rules, location, st)
+
+            # A few bytes past the cap show where the last whole character ends. The user's
+            # own files lie where agents cannot write; a project file is vetted before a byte
+            # of it is read.
+            prefix = read_prefix(path, MAX_FILE_BYTES + 4, vet if origin == "project" else None)
             if isinstance(prefix, Unread):
                 if prefix.error is not None:
                     skipped.append(SkippedFile(path, shown, prefix.error))
                 continue
-            if origin == "project":
-                refusal = (
-                    rules_error
-                    or _outside(top, prefix.location)
-                    or _hidden(rules, prefix.location, prefix.stat)
-                )
-                if refusal is not None:
-                    skipped.append(SkippedFile(path, shown, refusal))
-                    continue
             identity = (prefix.stat.st_dev, prefix.stat.st_ino)
             if identity in seen:
                 skipped.append(SkippedFile(path, shown, f"the same file as {seen[identity]}"))

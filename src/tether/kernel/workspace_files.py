@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Protocol, runtime_checkable
@@ -137,9 +137,13 @@ class Unread:
     error: str | None
 
 
-def read_prefix(path: str, limit: int) -> Prefix | Unread:
+def read_prefix(
+    path: str, limit: int, vet: Callable[[str, os.stat_result], str | None] | None = None
+) -> Prefix | Unread:
     """At most ``limit`` bytes of ``path`` (and its size), never opening a FIFO or a device:
-    the type is checked on an ``O_PATH`` descriptor before the file is opened for reading."""
+    the type is checked on an ``O_PATH`` descriptor before the file is opened for reading.
+    ``vet`` sees where the file really is (and its ``stat``) before a byte is read, and may
+    refuse it with a reason."""
     try:
         handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
@@ -153,6 +157,9 @@ def read_prefix(path: str, limit: int) -> Prefix | Unread:
         if not stat.S_ISREG(info.st_mode):
             return Unread("not a regular file")
         location = os.readlink(f"/proc/self/fd/{handle}")
+        refusal = vet(location, info) if vet is not None else None
+        if refusal is not None:
+            return Unread(refusal)
         # Reopening the O_PATH descriptor opens the very inode whose type was checked, even
         # if the name was swapped for a FIFO or a device in between.
         reader = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
