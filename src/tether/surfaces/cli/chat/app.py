@@ -446,6 +446,8 @@ class ChatApp:
         failure = None if consumer.cancelled() else consumer.exception()
         if failure is not None:
             raise failure
+        if root.turn_limit_reached is not None:
+            self.console.print(Text(f"■ {root.turn_limit_reached}", style="yellow"))
         summary = summarize(events, root_id=root.id, elapsed=self._clock() - self._turn_started)
         self.console.print(Text("── " + format_summary(summary), style="dim"))
 
