@@ -62,13 +62,13 @@ def doctor_command(
             typer.echo(f"  {aspect}: {how}")
     plugins = available_plugins()
     typer.echo(f"plugins: {', '.join(sorted(plugins)) or 'none'}")
+    for line in _instruction_lines(workspace):
+        typer.echo(line)
     try:
         for line in _workspace_lines(Harness.inspect_workspace(workspace=workspace, store=url)):
             typer.echo(line)
     except TetherError as err:
         typer.echo(f"workspace: problem: {err.code}: {printable(str(err))}")
-    for line in _instruction_lines(workspace):
-        typer.echo(line)
     if fatal:
         raise typer.Exit(1)
 
