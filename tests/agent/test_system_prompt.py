@@ -21,7 +21,7 @@ from tether.agent.system_prompt import (
     ROLE_TEXT,
     plugin,
 )
-from tether.kernel import Kernel, WorkspaceTrust, WorkspaceUntrustedError
+from tether.kernel import SESSIONS_SERVICE, Kernel, WorkspaceTrust, WorkspaceUntrustedError
 from tether.kernel.config import ConfigFileError
 from tether.model import ScriptedModel
 from tether.session import Session, SessionMeta, SessionStore
@@ -29,6 +29,7 @@ from tether.subagents.plugin import DELEGATION_GUIDE
 from tether.subagents.plugin import plugin as subagents_plugin
 from tether.tools.fs import ReadTool
 from tether.tools.pipeline import ToolRuntime
+from tether.tools.seams import TOOLS_SERVICE
 
 TETHER_PROMPT = "\n\n".join(
     [
@@ -101,9 +102,9 @@ async def test_a_parent_and_its_child_send_the_same_tether_prompt(tmp_path: Path
 def composed(tmp_path: Path, tools: list[Any]) -> tuple[Kernel, Agent]:
     kernel = Kernel()
     store = SessionStore()
-    kernel.ctx.provide("sessions", store)
+    kernel.ctx.provide(SESSIONS_SERVICE, store)
     runtime = ToolRuntime(kernel.ctx)
-    kernel.ctx.provide("tools", runtime)
+    kernel.ctx.provide(TOOLS_SERVICE, runtime)
     kernel.load(plugin, {})
     for tool in tools:
         runtime.register(tool)
