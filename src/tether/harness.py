@@ -18,16 +18,20 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from tether.agent import (
     AGENTS_SERVICE,
+    DEFAULT_MAX_STEPS,
     PENDING_WORK,
+    PROJECT_INSTRUCTIONS,
     Agent,
     AgentOptions,
     AgentRegistry,
+    ProjectInstructions,
     StopReason,
 )
+from tether.errors import TetherError
 from tether.kernel import (
     SESSIONS_SERVICE,
     WORKSPACE_FILES,
@@ -51,7 +55,7 @@ from tether.policy.approval import (
 )
 from tether.policy.modes import parse_approval_policy, parse_sandbox_mode
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
-from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider
+from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider, rules_for
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
 from tether.session.answer_box import AnswerBox
 from tether.session.lease import Leases
@@ -69,6 +73,22 @@ ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
 
 DEFAULT_PRESET = "workspace-write"
 
+RunStopReason = StopReason | Literal["max-turns"]
+"""How a run ended: its last root turn's reason, or ``max-turns`` when the run stopped short
+of queued work at its turn limit."""
+
+
+class InvalidLimitError(TetherError):
+    """``max_steps`` or ``max_turns`` is not a whole number of at least 1."""
+
+    code = "INVALID_LIMIT"
+
+
+def _limit(name: str, value: int | None) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidLimitError(f"{name} must be a whole number of at least 1, got {value!r}")
+    return value
+
 
 class SessionEvent(NamedTuple):
     session_id: str
@@ -78,7 +98,7 @@ class SessionEvent(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class RunResult:
     session_id: str
-    stop_reason: StopReason
+    stop_reason: RunStopReason
     output: str
     error: str | None = None
 
@@ -95,6 +115,8 @@ class Harness:
         workspace: str,
         sandbox: str | None,
         approval: str | None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_turns: int | None = None,
     ) -> None:
         self.kernel = kernel
         self.ctx = kernel.ctx
@@ -106,6 +128,9 @@ class Harness:
         self._approval = approval
         self.agents = agents
         self.root: Agent | None = None
+        self.max_steps = max_steps
+        self.max_turns = max_turns
+        """Turns one :meth:`run` (or :meth:`stream`) may take on the root (``None``: no limit)."""
 
     @classmethod
     @asynccontextmanager
@@ -123,6 +148,10 @@ class Harness:
         env: Mapping[str, str] | None = None,
         workspace_trust: WorkspaceTrust | str = WorkspaceTrust.RECORDED,
         stream: bool | None = None,
+        system_prompt: str | None = None,
+        append_system_prompt: str | None = None,
+        max_steps: int | None = None,
+        max_turns: int | None = None,
     ) -> AsyncIterator[Harness]:
         """Compose a harness. ``config`` is a ``tether.toml``; by default the workspace's own
         ``tether.toml`` is read when it exists. Its plugins load before ``plugins``.
@@ -139,6 +168,11 @@ class Harness:
         ``TETHER_MODEL``, else the default of the configuration (the user's file, then the
         workspace's trusted ``tether.toml``; ``docs/models.md``). ``stream=False`` asks the
         model without streaming whatever its configuration says.
+
+        ``system_prompt`` replaces tether's system prompt; ``append_system_prompt`` is added
+        after it. ``max_steps`` bounds each turn (default 50), ``max_turns`` each run (default
+        none). Each overrides the configuration's ``[agent]`` value
+        (``docs/instructions.md``).
         """
         env = os.environ if env is None else env
         inspected = cls.inspect_workspace(
@@ -151,6 +185,13 @@ class Harness:
         )
         inspected.require()
         root = inspected.root
+        settings = inspected.agent
+        if system_prompt is None:
+            system_prompt = inspected.system_prompt()
+        if append_system_prompt is None:
+            append_system_prompt = settings.append_system_prompt
+        steps = _limit("max_steps", max_steps if max_steps is not None else settings.max_steps)
+        turns = _limit("max_turns", max_turns if max_turns is not None else settings.max_turns)
         if sandbox is not None:
             sandbox = parse_sandbox_mode(sandbox).value
         if approval is not None:
@@ -172,6 +213,10 @@ class Harness:
         kernel.ctx.provide(SESSIONS_SERVICE, session_store)
         try:
             kernel.load(
+                resolve_plugin("system_prompt"),
+                {"replace": system_prompt, "append": append_system_prompt},
+            )
+            kernel.load(
                 resolve_plugin("sandbox_policy"), {"mode": "read-only", "workspace_root": root}
             )
             kernel.load(resolve_plugin("approval"), {"policy": "ask"})
@@ -188,6 +233,11 @@ class Harness:
             kernel.ctx.provide(WORKSPACE_FILES, inspected.files)
             load_plugins(kernel, inspected.entries)
             _protect_store(kernel.ctx.get(SANDBOX_SERVICE), persistence, root)
+            ctx = kernel.ctx
+            kernel.ctx.provide(
+                PROJECT_INSTRUCTIONS,
+                ProjectInstructions(rules=lambda: rules_for(ctx.get(SANDBOX_SERVICE)), env=env),
+            )
             harness = cls(
                 kernel,
                 session_store,
@@ -197,6 +247,8 @@ class Harness:
                 workspace=root,
                 sandbox=sandbox,
                 approval=approval,
+                max_steps=steps if steps is not None else DEFAULT_MAX_STEPS,
+                max_turns=turns,
             )
             try:
                 yield harness
@@ -253,7 +305,8 @@ class Harness:
         return session
 
     def agent_for(self, session: Session, *, options: AgentOptions | None = None) -> Agent:
-        agent = Agent(self.ctx, session, options or AgentOptions(self.model), tools=self.tools)
+        options = options or AgentOptions(self.model, max_steps=self.max_steps)
+        agent = Agent(self.ctx, session, options, tools=self.tools)
         self.agents.register(agent)
         return agent
 
@@ -265,11 +318,23 @@ class Harness:
     async def run(self, prompt: str, *, resume: str | None = None) -> RunResult:
         """One root turn, then every turn its background children cause, until all is quiet."""
         agent = await self._root_agent(resume)
-        agent.followup(prompt)
-        await self.settle()
+        agent.limit_turns(self.max_turns)
+        try:
+            agent.followup(prompt)
+            await self.settle()
+        finally:
+            agent.lift_turn_limit()
         await self.store.flush(agent.session)
+        return self.result_of(agent)
+
+    @staticmethod
+    def result_of(agent: Agent) -> RunResult:
+        """The run's result: its last root turn's, unless the run stopped at its turn limit
+        (read before the next run starts)."""
         result = agent.last_result
         assert result is not None
+        if agent.turn_limit_reached is not None:
+            return RunResult(agent.id, "max-turns", result.output, agent.turn_limit_reached)
         return RunResult(agent.id, result.stop_reason, result.output, result.error)
 
     async def settle(self) -> None:
@@ -317,6 +382,7 @@ class Harness:
         waiter: asyncio.Task[None] | None = None
         try:
             agent = await self._root_agent(resume)
+            agent.limit_turns(self.max_turns)
             agent.followup(prompt)
 
             async def finish() -> None:
@@ -324,6 +390,7 @@ class Harness:
                     await self.settle()
                     await self.store.flush(agent.session)
                 finally:
+                    agent.lift_turn_limit()
                     queue.put_nowait(None)
 
             waiter = self.ctx.spawn(finish(), name="harness stream", report=False)

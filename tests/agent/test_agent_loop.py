@@ -152,16 +152,17 @@ async def test_no_contexts_means_no_snapshot(tmp_path: Any) -> None:
     )
 
 
-async def test_step_budget_blocks_the_turn(tmp_path: Any) -> None:
+async def test_the_step_limit_ends_the_turn_max_steps(tmp_path: Any) -> None:
     steps = [{"tool_calls": [{"name": "echo", "arguments": {"text": str(i)}}]} for i in range(5)]
     _, agent, _ = compose(steps, tmp_path, max_steps=2)
     result = await agent.run("loop")
-    assert result.stop_reason == "blocked"
-    assert agent.session.events[-1].data == {
-        "turn": 1,
-        "reason": "blocked",
-        "detail": "step budget of 2 exhausted",
-    }
+    detail = (
+        "the turn reached its limit of 2 steps and stopped before step 3 "
+        "(raise it with --max-steps, or max_steps in tether.toml)"
+    )
+    assert (result.stop_reason, result.error) == ("max-steps", detail)
+    assert agent.session.events[-1].data == {"turn": 1, "reason": "max-steps", "detail": detail}
+    assert [e.data["step"] for e in agent.session.events if e.type == "step/start"] == [1, 2]
 
 
 async def test_length_finish_is_max_tokens(tmp_path: Any) -> None:

@@ -15,6 +15,7 @@ from event_support import plain
 from script_support import call
 from script_support import write as write
 from tether.agent import Agent, AgentOptions, AgentRegistry
+from tether.agent.system_prompt import plugin as system_prompt_plugin
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
 from tether.session import Session, SessionMeta, SessionStore
@@ -70,6 +71,8 @@ def world(
         agents=True,
     )
     assert rig.agents is not None
+    # tether's own system prompt, as Harness.open composes it: child logs record it.
+    rig.kernel.load(system_prompt_plugin, {})
     model = ScriptedModel.from_dict({"agents": agents})
     return World(rig.kernel, rig.store, rig.tools, rig.agents, model, workspace)
 

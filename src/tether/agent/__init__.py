@@ -1,6 +1,7 @@
 """The agent: inbox, turns and steps, cancellation, system prompt and runtime context."""
 
 from tether.agent.agent import (
+    DEFAULT_MAX_STEPS,
     PENDING_WORK,
     PRE_STEP,
     SESSION_START,
@@ -19,12 +20,20 @@ from tether.agent.agent import (
 )
 from tether.agent.context_snapshot import SNAPSHOT_HEAD, SNAPSHOT_NONE
 from tether.agent.inbox import InboxItem, InboxTarget
+from tether.agent.instructions import (
+    PROJECT_INSTRUCTIONS,
+    LoadedInstructions,
+    ProjectInstructions,
+    is_instructions,
+)
 from tether.agent.registry import AGENTS_SERVICE, AgentRegistry
 
 __all__ = [
     "AGENTS_SERVICE",
+    "DEFAULT_MAX_STEPS",
     "PENDING_WORK",
     "PRE_STEP",
+    "PROJECT_INSTRUCTIONS",
     "SESSION_START",
     "SNAPSHOT_HEAD",
     "SNAPSHOT_NONE",
@@ -37,10 +46,13 @@ __all__ = [
     "CancelCause",
     "InboxItem",
     "InboxTarget",
+    "LoadedInstructions",
     "PreStep",
     "PreStepDecision",
+    "ProjectInstructions",
     "StopReason",
     "StreamedText",
     "TurnEnded",
     "TurnResult",
+    "is_instructions",
 ]

@@ -23,6 +23,7 @@ from tether.agent.context_snapshot import (
 )
 from tether.agent.history import history, model_replies_since
 from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem, InboxTarget
+from tether.agent.instructions import PROJECT_INSTRUCTIONS, is_instructions
 from tether.kernel import Context, Gather, Notice, Waterfall
 from tether.model import (
     Completion,
@@ -39,15 +40,34 @@ from tether.tools.pipeline import ToolRuntime
 
 log = logging.getLogger(__name__)
 
-StopReason = Literal["completed", "aborted", "error", "max-tokens", "blocked"]
+StopReason = Literal["completed", "aborted", "error", "max-tokens", "max-steps", "blocked"]
 """How a turn ended.
 
 - ``completed``: the model answered without further tool calls.
 - ``aborted``: the turn was cancelled (``cause`` says by whom: user, parent, hook, disposed).
 - ``error``: the model or the harness failed; ``error`` carries the message.
 - ``max-tokens``: the model's reply was cut off by its output limit.
-- ``blocked``: a pre-step gate refused to continue, or the step budget ran out.
+- ``max-steps``: the turn used all the steps :attr:`AgentOptions.max_steps` allows.
+- ``blocked``: a pre-step gate refused to continue.
 """
+
+DEFAULT_MAX_STEPS: Final = 50
+
+
+def max_steps_detail(limit: int) -> str:
+    return (
+        f"the turn reached its limit of {limit} steps and stopped before step {limit + 1} "
+        "(raise it with --max-steps, or max_steps in tether.toml)"
+    )
+
+
+def max_turns_detail(limit: int, dropped: int) -> str:
+    queued = "1 queued input was" if dropped == 1 else f"{dropped} queued inputs were"
+    return (
+        f"the run reached its limit of {limit} turns; {queued} not run (raise it with "
+        "--max-turns, or max_turns in tether.toml)"
+    )
+
 
 CancelCause = Literal["user", "parent", "hook", "disposed"]
 """Who cancelled: the user, the delegating parent, a hook, or teardown."""
@@ -59,7 +79,8 @@ AgentStatus = Literal["idle", "running"]
 class AgentOptions:
     model: ModelClient
     label: str | None = None
-    max_steps: int = 50
+    max_steps: int = DEFAULT_MAX_STEPS
+    """Steps one turn may take (one model request each) before it ends ``max-steps``."""
     allowed_tools: frozenset[str] | None = None
     """Tool filter: removes tools from the prompt and from execution together."""
 
@@ -119,6 +140,10 @@ class Agent:
         self._cancel_before_turn = False
         self._results: list[TurnResult] = []
         self._owner: Agent | None = None
+        self._turns_left: int | None = None
+        self._turn_limit: int | None = None
+        self.turn_limit_reached: str | None = None
+        """Why the driver stopped short of queued work (:meth:`limit_turns`), else ``None``."""
 
     @property
     def id(self) -> str:
@@ -188,6 +213,16 @@ class Agent:
             # parked when ``keep_inbox``; a later wake runs it).
             self._cancel_before_turn = True
 
+    def limit_turns(self, limit: int | None) -> None:
+        """Start one run's budget: at most ``limit`` more turns (``None``: no limit). Input
+        still queued past it is discarded and :attr:`turn_limit_reached` says so."""
+        self._turns_left = self._turn_limit = limit
+        self.turn_limit_reached = None
+
+    def lift_turn_limit(self) -> None:
+        """End the run's budget; :attr:`turn_limit_reached` stays for the caller to read."""
+        self._turns_left = self._turn_limit = None
+
     async def when_idle(self) -> None:
         while self._driver is not None and not self._driver.done():
             await asyncio.shield(self._driver)
@@ -203,11 +238,43 @@ class Agent:
             if self._cancel_before_turn:
                 self._cancel_before_turn = False
                 return
+            if self._turns_left is not None:
+                if self._turns_left <= 0:
+                    self._stop_at_turn_limit()
+                    return
+                self._turns_left -= 1
             prompt = self.inbox.take_turn_prompt()
             result = await self._run_turn(prompt)
             self.last_result = result
             self._results.append(result)
             self.ctx.emit(TURN_END, TurnEnded(self, result))
+
+    def _stop_at_turn_limit(self) -> None:
+        dropped = self.inbox.pending("next-turn") + self.inbox.pending("next-step")
+        self.inbox.clear()
+        self.turn_limit_reached = max_turns_detail(self._turn_limit or 0, dropped)
+
+    def _first_own_turn(self) -> bool:
+        """No turn of this session's own has started yet (a fork seed's turns are not)."""
+        last = self.session.last("turn/start")
+        return last is None or last.seq < (self.session.header.seed_length or 0)
+
+    def _append_instructions(self) -> None:
+        """The project instructions, once, at the start of the session's first own turn."""
+        source = self.ctx.get(PROJECT_INSTRUCTIONS)
+        cwd = self.session.header.cwd
+        if source is None or cwd is None or any(map(is_instructions, self.session.events)):
+            return
+        # Read in place, not in a worker thread: a few small files once per session, and the
+        # first step must not yield to other agents where it never did (their order is the
+        # log's order).
+        loaded = source.load(cwd)
+        if loaded.used:
+            self.session.append(
+                "user/message",
+                {"content": loaded.message(), "source": loaded.source()},
+                surface_op="append",
+            )
 
     def _next_turn_number(self) -> int:
         last = self.session.last("turn/start")
@@ -218,6 +285,7 @@ class Agent:
 
     async def _run_turn(self, prompt: InboxItem | None) -> TurnResult:
         turn = self._next_turn_number()
+        first_own_turn = self._first_own_turn()
         state = _TurnState()
         self._turn = state
         self.session.append("turn/start", {"turn": turn})
@@ -229,7 +297,7 @@ class Agent:
         try:
             while True:
                 if step >= self.options.max_steps:
-                    reason, detail = "blocked", f"step budget of {self.options.max_steps} exhausted"
+                    reason, detail = "max-steps", max_steps_detail(self.options.max_steps)
                     break
                 decision = await self.ctx.waterfall(
                     PRE_STEP,
@@ -242,6 +310,8 @@ class Agent:
                     break
                 step += 1
                 self.session.append("step/start", {"step": step})
+                if step == 1 and first_own_turn:
+                    self._append_instructions()
                 claimed = [prompt] if prompt is not None and step == 1 else []
                 claimed += self.inbox.take_step_items()
                 for item in claimed:

@@ -42,11 +42,24 @@ class PluginEntry(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+class AgentSettings(BaseModel):
+    """``[agent]`` in ``tether.toml``: the system prompt and the limits (``docs/instructions.md``).
+    A value the caller passes (``Harness.open``, a ``tether run`` flag) wins over these."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    system_prompt_file: str | None = Field(default=None, min_length=1)
+    """Replaces tether's system prompt; relative to the directory of the ``tether.toml``."""
+    append_system_prompt: str | None = None
+    max_steps: int | None = Field(default=None, ge=1)
+    max_turns: int | None = Field(default=None, ge=1)
+
+
 class TetherConfig(BaseModel):
     """The parsed ``tether.toml``. Sections other surfaces own are kept verbatim."""
 
     model_config = ConfigDict(extra="allow")
     plugins: list[PluginEntry] = Field(default_factory=list)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
 
 
 def read_config(path: Path) -> TetherConfig:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Protocol, runtime_checkable
@@ -110,32 +110,66 @@ def _under(path: str, root: str) -> bool:
 
 def read_file(key: str, path: str) -> FileSnapshot:
     """Read ``path`` without following it into anything but a regular file."""
+    opened = read_prefix(path, MAX_CONFIG_BYTES)
+    if isinstance(opened, Unread):
+        return FileSnapshot(key, path, None, opened.error)
+    if opened.size > MAX_CONFIG_BYTES:
+        return FileSnapshot(key, path, None, f"larger than {MAX_CONFIG_BYTES} bytes")
+    return FileSnapshot(key, path, opened.data)
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    """The first bytes of a regular file, with what identifies it."""
+
+    data: bytes
+    size: int
+    """How many bytes the file had: more than ``data`` when it was longer than the limit."""
+    location: str
+    """Where the opened file really is (links resolved)."""
+    stat: os.stat_result
+
+
+@dataclass(frozen=True, slots=True)
+class Unread:
+    """Nothing was read: ``error`` is ``None`` when the file does not exist, else why not."""
+
+    error: str | None
+
+
+def read_prefix(
+    path: str, limit: int, vet: Callable[[str, os.stat_result], str | None] | None = None
+) -> Prefix | Unread:
+    """At most ``limit`` bytes of ``path`` (and its size), never opening a FIFO or a device:
+    the type is checked on an ``O_PATH`` descriptor before the file is opened for reading.
+    ``vet`` sees where the file really is (and its ``stat``) before a byte is read, and may
+    refuse it with a reason."""
     try:
         handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
-        return FileSnapshot(key, path, None)
+        return Unread(None)
     except ValueError:
-        return FileSnapshot(key, path, None, "the path contains a NUL byte")
+        return Unread("the path contains a NUL byte")
     except OSError as err:
-        return FileSnapshot(key, path, None, err.strerror or str(err))
+        return Unread(err.strerror or str(err))
     try:
         info = os.fstat(handle)
         if not stat.S_ISREG(info.st_mode):
-            return FileSnapshot(key, path, None, "not a regular file")
-        if info.st_size > MAX_CONFIG_BYTES:
-            return FileSnapshot(key, path, None, f"larger than {MAX_CONFIG_BYTES} bytes")
+            return Unread("not a regular file")
+        location = os.readlink(f"/proc/self/fd/{handle}")
+        refusal = vet(location, info) if vet is not None else None
+        if refusal is not None:
+            return Unread(refusal)
         # Reopening the O_PATH descriptor opens the very inode whose type was checked, even
         # if the name was swapped for a FIFO or a device in between.
         reader = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
         with os.fdopen(reader, "rb") as stream:
-            data = stream.read(MAX_CONFIG_BYTES + 1)
+            data = stream.read(limit + 1)
     except OSError as err:
-        return FileSnapshot(key, path, None, err.strerror or str(err))
+        return Unread(err.strerror or str(err))
     finally:
         os.close(handle)
-    if len(data) > MAX_CONFIG_BYTES:
-        return FileSnapshot(key, path, None, f"larger than {MAX_CONFIG_BYTES} bytes")
-    return FileSnapshot(key, path, data)
+    return Prefix(data[:limit], max(info.st_size, len(data)), location, info)
 
 
 class WorkspaceFiles:
@@ -182,8 +216,11 @@ __all__ = [
     "WORKSPACE_FILES",
     "DeclaresFiles",
     "FileSnapshot",
+    "Prefix",
     "UndeclaredWorkspaceFileError",
+    "Unread",
     "WorkspaceFiles",
     "locate",
     "read_file",
+    "read_prefix",
 ]

@@ -21,13 +21,15 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from tether.errors import TetherError
 from tether.kernel.config import (
     CONFIG_FILE,
+    AgentSettings,
+    ConfigFileError,
     PluginEntry,
     TetherConfig,
     parse_config,
@@ -178,6 +180,24 @@ class InspectedWorkspace:
     config: UsedConfig | None = None
     """The configuration file read (none under ``ignore``); sections beyond ``plugins``
     (``[model]``, ``[models.*]``) are for their owners, once :meth:`require` passed."""
+    agent: AgentSettings = field(default_factory=AgentSettings)
+    """The configuration's ``[agent]`` section (empty under ``ignore`` or without one)."""
+    system_prompt_path: str | None = None
+    """The absolute path of ``agent.system_prompt_file``, read with the other files."""
+
+    def system_prompt(self) -> str | None:
+        """The text of ``[agent] system_prompt_file`` as checked, or ``None`` without one.
+        Raises ``CONFIG_FILE`` when it is missing, unreadable or not UTF-8."""
+        if self.system_prompt_path is None:
+            return None
+        shown = printable(self.agent.system_prompt_file or self.system_prompt_path)
+        data = self.files.read(self.system_prompt_path)
+        if data is None:
+            raise ConfigFileError(f"[agent] system_prompt_file {shown}: no such file")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigFileError(f"[agent] system_prompt_file {shown}: not UTF-8 ({err})") from err
 
     def untrusted(self) -> list[FileReport]:
         return [r for r in self.reports if r.status.needs_trust]
@@ -219,6 +239,7 @@ def inspect_workspace(
     problem: TetherError | None = None
     named: list[tuple[PluginEntry, bool]] = []
     used: UsedConfig | None = None
+    prompt_path: str | None = None
     key, path, inside = locate(root, os.fspath(config) if config is not None else CONFIG_FILE)
     if config is not None and not inside:
         used = UsedConfig(path, read_config(Path(path)), in_workspace=False)
@@ -231,6 +252,13 @@ def inspect_workspace(
                 named += [(entry, True) for entry in used.config.plugins]
         except TetherError as err:
             problem = err
+    agent = used.config.agent if used is not None else AgentSettings()
+    if agent.system_prompt_file is not None:
+        # Read now with the configuration that names it, so trust covers its content too.
+        prompt_path = os.path.join(os.path.dirname(path), agent.system_prompt_file)
+        prompt_key, prompt_path, prompt_inside = locate(root, prompt_path)
+        if prompt_inside or inside:
+            read.file(prompt_key, prompt_path, named_by_workspace=inside)
     named += [(entry, False) for entry in plugins]
     configured = {entry.name for entry, _ in named}
     ordered = [(d, False) for d in defaults if d.name not in configured] + named
@@ -259,6 +287,8 @@ def inspect_workspace(
         distrust=distrust,
         problem=problem,
         config=used,
+        agent=agent,
+        system_prompt_path=prompt_path,
     )
 
 

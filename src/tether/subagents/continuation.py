@@ -59,6 +59,7 @@ SETTLED_SUMMARY: Final[Mapping[str, str]] = {
     "completed": "finished and will do no further work unless you send it more.",
     "aborted": "was stopped and will do no further work unless you send it more.",
     "max-tokens": "ran out of room before finishing.",
+    "max-steps": "reached its step limit before finishing.",
     "refusal": "declined the task.",
     "error": "failed.",
 }

@@ -17,6 +17,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.agent.system_prompt import SYSTEM_PROMPT, ToolGuide
 from tether.kernel import Context
 from tether.policy import SandboxMode
 from tether.subagents.composition import DEFAULT_MAX_DEPTH, ChildSpec, Provider
@@ -29,6 +30,17 @@ from tether.subagents.tools import (
     ReportTool,
     SendMessageTool,
     SubagentTool,
+)
+
+DELEGATION_GUIDE: Final = (
+    "Your delegation tools (each tool in your list that starts a subagent) hand a task to a "
+    "subagent that works in the same workspace, within your permission scope or narrower, and "
+    "cannot ask for approvals. Delegate self-contained work (a review, an independent change, "
+    "a search across many files), and put everything the subagent needs in its prompt: it "
+    "sees your conversation only when its tool says it starts with a copy. A background "
+    "subagent's result arrives as a message when it finishes; send_message gives it more to "
+    "do, interrupt_agent stops it, list_agents shows where each one is. Check a subagent's "
+    "result before you rely on it."
 )
 
 
@@ -98,6 +110,9 @@ class SubagentsPlugin:
             )
         for tool in (SendMessageTool(), InterruptAgentTool(), ListAgentsTool()):
             tools.register(tool, ctx=ctx)
+        prompt = ctx.get(SYSTEM_PROMPT)
+        if prompt is not None:
+            prompt.guide(ctx, ToolGuide(ListAgentsTool.name, DELEGATION_GUIDE))
 
 
 plugin: Final = SubagentsPlugin()

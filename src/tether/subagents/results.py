@@ -8,7 +8,7 @@ from typing import Final, Literal
 
 from tether.session import Event
 
-SubagentStopReason = Literal["completed", "aborted", "error", "max-tokens", "refusal"]
+SubagentStopReason = Literal["completed", "aborted", "error", "max-tokens", "max-steps", "refusal"]
 """How a child run ended, as the parent sees it (``refusal``: a pre-step gate declined)."""
 
 MAX_DIAGNOSTIC_BYTES: Final = 4096
@@ -26,6 +26,7 @@ def map_stop_reason(turn_reason: object, *, cancelled: bool) -> SubagentStopReas
     mapping: dict[object, SubagentStopReason] = {
         "completed": "completed",
         "max-tokens": "max-tokens",
+        "max-steps": "max-steps",
         "aborted": "aborted",
         "blocked": "refusal",
     }
@@ -66,6 +67,7 @@ def failure_text(result: SubagentResult) -> str:
     headline = {
         "aborted": "subagent run was cancelled",
         "max-tokens": "subagent hit its token limit before finishing",
+        "max-steps": "subagent reached its step limit before finishing",
         "refusal": "subagent declined the task",
         "error": "subagent run failed",
         "completed": "subagent completed",

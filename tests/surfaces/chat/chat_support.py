@@ -109,6 +109,7 @@ async def open_chat(
     resume: str | None = None,
     setup: Any = None,
     clock: Any = None,
+    max_turns: int | None = None,
 ) -> AsyncIterator[Chat]:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
@@ -125,6 +126,7 @@ async def open_chat(
             sandbox=sandbox,
             approval=approval,
             plugins=list(plugins),
+            max_turns=max_turns,
         ) as harness:
             if setup is not None:
                 setup(harness)

@@ -15,13 +15,15 @@ from typing import Annotated
 import typer
 
 from tether import __version__
+from tether.agent import ProjectInstructions
+from tether.dirs import config_dir
 from tether.errors import TetherError
 from tether.harness import Harness
 from tether.kernel import FileStatus, InspectedWorkspace, available_plugins
 from tether.kernel.printable import printable
 from tether.kernel.workspace_trust import trust_command_line
 from tether.model import PRESETS, choose_model, load_model_config, user_config_path
-from tether.sandbox import describe_backends
+from tether.sandbox import default_rules, describe_backends
 from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url
 
 
@@ -64,6 +66,8 @@ def doctor_command(
             typer.echo(f"  {aspect}: {how}")
     plugins = available_plugins()
     typer.echo(f"plugins: {', '.join(sorted(plugins)) or 'none'}")
+    for line in _instruction_lines(workspace):
+        typer.echo(line)
     if isinstance(inspected, TetherError):
         typer.echo(f"workspace: problem: {inspected.code}: {printable(str(inspected))}")
     else:
@@ -136,4 +140,29 @@ def _workspace_lines(inspected: InspectedWorkspace) -> list[str]:
         else:
             state = f"inactive ({report.status}, not trusted)"
         lines.append(f"workspace file {printable(report.key)}: {state}")
+    return lines
+
+
+def _instruction_lines(workspace: str) -> list[str]:
+    """The project instructions a new session in ``workspace`` would read, in their order."""
+    loaded = ProjectInstructions(rules=default_rules).load(workspace)
+    if not loaded.used and not loaded.skipped:
+        return [
+            "instructions: none (no AGENTS.md or CLAUDE.md in the workspace, the directories "
+            f"above it up to the repository root, or {printable(str(config_dir()))})"
+        ]
+    lines = [
+        f"instructions: {len(loaded.used)} used, {loaded.used_bytes} bytes (each new session "
+        "reads them at its first turn)"
+    ]
+    for used in loaded.used:
+        cut = f" of {used.size}, truncated" if used.truncated else ""
+        lines.append(
+            f"instructions file {printable(used.shown)}: used ({used.used} bytes{cut}, "
+            f"sha256 {used.sha256})"
+        )
+    for skipped in loaded.skipped:
+        lines.append(
+            f"instructions file {printable(skipped.shown)}: skipped ({printable(skipped.reason)})"
+        )
     return lines

@@ -1,8 +1,9 @@
 """``tether run``: one root turn from the command line (ARCHITECTURE.md §4).
 
 ``--json`` prints one JSON object per line for every event appended to any session of the run,
-then ``{"type": "run/result", ...}``. Exit status 0 when the root turn completed; otherwise 1
-with a one-line reason on stderr.
+then ``{"type": "run/result", ...}``. Exit status 0 when the root turn completed; 3 when a turn
+reached ``--max-steps``, 4 when the run reached ``--max-turns``; otherwise 1, each with a
+one-line reason on stderr.
 """
 
 from __future__ import annotations
@@ -10,16 +11,19 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Coroutine
-from typing import Annotated
+from collections.abc import Coroutine, Mapping
+from typing import Annotated, Final, NamedTuple
 
 import typer
 
-from tether.harness import Harness, RunResult, SessionEvent
-from tether.kernel import PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
-from tether.kernel.printable import printable_block
+from tether.agent import is_instructions
+from tether.errors import TetherError
+from tether.harness import Harness, RunResult, RunStopReason, SessionEvent
+from tether.kernel import ConfigFileError, PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
+from tether.kernel.printable import printable, printable_block
+from tether.kernel.workspace_files import read_file
 from tether.session.json import thaw
-from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, run, store_url
+from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, fail, run, store_url
 from tether.surfaces.cli.progress import RunProgress
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.tty_answerer import register_tty_answerer
@@ -87,6 +91,47 @@ ApprovalTimeoutOption = Annotated[
 ResumeOption = Annotated[
     str | None, typer.Option("--resume", metavar="SESSION_ID", help="Continue a stored session.")
 ]
+SystemPromptFileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--system-prompt-file",
+        metavar="PATH",
+        help="Replace tether's system prompt with this file's text (UTF-8).",
+    ),
+]
+AppendSystemPromptOption = Annotated[
+    str | None,
+    typer.Option(
+        "--append-system-prompt",
+        metavar="TEXT",
+        help="Add TEXT after the system prompt.",
+    ),
+]
+MaxStepsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-steps",
+        metavar="N",
+        min=1,
+        help="Steps (model requests) one turn may take; past it the turn ends max-steps "
+        "(default 50).",
+        show_default=False,
+    ),
+]
+MaxTurnsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-turns",
+        metavar="N",
+        min=1,
+        help="Turns the run may take (follow-ups, Stop-hook continuations); past it the run "
+        "ends max-turns (default: no limit).",
+        show_default=False,
+    ),
+]
+EXIT_FOR_LIMIT: Final[dict[RunStopReason, int]] = {"max-steps": 3, "max-turns": 4}
+"""The exit status of a run that stopped at a limit (``docs/cli.md``)."""
+
 TrustWorkspaceOption = Annotated[
     bool,
     typer.Option(
@@ -112,6 +157,24 @@ def stream_flag(no_stream: bool) -> bool | None:
     """``--no-stream`` as ``Harness.open(stream=...)``: without it the model's configuration
     decides."""
     return False if no_stream else None
+
+
+def system_prompt_text(path: str | None) -> str | None:
+    """The text of ``--system-prompt-file``: the user names it, so it is read as theirs (a
+    prompt changes no scope); a missing, unreadable or non-UTF-8 file is a one-line error."""
+    if path is None:
+        return None
+    shown = printable(path)
+    try:
+        data = read_file(path, path).require()
+        if data is None:
+            raise ConfigFileError(f"--system-prompt-file {shown}: no such file")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigFileError(f"--system-prompt-file {shown}: not UTF-8 ({err})") from err
+    except TetherError as err:
+        fail(err)
 
 
 def plugin_entries(names: list[str] | None, approver: str | None) -> list[PluginEntry]:
@@ -150,6 +213,10 @@ def run_command(
     approval_timeout: ApprovalTimeoutOption = None,
     trust_workspace: TrustWorkspaceOption = False,
     no_stream: NoStreamOption = False,
+    system_prompt_file: SystemPromptFileOption = None,
+    append_system_prompt: AppendSystemPromptOption = None,
+    max_steps: MaxStepsOption = None,
+    max_turns: MaxTurnsOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
@@ -165,6 +232,13 @@ def run_command(
     elif approval_timeout is not None:
         error_line("run: --approval-timeout applies to --approval-from store")
         raise typer.Exit(2)
+    options = RunOptions(
+        system_prompt_text(system_prompt_file),
+        append_system_prompt,
+        max_steps,
+        max_turns,
+        stream_flag(no_stream),
+    )
     result = run(
         _offering_one_run_trust(
             _run(
@@ -178,13 +252,28 @@ def run_command(
                 resume,
                 json_output,
                 WorkspaceTrust.ONCE if trust_workspace else WorkspaceTrust.RECORDED,
-                stream_flag(no_stream),
+                options,
             )
         )
     )
+    if result.stop_reason == "max-turns":
+        error_line(f"run: the run ended max-turns: {result.error}")
+        raise typer.Exit(EXIT_FOR_LIMIT["max-turns"])
     if result.stop_reason != "completed":
         error_line(f"run: the turn ended {result.stop_reason}: {result.error or 'no detail'}")
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FOR_LIMIT.get(result.stop_reason, 1))
+
+
+class RunOptions(NamedTuple):
+    """What ``run`` and ``chat`` pass to :meth:`Harness.open` for the prompt, the limits and
+    streaming."""
+
+    system_prompt: str | None = None
+    append_system_prompt: str | None = None
+    max_steps: int | None = None
+    max_turns: int | None = None
+    stream: bool | None = None
+    """``False`` for ``--no-stream``; ``None`` lets the model's configuration decide."""
 
 
 async def _offering_one_run_trust(run: Coroutine[object, object, RunResult]) -> RunResult:
@@ -205,7 +294,7 @@ async def _run(
     resume: str | None,
     json_output: bool,
     workspace_trust: WorkspaceTrust,
-    stream: bool | None,
+    options: RunOptions,
 ) -> RunResult:
     async with Harness.open(
         workspace=workspace,
@@ -215,7 +304,7 @@ async def _run(
         approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
-        stream=stream,
+        **options._asdict(),
     ) as harness:
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
@@ -228,6 +317,11 @@ async def _run(
                 # To a terminal the output is shown escaped; to a pipe or a file it is data.
                 shown = printable_block(result.output) if interactive else result.output
                 typer.echo(shown)
+            for item in progress.events:
+                if item.session_id == result.session_id and is_instructions(item.event):
+                    source = item.event.data["source"]
+                    assert isinstance(source, Mapping)
+                    typer.echo(f"tether: {source['summary']}", err=True)
             summary = summarize(
                 progress.events, root_id=result.session_id, elapsed=progress.elapsed()
             )
@@ -236,9 +330,7 @@ async def _run(
         async for event in harness.stream(prompt, resume=resume):
             typer.echo(_line(event))
         assert harness.root is not None
-        last = harness.root.last_result
-        assert last is not None
-        result = RunResult(harness.root.id, last.stop_reason, last.output, last.error)
+        result = Harness.result_of(harness.root)
         typer.echo(
             json.dumps(
                 {
@@ -246,6 +338,7 @@ async def _run(
                     "session": result.session_id,
                     "stop_reason": result.stop_reason,
                     "output": result.output,
+                    **({"error": result.error} if result.error else {}),
                 },
                 ensure_ascii=False,
             )

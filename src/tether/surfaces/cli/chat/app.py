@@ -70,17 +70,23 @@ from tether.surfaces.cli.chat.render import EventRenderer, SessionDirectory
 from tether.surfaces.cli.chat.status import busy_line, child_statuses, idle_line
 from tether.surfaces.cli.common import StoreOption, error_line, run, store_url
 from tether.surfaces.cli.run import (
+    AppendSystemPromptOption,
     ApprovalOption,
     ApproverOption,
+    MaxStepsOption,
+    MaxTurnsOption,
     ModelOption,
     NoStreamOption,
     PluginOption,
     ResumeOption,
+    RunOptions,
     SandboxOption,
+    SystemPromptFileOption,
     WorkspaceOption,
     plugin_entries,
     refuse_scope_on_resume,
     stream_flag,
+    system_prompt_text,
 )
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.trust import ask_at_start
@@ -447,6 +453,8 @@ class ChatApp:
         failure = None if consumer.cancelled() else consumer.exception()
         if failure is not None:
             raise failure
+        if root.turn_limit_reached is not None:
+            self.console.print(Text(f"■ {root.turn_limit_reached}", style="yellow"))
         summary = summarize(events, root_id=root.id, elapsed=self._clock() - self._turn_started)
         self.console.print(Text("── " + format_summary(summary), style="dim"))
 
@@ -586,6 +594,10 @@ def chat_command(
     resume: ResumeOption = None,
     no_history: NoHistoryOption = False,
     no_stream: NoStreamOption = False,
+    system_prompt_file: SystemPromptFileOption = None,
+    append_system_prompt: AppendSystemPromptOption = None,
+    max_steps: MaxStepsOption = None,
+    max_turns: MaxTurnsOption = None,
 ) -> None:
     """Chat with an agent at the terminal, answering its approval prompts inline."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -593,6 +605,13 @@ def chat_command(
         raise typer.Exit(2)
     refuse_scope_on_resume("chat", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
+    options = RunOptions(
+        system_prompt_text(system_prompt_file),
+        append_system_prompt,
+        max_steps,
+        max_turns,
+        stream_flag(no_stream),
+    )
     trust = ask_at_start(workspace, plugins, store_url(store))
     history: History = InMemoryHistory() if no_history else FileHistory(str(history_path()))
     run(
@@ -607,7 +626,7 @@ def chat_command(
             history,
             answer_approvals=not approver,
             workspace_trust=trust,
-            stream=stream_flag(no_stream),
+            options=options,
         )
     )
 
@@ -624,7 +643,7 @@ async def _chat(
     *,
     answer_approvals: bool,
     workspace_trust: WorkspaceTrust,
-    stream: bool | None = None,
+    options: RunOptions,
 ) -> None:
     output = get_app_session().output
     writer = TerminalWriter(output)
@@ -637,7 +656,7 @@ async def _chat(
         approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
-        stream=stream,
+        **options._asdict(),
     ) as harness:
         app = ChatApp(
             harness,
