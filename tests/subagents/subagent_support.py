@@ -17,8 +17,10 @@ from script_support import write as write
 from tether.agent import Agent, AgentOptions, AgentRegistry
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
+from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
+from tether.subagents import SUBAGENTS_SERVICE
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
@@ -42,7 +44,7 @@ class World:
     def root(self, *, mode: str | None = None) -> Agent:
         session = self.store.prepare(meta=SessionMeta(cwd=str(self.workspace)))
         if mode is not None:
-            self.ctx.get("sandbox_policy").set_sandbox_mode(session, mode)
+            self.ctx.get(SANDBOX_POLICY_SERVICE).set_sandbox_mode(session, mode)
         self.store.enter(session)
         self.store.announce(session)
         agent = Agent(self.ctx, session, AgentOptions(self.model), tools=self.tools)
@@ -87,7 +89,7 @@ def subagents(w: World, config: dict[str, Any] | None = None) -> Any:
     from tether.subagents.plugin import plugin
 
     w.kernel.load(plugin, config or {})
-    return w.ctx.get("subagents")
+    return w.ctx.get(SUBAGENTS_SERVICE)
 
 
 async def settle(w: World) -> None:
@@ -95,7 +97,7 @@ async def settle(w: World) -> None:
     ``Harness.settle`` does)."""
     import asyncio
 
-    manager = w.ctx.get("subagents")
+    manager = w.ctx.get(SUBAGENTS_SERVICE)
     while True:
         for agent in list(w.agents):
             await agent.when_idle()

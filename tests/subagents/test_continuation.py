@@ -40,6 +40,7 @@ from tether.subagents import (
     UserAuthority,
     run_one_shot,
 )
+from tether.subagents.seams import SUBAGENT_END
 
 PARENT = {"match": {"depth": 0}, "steps": [{"text": "noted"}] * 8}
 FINISHED = "finished and will do no further work unless you send it more."
@@ -58,7 +59,7 @@ def user_messages(events: Any, kind: str) -> list[Any]:
 def ended(w: World) -> asyncio.Event:
     """Set whenever a continuable child's residency ends (``subagent/end``)."""
     flag = asyncio.Event()
-    w.ctx.on("subagent/end", lambda _payload: flag.set())
+    w.ctx.on(SUBAGENT_END, lambda _payload: flag.set())
     return flag
 
 

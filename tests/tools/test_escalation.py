@@ -13,6 +13,7 @@ import pytest
 
 from compose_support import compose_kernel
 from tether.kernel import Kernel
+from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.policy.approval import register_answerer
 from tether.policy.escalation import denial_hint
 from tether.sandbox import SandboxProvider
@@ -135,7 +136,7 @@ async def test_allowed_once_widens_this_call_only(tmp_path: Path) -> None:
 
 async def test_not_strictly_wider_is_refused_without_a_prompt(tmp_path: Path) -> None:
     kernel, tools, owner, asked = compose(tmp_path)
-    service = kernel.ctx.get("sandbox_policy")
+    service = kernel.ctx.get(SANDBOX_POLICY_SERVICE)
     assert service is not None
     service.set_sandbox_mode(owner.session, "workspace-write")
     result = await run(tools, owner, args(**ESCALATE))

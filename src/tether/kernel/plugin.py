@@ -120,10 +120,14 @@ class Kernel:
         if name in self._plugins:
             raise DuplicatePluginError(f"plugin {name!r} is already loaded")
         for service in getattr(plugin, "requires", ()):
+            # A plugin from an entry point is untyped: a bare name would otherwise fail deep in
+            # the kernel instead of naming the plugin.
+            if not isinstance(service, AnyServiceKey):
+                raise PluginError(f"plugin {name!r}: requires lists service keys, not {service!r}")
             if self.ctx.get(service) is None:
-                label = service if isinstance(service, str) else service.name
                 raise PluginRequirementError(
-                    f"plugin {name!r} requires service {label!r}, which no loaded plugin provides"
+                    f"plugin {name!r} requires service {service.name!r}, "
+                    "which no loaded plugin provides"
                 )
         validated = validate_config(plugin, name, config)
         ctx = self.ctx.child(name)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 from tether.kernel import Context, Gather, Waterfall
-from tether.policy.approval import ApprovalRequest, ApprovalService
+from tether.policy.approval import APPROVAL_SERVICE, ApprovalRequest
 from tether.policy.modes import (
     ESCALATION_TARGETS,
     ApprovalOutcome,
@@ -179,7 +179,7 @@ async def grant_escalation(
     if not is_strictly_wider(mode, policy.mode):
         return EscalationRefused(_not_wider(mode, policy.mode))
     asked = EscalationAsk(mode, noun)
-    approval: ApprovalService | None = ctx.get("approval")
+    approval = ctx.get(APPROVAL_SERVICE)
     if approval is None:
         return EscalationRefused(outcome_text(AskFailure.NO_APPROVAL, asked))
     agent = call.agent
@@ -217,7 +217,7 @@ def escalation_hint(
     the agent's effective approval policy. With no approval service or no agent nobody could be
     asked, which reads as ``never``; a pinned agent whose escalations a plugin routes
     elsewhere (:data:`ESCALATION_ROUTED`) may still ask, which reads as ``ask``."""
-    approval: ApprovalService | None = ctx.get("approval")
+    approval = ctx.get(APPROVAL_SERVICE)
     effective = (
         approval.effective_policy(agent.session)
         if approval is not None and agent is not None

@@ -25,6 +25,7 @@ from tether.kernel import Kernel, Next
 from tether.signals import AbortSignal
 from tether.tools.base import PreDecision, ToolCall
 from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH
+from tether.tools.seams import PRE_EXECUTE, TOOLS_SERVICE
 
 ASK = {
     "hookSpecificOutput": {
@@ -207,7 +208,7 @@ def deny_writes(kernel: Kernel) -> None:
             return PreDecision.deny("writes are off for this project")
         return await next()
 
-    kernel.ctx.on("tools/pre-execute", listener)
+    kernel.ctx.on(PRE_EXECUTE, listener)
 
 
 def ask_for_writes(kernel: Kernel) -> None:
@@ -216,7 +217,7 @@ def ask_for_writes(kernel: Kernel) -> None:
             return PreDecision.ask("the gate wants a human")
         return await next()
 
-    kernel.ctx.on("tools/pre-execute", listener)
+    kernel.ctx.on(PRE_EXECUTE, listener)
 
 
 async def test_hook_allow_never_overrides_a_later_deny_listener(tmp_path: Path) -> None:
@@ -428,7 +429,7 @@ async def test_teardown_mid_hook_closes_the_record_pair(tmp_path: Path) -> None:
     hook = script(tmp_path, "slow.sh", f"#!/bin/sh\ntouch {started}\nexec sleep 300\n")
     rig = compose(tmp_path, {"PreToolUse": [group(hook)]})
     rig.session.append("turn/start", {"turn": 1})
-    tools = rig.kernel.ctx.get("tools")
+    tools = rig.kernel.ctx.get(TOOLS_SERVICE)
     task = asyncio.ensure_future(
         tools.execute(rig.agent, "c1", "write", '{"path": "m", "content": ""}', AbortSignal())
     )
