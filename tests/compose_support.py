@@ -14,8 +14,7 @@ from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.sandbox import SANDBOX_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
 from tether.tools.base import Tool
-from tether.tools.pipeline import ToolRuntime
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 
 @dataclass

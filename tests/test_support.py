@@ -18,7 +18,7 @@ from tether.policy.approval import ApprovalRequest
 from tether.sandbox import SANDBOX_SERVICE
 from tether.session import Session, SessionHeader
 from tether.tools.fs import file_tools
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE
 
 
 # -- event_support -------------------------------------------------------------------------------

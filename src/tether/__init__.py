@@ -6,7 +6,7 @@ that ``import tether`` stays cheap for the command line and for plugins.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["Harness", "RunResult", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in ("Harness", "RunResult"):
         from tether import harness
 

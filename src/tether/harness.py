@@ -58,12 +58,11 @@ from tether.session.lease import Leases
 from tether.session.persistence import default_store_url, open_persistence
 from tether.session.store_files import store_url_of
 from tether.signals import cancel_and_wait
-from tether.subagents.seams import SUBAGENTS_SERVICE
+from tether.subagents.continuation import SUBAGENTS_SERVICE
 from tether.tools.ask_user import AskUserTool
 from tether.tools.fs import file_tools
 from tether.tools.jobs import JOBS_SERVICE
-from tether.tools.pipeline import ToolRuntime
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
 

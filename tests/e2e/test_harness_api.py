@@ -17,8 +17,7 @@ from tether.agent import PENDING_WORK, TURN_END, Agent, TurnEnded
 from tether.model import Completion, ModelRequest, StreamEvent, ToolCall
 from tether.session.lease import SessionLiveError
 from tether.signals import AbortedError, AbortSignal
-from tether.subagents import ContinuationManager
-from tether.subagents.seams import SUBAGENTS_SERVICE
+from tether.subagents import SUBAGENTS_SERVICE, ContinuationManager
 
 
 def script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:

@@ -22,8 +22,7 @@ from tether.sandbox.backends import CLOSED_ROOT_NOTE
 from tether.signals import AbortSignal
 from tether.tools.base import ToolCall, ToolResult
 from tether.tools.bash import BashTool
-from tether.tools.pipeline import ToolRuntime
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

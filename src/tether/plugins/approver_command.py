@@ -19,12 +19,13 @@ import json
 import logging
 import os
 import shlex
-from typing import Any, Final
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import AnyServiceKey, Context, Next
 from tether.policy.approval import ApprovalReply, ApprovalRequest, register_answerer
+from tether.session import JsonValue
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +33,13 @@ ANSWERS: Final = frozenset({"allowed-once", "rejected"})
 MAX_OUTPUT: Final = 64 * 1024
 
 
-def request_payload(request: ApprovalRequest) -> dict[str, Any]:
+def request_payload(request: ApprovalRequest) -> dict[str, JsonValue]:
     """The JSON the command reads. For a routed question the asking session is the child
     (its log holds the audit pair), and ``origin`` says so, with the lineage up to the root."""
     origin = request.origin
     session = (origin.child if origin is not None else request.agent).session
     asked = session.last("approval/asked")
-    payload: dict[str, Any] = {
+    payload: dict[str, JsonValue] = {
         "approval_id": asked.data.get("id") if asked is not None else None,
         "session_id": session.id,
         "delegation_depth": session.header.delegation_depth,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from tether.plugins.shown_text import inert_json, quoted, shown_in_full
 from tether.policy.escalation import JUSTIFICATION_ARGUMENT, PERMISSIONS_ARGUMENT
@@ -31,7 +31,7 @@ FIELD_LIMIT: Final = 200
 """Characters of a child-written field (and of a JSON argument summary) in a headline."""
 
 
-def arguments_summary(arguments: Mapping[str, Any]) -> str:
+def arguments_summary(arguments: Mapping[str, object]) -> str:
     """The arguments as one line of JSON, at most :data:`FIELD_LIMIT` characters (longer ones
     end with ``…``). Exact: this is what answerers get in ``RoutedOrigin``."""
     text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
@@ -46,7 +46,7 @@ def _why(value: object) -> list[str]:
     return []
 
 
-def _last(action: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+def _last(action: Mapping[str, object], keys: tuple[str, ...]) -> list[str]:
     """The field that ends the headline: the first of ``keys`` with a value, in full."""
     for key in keys:
         value = action.get(key)
@@ -55,7 +55,7 @@ def _last(action: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
     return []
 
 
-def headline(tool: str, arguments: Mapping[str, Any], *, subagent: bool = True) -> str:
+def headline(tool: str, arguments: Mapping[str, object], *, subagent: bool = True) -> str:
     """``Subagent approval: run "bash" · Why: "…" · Command: …`` on one line;
     ``Arguments: {…}`` when the call has neither a why nor a command. Without ``subagent`` the
     ``Subagent approval: `` lead-in is left out."""
@@ -67,7 +67,7 @@ def headline(tool: str, arguments: Mapping[str, Any], *, subagent: bool = True) 
     return f"Subagent approval: {text}" if subagent else text
 
 
-def escalation_headline(action: Mapping[str, Any], reason: str | None) -> str:
+def escalation_headline(action: Mapping[str, object], reason: str | None) -> str:
     """``Subagent approval: escalate sandbox to MODE · Why: "…" · Command: …`` (or ``Path:``).
 
     Built from the structured action the escalation ladder passes; ``reason`` (the ladder's

@@ -343,9 +343,9 @@ def is_subagent(agent: HasSession) -> bool:
     return bool(agent.session.header.delegation_depth > 0)
 
 
-def routed_escalation_text(agent: object | None) -> str:
+def routed_escalation_text(agent: HasSession | None) -> str:
     """Follows the delegation statement (120) for subagents only; roots are unaffected."""
-    return ROUTED_ESCALATION_TEXT if isinstance(agent, HasSession) and is_subagent(agent) else ""
+    return ROUTED_ESCALATION_TEXT if agent is not None and is_subagent(agent) else ""
 
 
 class RootApprovalsPlugin:

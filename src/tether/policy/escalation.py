@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from tether.kernel import Context, Gather, Waterfall
 from tether.policy.approval import APPROVAL_SERVICE, ApprovalRequest
@@ -114,10 +114,11 @@ def escalation_noun(tool: object) -> EffectNoun | None:
     return None
 
 
-def with_escalation_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``schema`` (a tool's JSON schema, hence ``Any``) with the paired parameters added; the
-    argument is not changed (the pipeline caches it)."""
-    properties = dict(schema.get("properties", {}))
+def with_escalation_parameters(schema: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """``schema`` (a tool's JSON schema) with the paired parameters added; the argument is not
+    changed (the pipeline caches it)."""
+    own = schema.get("properties")
+    properties: dict[str, JsonValue] = dict(own) if isinstance(own, Mapping) else {}
     properties[PERMISSIONS_ARGUMENT] = {
         "type": "string",
         "enum": [mode.value for mode in ESCALATION_TARGETS],
@@ -132,8 +133,8 @@ def with_escalation_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def take_escalation(
-    arguments: Mapping[str, object],
-) -> tuple[dict[str, object], EscalationRequest | None] | InvalidEscalation:
+    arguments: Mapping[str, JsonValue],
+) -> tuple[dict[str, JsonValue], EscalationRequest | None] | InvalidEscalation:
     """The arguments without the paired ones, and the request they make (``None``: neither was
     given); or what is wrong with them. A pair given as ``null`` counts as not given."""
     rest = dict(arguments)

@@ -17,6 +17,7 @@ from tether.subagents.composition import (
     resolve_child_depth,
 )
 from tether.subagents.continuation import (
+    SUBAGENTS_SERVICE,
     AncestorAuthority,
     ContinuationManager,
     UserAuthority,
@@ -24,7 +25,6 @@ from tether.subagents.continuation import (
 from tether.subagents.descriptor import Descriptor, ToolFilter, fold_descriptor
 from tether.subagents.oneshot import OneShotRequest, run_child, run_one_shot
 from tether.subagents.results import SubagentResult
-from tether.subagents.seams import SUBAGENTS_SERVICE
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions
-from tether.kernel import SESSIONS_SERVICE, Context
+from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
 from tether.policy import APPROVAL_SERVICE, SandboxMode
 from tether.session import (
     JsonValue,
@@ -51,6 +51,8 @@ from tether.subagents.visibility import PendingQuestion, blocked_labels, last_de
 
 log = logging.getLogger(__name__)
 
+SUBAGENTS_SERVICE: Final[ServiceKey[ContinuationManager]] = ServiceKey("subagents")
+"""The continuable children of a composition (provided by the subagents plugin)."""
 ReportDelivery = Literal["next-step", "quiet"]
 """``next-step``: steer the parent (folded into its next step). ``quiet``: inject without
 waking it."""

@@ -20,9 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from tether.kernel import SESSIONS_SERVICE, AnyServiceKey, Context
 from tether.policy import SandboxMode
 from tether.subagents.composition import DEFAULT_MAX_DEPTH, ChildSpec, Provider
-from tether.subagents.continuation import ContinuationManager
+from tether.subagents.continuation import SUBAGENTS_SERVICE, ContinuationManager
 from tether.subagents.descriptor import ToolFilter
-from tether.subagents.seams import SUBAGENTS_SERVICE
 from tether.subagents.tools import (
     BackgroundMode,
     InterruptAgentTool,
@@ -31,7 +30,7 @@ from tether.subagents.tools import (
     SendMessageTool,
     SubagentTool,
 )
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE
 
 
 class ToolFilterConfig(BaseModel):

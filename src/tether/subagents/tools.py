@@ -16,10 +16,9 @@ from tether.agent import Agent
 from tether.errors import TetherError
 from tether.session import JsonValue
 from tether.subagents.composition import ChildSpec, SubagentError
-from tether.subagents.continuation import AncestorAuthority, ContinuationManager
+from tether.subagents.continuation import SUBAGENTS_SERVICE, AncestorAuthority, ContinuationManager
 from tether.subagents.oneshot import run_child
 from tether.subagents.results import failure_text
-from tether.subagents.seams import SUBAGENTS_SERVICE
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
 BackgroundMode = Literal["continuable", "one-shot"]

@@ -41,7 +41,7 @@ from tether.tools.command_run import (
     unavailable_result,
 )
 from tether.tools.jobs import JOBS_SERVICE, JobKillTool, JobManager, JobOutputTool
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE
 
 DEFAULT_TIMEOUT: Final = 120.0
 SHELL: Final = "bash"

@@ -29,11 +29,11 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Final
 
 from pydantic import ValidationError
 
-from tether.kernel import Context, Disposable
+from tether.kernel import Context, Disposable, ServiceKey
 from tether.policy.approval import APPROVAL_SERVICE, ApprovalRequest
 from tether.policy.escalation import (
     JUSTIFICATION_ARGUMENT,
@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH: the call was cancelled before it ran"
 
 
-def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
+def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, JsonValue]:
     """The JSON schema advertised to the model for ``tool``'s arguments.
 
     With ``escalation`` (a confining sandbox is mounted), a tool on the escalation ladder also
@@ -83,7 +83,7 @@ def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=256)
-def _args_schema(args: type[ToolArgs]) -> dict[str, Any]:
+def _args_schema(args: type[ToolArgs]) -> dict[str, JsonValue]:
     """The argument model's JSON schema; built once per model (it is costly and immutable)."""
     schema = args.model_json_schema()
     schema.pop("title", None)
@@ -115,7 +115,8 @@ class _Parsed:
 
 
 class ToolRuntime:
-    """The registry of tools and the pipeline that executes their calls."""
+    """The registry of tools and the pipeline that executes their calls (provided under
+    :data:`TOOLS_SERVICE`)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -162,7 +163,7 @@ class ToolRuntime:
 
     def schemas(
         self, allowed: frozenset[str] | None = None, agent: object | None = None
-    ) -> list[tuple[str, str, dict[str, Any]]]:
+    ) -> list[tuple[str, str, dict[str, JsonValue]]]:
         """``(name, description, parameters)`` for every tool ``agent`` sees, as advertised now."""
         escalation = self.escalation_enabled()
         return [
@@ -362,6 +363,10 @@ class ToolRuntime:
         return decision.result or result
 
 
+TOOLS_SERVICE: Final[ServiceKey[ToolRuntime]] = ServiceKey("tools")
+"""The tool registry and pipeline of a composition."""
+
+
 def _aborted_before_dispatch() -> ToolResult:
     return ToolResult.error(ABORTED_BEFORE_DISPATCH, cancelled=True)
 
@@ -374,7 +379,7 @@ def _cancelled(reason: str, signal: AbortSignal) -> ToolResult:
     return ToolResult.error(reason, cancelled=True)
 
 
-def _parse_arguments(name: str, raw: str) -> Mapping[str, Any] | ToolResult:
+def _parse_arguments(name: str, raw: str) -> Mapping[str, JsonValue] | ToolResult:
     try:
         value = json.loads(raw or "{}")
     except json.JSONDecodeError as err:
@@ -395,4 +400,10 @@ def describe_action(call: ToolCall) -> dict[str, JsonValue]:
     return action
 
 
-__all__ = ["ABORTED_BEFORE_DISPATCH", "ToolRuntime", "describe_action", "tool_schema"]
+__all__ = [
+    "ABORTED_BEFORE_DISPATCH",
+    "TOOLS_SERVICE",
+    "ToolRuntime",
+    "describe_action",
+    "tool_schema",
+]

@@ -13,7 +13,7 @@ from hooks_support import compose, dump_hook, group, payloads, py_hook
 from tether.plugins.hooks import claude_tool_input
 from tether.session.persistence.jsonl import JsonlPersistence
 from tether.signals import AbortSignal
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE
 
 
 def calls(*items: tuple[str, dict[str, Any]]) -> dict[str, Any]:

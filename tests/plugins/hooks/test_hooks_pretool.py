@@ -24,8 +24,8 @@ from hooks_support import (
 from tether.kernel import Kernel, Next
 from tether.signals import AbortSignal
 from tether.tools.base import PreDecision, ToolCall
-from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH
-from tether.tools.seams import PRE_EXECUTE, TOOLS_SERVICE
+from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH, TOOLS_SERVICE
+from tether.tools.seams import PRE_EXECUTE
 
 ASK = {
     "hookSpecificOutput": {

@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
@@ -152,7 +152,7 @@ class HookService:
     async def dispatch(
         self,
         event: HookEvent,
-        fields: Mapping[str, Any],
+        fields: Mapping[str, JsonValue],
         *,
         session: Session | None,
         subject: str | None = None,
