@@ -1,4 +1,4 @@
-"""The Python front door (ARCHITECTURE.md §4): ``Harness.open``, ``run``, ``stream``."""
+"""The Python front door (``docs/design.md`` §3): ``Harness.open``, ``run``, ``stream``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Golden child logs for the layouts of behaviour.md §1.6.
+"""Golden child logs for the layouts of delegation (``tests/golden/``).
 
 Each test builds a real composition (JSONL persistence, sandbox policy, approval unless the
 layout says otherwise, file tools, the subagents plugin, the scripted model), runs one

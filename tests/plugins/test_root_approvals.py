@@ -1,7 +1,7 @@
 """``root_approvals``: the gate, the headline, routing to the deepest live ancestor, every
 fail-closed branch with its own reason, the audit layout on both sides, the structured origin,
-ordering against the Claude Code hooks bridge, and routed escalations (issue 6, behaviour.md
-§9, docs/decisions/0016)."""
+ordering against the Claude Code hooks bridge, and routed escalations (issue 6,
+docs/decisions/0016-routed-approvals.md)."""
 
 from __future__ import annotations
 

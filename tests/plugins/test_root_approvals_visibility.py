@@ -1,6 +1,6 @@
 """Blocked and denied children made visible (``list_agents``, the lineage tree, parent
 notices) and narrowing (a tool instance's sandbox cap, ``ContinuationManager.narrow`` on a live
-and a stored child, widening refused): issue 6 items 4 and 5, behaviour.md §8 and §12."""
+and a stored child, widening refused): issue 6 items 4 and 5, ``docs/decisions/0022-blocked-and-denied-visibility.md``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Approval service (behaviour.md §3, checklist §10.4 approval.spec)."""
+"""Approval service (``approval.spec``)."""
 
 from __future__ import annotations
 

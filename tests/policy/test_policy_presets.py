@@ -1,4 +1,4 @@
-"""Permission presets (behaviour.md §2.5, checklist §10.6 permission-presets.spec)."""
+"""Permission presets (``permission-presets.spec``)."""
 
 from __future__ import annotations
 

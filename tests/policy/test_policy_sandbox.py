@@ -1,4 +1,4 @@
-"""Sandbox policy service (behaviour.md §2.3, checklist §10.6 policy.spec)."""
+"""Sandbox policy service (``policy.spec``)."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def data(session: Session, event_type: str) -> list[dict[str, Any]]:
     return [plain(e) for e in session.events if e.type == event_type]
 
 
-# -- continuable delegation helpers (behaviour.md §5.5, §10.2, §10.7) ----------------------------
+# -- continuable delegation helpers ----------------------------------------------------------------
 
 
 def subagents(w: World, config: dict[str, Any] | None = None) -> Any:

@@ -1,4 +1,4 @@
-"""behaviour.md §10.2: delegated policy, continuable (``continuation-inheritance.spec``).
+"""Delegated policy, continuable (``continuation-inheritance.spec``).
 
 Setup as in the reference: JSONL persistence, sandbox policy at default ``workspace-write``,
 approval, the agent loop, the continuation manager with the spawn and fork providers.

@@ -1,4 +1,4 @@
-"""behaviour.md §10.7, ``continuation.spec`` subset: the continuation manager (§5.5).
+"""``continuation.spec`` subset: the continuation manager.
 
 Admission, reservation, persistence, depth; descriptor and persona on resume; followup routing
 (enqueue, wake, cold resume) and its authorization; settlement notices; interrupt authority;
@@ -676,6 +676,6 @@ async def test_drain_right_after_acceptance_runs_no_turn(tmp_path: Path) -> None
     child_id = await manager.start(parent, "task")
     await manager.drain()
     events = (await stored(w, child_id)).events
-    # A ``disposed`` cancel parks unclaimed work (behaviour.md §6): no turn, no write.
+    # A ``disposed`` cancel parks unclaimed work (``agent/inbox.py``): no turn, no write.
     assert not (w.workspace / "during-drain.txt").exists()
     assert "turn/start" not in types(events)

@@ -1,4 +1,4 @@
-"""behaviour.md §10.7, ``tool-subagent.spec`` and ``list-agents.spec``: the model-facing
+"""``tool-subagent.spec`` and ``list-agents.spec``: the model-facing
 delegation tools, driven through the real tool pipeline by a scripted parent."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""behaviour.md §10.1: delegated policy, one-shot."""
+"""Delegated policy, one-shot."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The escalation ladder through the real tool pipeline: every fail-closed text, the strictly
-wider check without a prompt, the one-call grant, and the audit pair (behaviour.md §2.4,
-§10.6)."""
+wider check without a prompt, the one-call grant, and the audit pair (``policy/escalation.py``)."""
 
 from __future__ import annotations
 

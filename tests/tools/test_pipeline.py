@@ -1,4 +1,4 @@
-"""The tool pipeline (behaviour.md §3.5, §4.1, §10.5): ask routing texts, a throwing
+"""The tool pipeline (``tools/pipeline.py``): ask routing texts, a throwing
 pre-execute listener, guards that can only deny, post-execute, cancellation."""
 
 from __future__ import annotations

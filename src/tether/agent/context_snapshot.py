@@ -3,7 +3,8 @@
 Sections render into ``request/header.system``; a new header is logged only when it changes.
 Contexts render into one ``user/message`` snapshot placed after the claimed prompt and before
 ``request/header``; a new snapshot is appended only when its text differs from the retained
-one, so the prompt prefix stays cache-stable across policy switches (behaviour.md §7).
+one, so the prompt prefix stays cache-stable across policy switches (the entries and their
+order: ``docs/design.md`` §4).
 """
 
 from __future__ import annotations

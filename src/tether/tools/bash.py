@@ -13,7 +13,7 @@ everything the command started, and the exit status is reported. The result says
   never reported as a denial and never retried unconfined.
 
 The body is :meth:`BashTool.execute`, which takes the *effective* policy explicitly: the
-escalation ladder (behaviour.md §2.4) calls it with a policy widened for one call only.
+escalation ladder (``policy/escalation.py``) calls it with a policy widened for one call only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PreToolUse through the whole pipeline: a real agent, real tools, real hook processes, and the
 approval service. Reproduces the reference scenarios ``hook-cc-pretool-ask`` and
-``hook-cc-pretool-deny`` (behaviour.md §4.2, §10.3)."""
+``hook-cc-pretool-deny`` (``docs/hooks.md``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The Claude Code reply protocol: what a finished command said, and how replies merge.
 
-Exit status first (behaviour.md §4.2):
+Exit status first (``docs/hooks.md``, "Reply protocol"):
 
 - ``2`` blocks, with stderr as the reason (stdout is ignored, as in Claude Code);
 - any other non-zero status is a non-blocking error: reported, and the run continues;

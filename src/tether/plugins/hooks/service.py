@@ -7,7 +7,7 @@ For every command it runs, the service appends to the agent's session
   when it finished,
 
 where ``point`` is the Claude Code event name. Both must sit inside an open turn
-(behaviour.md §4.2). Hooks that fire outside one (``SessionStart`` at session creation,
+(``docs/hooks.md``, "Durable records"). Hooks that fire outside one (``SessionStart`` at session creation,
 ``Stop`` after ``turn/end``) still run; only their records are skipped.
 """
 
