@@ -13,7 +13,8 @@ everything the command started, and the exit status is reported. The result says
   never reported as a denial and never retried unconfined.
 
 The body is :meth:`BashTool.execute`, which takes the *effective* policy explicitly: the
-escalation ladder (``policy/escalation.py``) calls it with a policy widened for one call only.
+call's, which the pipeline widened for this call only when the escalation ladder
+(``policy/escalation.py``) granted it.
 """
 
 from __future__ import annotations
