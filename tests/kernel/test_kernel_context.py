@@ -14,6 +14,7 @@ from tether.kernel import (
     Gather,
     KeyConflictError,
     Next,
+    NotAKeyError,
     Notice,
     Runtime,
     ServiceConflictError,
@@ -548,3 +549,25 @@ def test_two_keys_with_one_name_are_refused(ctx: Context) -> None:
         ctx.on(Notice[int]("counter"), print)
     # Each runtime has its own table: another runtime may use the impostor.
     assert Runtime().root.get(impostor) is None
+
+
+async def test_a_bare_name_is_refused_by_every_operation(ctx: Context) -> None:
+    # Only untyped code can pass a string; the kernel names what to pass instead.
+    ctx.provide(COUNTER, Counter())
+    calls = [
+        lambda: ctx.get("counter"),
+        lambda: ctx.provide("counter", Counter()),
+        lambda: ctx.on("tick", print),
+        lambda: ctx.emit("tick", 1),
+        lambda: ctx.collect("tools/guard", None),
+    ]
+    for untyped in calls:
+        with pytest.raises(NotAKeyError) as info:
+            untyped()
+        assert info.value.code == "NOT_A_KEY"
+    with pytest.raises(NotAKeyError) as waited:
+        await ctx.waterfall("w", None, "fallback")
+    assert str(waited.value) == (
+        "kernel seams are named by typed keys (tether.kernel.keys), not 'w'"
+    )
+    assert ctx.get(COUNTER) is not None  # nothing was registered or removed

@@ -57,6 +57,12 @@ class KeyConflictError(TetherError):
     code = "KEY_CONFLICT"
 
 
+class NotAKeyError(TetherError):
+    """A seam was named by something other than a typed key (a bare name, from untyped code)."""
+
+    code = "NOT_A_KEY"
+
+
 class Disposable:
     """A registration handle. Calling :meth:`dispose` twice is harmless."""
 
@@ -101,6 +107,11 @@ class Runtime:
     def _name(self, key: _Key) -> str:
         """The table name of ``key``; a second key object with a name already used is refused,
         since the two would silently share one service or one chain."""
+        if not isinstance(key, _Key):
+            # Only untyped code (a plugin from an entry point) gets here; say what to pass.
+            raise NotAKeyError(
+                f"kernel seams are named by typed keys (tether.kernel.keys), not {key!r}"
+            )
         known = self._keys.setdefault(key.name, key)
         if known is not key:
             raise KeyConflictError(
