@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.agent import AGENTS_SERVICE, AgentRegistry
-from tether.kernel import Context, Kernel, Next
+from tether.kernel import SESSIONS_SERVICE, Context, Kernel, Next
 from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
 from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.sandbox import SANDBOX_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
 from tether.tools.base import Tool
-from tether.tools.pipeline import ToolRuntime
+from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 
 @dataclass
@@ -69,17 +70,17 @@ def compose_kernel(
     ``tools`` with ``provide_tools``); an agents registry with ``agents``. In that order."""
     kernel = Kernel()
     store = store if store is not None else SessionStore()
-    kernel.ctx.provide("sessions", store)
+    kernel.ctx.provide(SESSIONS_SERVICE, store)
     if mode is not None:
         kernel.load(sandbox_policy_plugin, {"mode": mode, "workspace_root": str(workspace)})
     if approval is not None:
         kernel.load(approval_plugin, {"policy": approval})
     if sandbox is not None:
-        kernel.ctx.provide("sandbox", sandbox)
+        kernel.ctx.provide(SANDBOX_SERVICE, sandbox)
     asked = record_answers(kernel.ctx, answer) if answer is not None else []
     runtime = ToolRuntime(kernel.ctx)
     if provide_tools:
-        kernel.ctx.provide("tools", runtime)
+        kernel.ctx.provide(TOOLS_SERVICE, runtime)
     for tool in tools:
         runtime.register(tool)
     registry = AgentRegistry() if agents else None

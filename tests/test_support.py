@@ -12,10 +12,13 @@ from compose_support import compose_kernel, record_answers
 from event_support import events_of, kinds, plain, seq_kinds, type_data
 from script_support import ROOT, call, script, write
 from tether import __version__
-from tether.kernel import Kernel
+from tether.kernel import SESSIONS_SERVICE, Kernel
+from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE
 from tether.policy.approval import ApprovalRequest
+from tether.sandbox import SANDBOX_SERVICE
 from tether.session import Session, SessionHeader
 from tether.tools.fs import file_tools
+from tether.tools.pipeline import TOOLS_SERVICE
 
 
 # -- event_support -------------------------------------------------------------------------------
@@ -117,15 +120,17 @@ class Owner:
 async def test_compose_kernel_composes_what_it_is_given(tmp_path: Path) -> None:
     rig = compose_kernel(tmp_path, mode="read-only", answer="allowed-once", tools=file_tools())
     assert isinstance(rig.kernel, Kernel) and rig.ctx is rig.kernel.ctx
-    assert rig.ctx.get("sessions") is rig.store
-    assert rig.ctx.get("sandbox_policy").resolve(session=rig.session()).mode.value == "read-only"
-    assert rig.ctx.get("tools") is None and rig.agents is None
+    assert rig.ctx.get(SESSIONS_SERVICE) is rig.store
+    assert (
+        rig.ctx.get(SANDBOX_POLICY_SERVICE).resolve(session=rig.session()).mode.value == "read-only"
+    )
+    assert rig.ctx.get(TOOLS_SERVICE) is None and rig.agents is None
     assert "write" in rig.tools.names()
     session = rig.session(turn=True)
     assert session.header.cwd == str(tmp_path) and kinds(session) == ["turn/start"]
     assert kinds(rig.session()) == []
     request = ApprovalRequest(Owner(session), "write")
-    assert await rig.ctx.get("approval").request(request) == "allowed-once"
+    assert await rig.ctx.get(APPROVAL_SERVICE).request(request) == "allowed-once"
     assert rig.asked == [request]
 
 
@@ -134,9 +139,9 @@ async def test_compose_kernel_without_policies_provides_the_rest(tmp_path: Path)
     rig = compose_kernel(
         tmp_path, mode=None, approval=None, sandbox=sandbox, provide_tools=True, agents=True
     )
-    assert rig.ctx.get("sandbox_policy") is None and rig.ctx.get("approval") is None
-    assert rig.ctx.get("sandbox") is sandbox
-    assert rig.ctx.get("tools") is rig.tools and rig.agents is not None
+    assert rig.ctx.get(SANDBOX_POLICY_SERVICE) is None and rig.ctx.get(APPROVAL_SERVICE) is None
+    assert rig.ctx.get(SANDBOX_SERVICE) is sandbox
+    assert rig.ctx.get(TOOLS_SERVICE) is rig.tools and rig.agents is not None
     assert rig.asked == []
 
 
@@ -148,6 +153,6 @@ async def test_record_answers_answers_every_request_and_records_it(tmp_path: Pat
         ApprovalRequest(Owner(session), "write"),
         ApprovalRequest(Owner(session), "bash"),
     )
-    approval = rig.ctx.get("approval")
+    approval = rig.ctx.get(APPROVAL_SERVICE)
     assert [await approval.request(first), await approval.request(second)] == ["rejected"] * 2
     assert asked == [first, second]

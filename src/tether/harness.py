@@ -1,5 +1,5 @@
 """The Python front door: one object that composes a store, the kernel, the policy plugins,
-the tools and a root agent, mirroring ``tether run`` (ARCHITECTURE.md §4).
+the tools and a root agent, mirroring ``tether run`` (``docs/design.md`` §3).
 
 ::
 
@@ -8,7 +8,7 @@ the tools and a root agent, mirroring ``tether run`` (ARCHITECTURE.md §4).
 
 The root session's permission facts are written into its log before it is published:
 ``--sandbox``/``--approval`` when given, otherwise the default preset's. Resume replays the
-stored log and never re-applies these options (ARCHITECTURE.md principle 1).
+stored log and never re-applies these options (``docs/design.md`` §2, principle 1).
 """
 
 from __future__ import annotations
@@ -62,12 +62,11 @@ from tether.session.lease import Leases
 from tether.session.persistence import default_store_url, open_persistence
 from tether.session.store_files import store_url_of
 from tether.signals import cancel_and_wait
-from tether.subagents.seams import SUBAGENTS_SERVICE
+from tether.subagents.continuation import SUBAGENTS_SERVICE
 from tether.tools.ask_user import AskUserTool
 from tether.tools.fs import file_tools
 from tether.tools.jobs import JOBS_SERVICE
-from tether.tools.pipeline import ToolRuntime
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
 

@@ -21,8 +21,9 @@ from tether.agent import (
     StreamedText,
     TurnEnded,
 )
-from tether.kernel import Kernel
+from tether.kernel import SESSIONS_SERVICE, Kernel
 from tether.model import ScriptedModel
+from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
 
@@ -128,7 +129,7 @@ async def test_snapshot_and_header_are_appended_only_on_change(tmp_path: Any) ->
     ]  # type: ignore[union-attr]
     headers = [e for e in agent.session.events if e.type == "request/header"]
     assert len(snapshots) == 1 and len(headers) == 1
-    sandbox = kernel.ctx.get("sandbox_policy")
+    sandbox = kernel.ctx.get(SANDBOX_POLICY_SERVICE)
     assert sandbox is not None
     sandbox.set_sandbox_mode(agent.session, "read-only")
     await agent.run("third")
@@ -317,7 +318,7 @@ async def test_turn_end_and_text_notices_carry_the_agent(tmp_path: Any) -> None:
 
 async def test_an_agent_knows_its_owner_from_the_registry(tmp_path: Any) -> None:
     kernel, parent, _ = compose([], tmp_path)
-    store = kernel.ctx.get("sessions")
+    store = kernel.ctx.get(SESSIONS_SERVICE)
     child = Agent(kernel.ctx, store.create(), parent.options)
     assert child.owner is None  # no registry composed
     registry = AgentRegistry()

@@ -29,7 +29,7 @@ from tether.subagents.plugin import DELEGATION_GUIDE
 from tether.subagents.plugin import plugin as subagents_plugin
 from tether.tools.fs import ReadTool
 from tether.tools.pipeline import ToolRuntime
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE
 
 TETHER_PROMPT = "\n\n".join(
     [

@@ -20,7 +20,7 @@ from e2e_support import JsonRun, tree
 from cli_support import TETHER, run_args, tether
 from tether.harness import Harness
 from tether.model import ScriptedModel
-from tether.policy import SandboxMode
+from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
 from tether.policy.sandbox_policy import SandboxPolicyService, fold_sandbox_mode
 from tether.session import SessionStore
 from tether.session.persistence import JsonlPersistence
@@ -216,7 +216,7 @@ async def test_parent_widening_after_settlement_does_not_widen_a_cold_resumed_ch
         assert harness.store.get(child_id) is None  # settled and disposed
         # The user widens the root (nothing model-facing can); the root's model then sends
         # the settled worker more work with send_message, which cold-resumes it.
-        sandbox = harness.ctx.get("sandbox_policy")
+        sandbox = harness.ctx.get(SANDBOX_POLICY_SERVICE)
         assert isinstance(sandbox, SandboxPolicyService)
         sandbox.set_sandbox_mode(root.session, "danger-full-access")
         second = await harness.run("send the worker more work")

@@ -1,4 +1,4 @@
-"""The Python front door (ARCHITECTURE.md §4): ``Harness.open``, ``run``, ``stream``."""
+"""The Python front door (``docs/design.md`` §3): ``Harness.open``, ``run``, ``stream``."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from tether.agent import PENDING_WORK, TURN_END, Agent, TurnEnded
 from tether.model import Completion, ModelRequest, StreamEvent, ToolCall
 from tether.session.lease import SessionLiveError
 from tether.signals import AbortedError, AbortSignal
-from tether.subagents import ContinuationManager
-from tether.subagents.seams import SUBAGENTS_SERVICE
+from tether.subagents import SUBAGENTS_SERVICE, ContinuationManager
 
 
 def script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:

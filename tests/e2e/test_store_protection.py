@@ -17,7 +17,7 @@ from script_support import script
 from tether import Harness
 from tether.harness import _protect_store
 from tether.kernel import PluginEntry
-from tether.sandbox import SandboxError, SandboxProvider
+from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider
 from tether.session.persistence import SqlitePersistence
 from tether.session.store_files import store_files
 
@@ -97,7 +97,7 @@ async def test_the_harness_hides_its_own_store_from_the_composed_sandbox(tmp_pat
     db = workspace / "t.db"
     url = "sqlite://" + quote(str(db))
     async with Harness.open(workspace=workspace, model=model(tmp_path), store=url) as harness:
-        sandbox = harness.ctx.get("sandbox")
+        sandbox = harness.ctx.get(SANDBOX_SERVICE)
         assert isinstance(sandbox, SandboxProvider)
         assert sandbox.path_rules().store == tuple(str(p) for p in store_files(url))
         assert os.listdir(f"{db}.answers") == []  # exists before any command runs

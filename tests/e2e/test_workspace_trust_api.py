@@ -12,7 +12,7 @@ from test_workspace_trust_cli import escalations, plants
 
 from tether.harness import Harness
 from tether.kernel import TrustStore, WorkspaceTrust, WorkspaceUntrustedError, record_trust
-from tether.sandbox import SandboxProvider
+from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
 from tether.session.json import thaw
 
 pytestmark = pytest.mark.timeout(120)
@@ -73,7 +73,7 @@ async def test_ignore_composes_without_any_option_of_the_workspace(
     (ws / "tether.toml").write_text(plants(ws, marker)[option])
     async with escalating(ws, tmp_path, WorkspaceTrust.IGNORE) as harness:
         assert harness.kernel.plugins()[-3:] == ["sandbox", "bash", "subagents"]
-        provider = harness.ctx.get("sandbox")
+        provider = harness.ctx.get(SANDBOX_SERVICE)
         assert isinstance(provider, SandboxProvider)
         assert (provider.chain, provider.backend_name()) == (("bwrap", "landlock"), "bwrap")
         result = await harness.run("do the task")

@@ -1,4 +1,4 @@
-"""Golden child logs for the layouts of behaviour.md §1.6.
+"""Golden child logs for the layouts of delegation (``tests/golden/``).
 
 Each test builds a real composition (JSONL persistence, sandbox policy, approval unless the
 layout says otherwise, file tools, the subagents plugin, the scripted model), runs one
@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tether.policy import SANDBOX_POLICY_SERVICE
+from tether.subagents.seams import SUBAGENT_START
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "subagents"))
 
@@ -146,7 +149,7 @@ async def test_one_shot_fork_child_unswitched_parent(tmp_path: Path) -> None:
 async def test_one_shot_fork_with_a_stale_seed(tmp_path: Path) -> None:
     w = world(tmp_path, [PARENT, child([write("f.txt"), {"text": "denied"}])])
     subagents(w)
-    sandbox = w.ctx.get("sandbox_policy")
+    sandbox = w.ctx.get(SANDBOX_POLICY_SERVICE)
     parent = w.root()
     sandbox.set_sandbox_mode(parent.session, "workspace-write")
     await parent.run("first turn")
@@ -244,7 +247,7 @@ async def test_published_run_failure_layout_is_unreachable(tmp_path: Path) -> No
     def fail(_lifecycle: object) -> None:
         raise RuntimeError("start listener failed")
 
-    w.ctx.on("subagent/start", fail)
+    w.ctx.on(SUBAGENT_START, fail)
     parent = w.root()
     result = await run_one_shot(OneShotRequest(parent, "go"))
     _, events = await durable_log(w, tmp_path, result.child_id)

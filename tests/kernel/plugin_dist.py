@@ -7,6 +7,7 @@ it would an installed wheel.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.kernel import ENTRY_POINT_GROUP
+from tether.kernel import ENTRY_POINT_GROUP, ServiceKey
 
 _serial = itertools.count()
 
@@ -31,6 +32,12 @@ class Distribution:
     """Declares ``.mcp.json`` as a file it reads."""
     bad_declarer: str
     """Its ``workspace_files`` raises."""
+
+    def key(self, name: str) -> ServiceKey[object]:
+        """A service key the distribution declares (``GREETING``, ``ECHO``, ``MCP``): a
+        third-party plugin shares its services through its own key objects."""
+        key: ServiceKey[object] = getattr(importlib.import_module(self.package), name)
+        return key
 
 
 def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Distribution]:
@@ -53,7 +60,11 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Distrib
             f"""
             from pydantic import BaseModel, ConfigDict
 
-            from tether.kernel import FunctionPlugin
+            from tether.kernel import FunctionPlugin, ServiceKey
+
+            GREETING = ServiceKey("greeting")
+            ECHO = ServiceKey("echo")
+            MCP = ServiceKey("mcp")
 
 
             class Config(BaseModel):
@@ -62,7 +73,7 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Distrib
 
 
             def _apply(ctx, config):
-                ctx.provide("greeting", config.greeting)
+                ctx.provide(GREETING, config.greeting)
 
 
             PLUGIN = FunctionPlugin({dist.greeter!r}, _apply, config_model=Config)
@@ -73,12 +84,14 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Distrib
         textwrap.dedent(
             f"""
             # A whole module as a plugin: name, requires and apply at module level.
+            from {package} import ECHO, GREETING
+
             name = {dist.module!r}
-            requires = ("greeting",)
+            requires = (GREETING,)
 
 
             def apply(ctx, config):
-                ctx.provide("echo", ctx.get("greeting") + "!")
+                ctx.provide(ECHO, ctx.get(GREETING) + "!")
             """
         )
     )
@@ -87,6 +100,10 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Distrib
         textwrap.dedent(
             f"""
             # A later feature's plugin: it reads files of the workspace, so it declares them.
+            from tether.kernel import WORKSPACE_FILES
+            from {package} import MCP
+
+
             class Declarer:
                 def __init__(self, name, fail):
                     self.name = name
@@ -98,7 +115,7 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Distrib
                     return [".mcp.json"]
 
                 def apply(self, ctx, config):
-                    ctx.provide("mcp", ctx.get("workspace_files").read(".mcp.json"))
+                    ctx.provide(MCP, ctx.get(WORKSPACE_FILES).read(".mcp.json"))
 
 
             PLUGIN = Declarer({dist.declarer!r}, False)

@@ -14,10 +14,12 @@ from tether.kernel import (
     ConfigFileError,
     DuplicatePluginError,
     Kernel,
+    Notice,
     PluginConfigError,
     PluginEntry,
     PluginError,
     PluginRequirementError,
+    ServiceKey,
     TetherConfig,
     UnknownPluginError,
     available_plugins,
@@ -25,6 +27,9 @@ from tether.kernel import (
     read_config,
     resolve_plugin,
 )
+
+PREEXISTING = ServiceKey[int]("preexisting")
+TICK = Notice[object]("tick")
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -140,7 +145,7 @@ def test_resolve_and_load_a_third_party_plugin(third_party: Distribution) -> Non
     kernel = Kernel()
     handle = kernel.load(plugin, {"greeting": "hi"})
     assert handle.name == third_party.greeter
-    assert kernel.ctx.get("greeting") == "hi"
+    assert kernel.ctx.get(third_party.key("GREETING")) == "hi"
 
 
 def test_a_module_can_be_the_plugin(third_party: Distribution) -> None:
@@ -149,7 +154,7 @@ def test_a_module_can_be_the_plugin(third_party: Distribution) -> None:
     module = resolve_plugin(third_party.module)
     assert module is sys.modules[f"{third_party.package}.modplugin"]
     kernel.load(module)
-    assert kernel.ctx.get("echo") == "hello!"
+    assert kernel.ctx.get(third_party.key("ECHO")) == "hello!"
 
 
 def test_unknown_plugin_lists_the_available_ones(third_party: Distribution) -> None:
@@ -186,7 +191,7 @@ def test_load_plugins_from_a_config_file(tmp_path: Path, third_party: Distributi
     kernel = Kernel()
     handles = load_plugins(kernel, read_config(path).plugins)
     assert [h.name for h in handles] == [third_party.greeter, third_party.module]
-    assert kernel.ctx.get("echo") == "ahoy!"
+    assert kernel.ctx.get(third_party.key("ECHO")) == "ahoy!"
     assert kernel.plugins() == [third_party.greeter, third_party.module]
 
 
@@ -214,8 +219,8 @@ def test_config_from_the_file_is_validated_at_load(
 def test_load_plugins_rolls_back_on_failure(third_party: Distribution, failure: str) -> None:
     kernel = Kernel()
     heard: list[str] = []
-    kernel.ctx.provide("preexisting", 1)
-    kernel.ctx.on("tick", lambda p: heard.append("root listener"))
+    kernel.ctx.provide(PREEXISTING, 1)
+    kernel.ctx.on(TICK, lambda p: heard.append("root listener"))
     if failure == "duplicate":
         kernel.load(resolve_plugin(third_party.greeter), {"greeting": "kept"})
     before = kernel.plugins()
@@ -234,10 +239,12 @@ def test_load_plugins_rolls_back_on_failure(third_party: Distribution, failure: 
     with pytest.raises(expected):
         load_plugins(kernel, entries)
     assert kernel.plugins() == before
-    assert kernel.ctx.get("echo") is None
-    assert kernel.ctx.get("preexisting") == 1
-    assert kernel.ctx.get("greeting") == ("kept" if failure == "duplicate" else None)
-    kernel.ctx.emit("tick")
+    assert kernel.ctx.get(third_party.key("ECHO")) is None
+    assert kernel.ctx.get(PREEXISTING) == 1
+    assert kernel.ctx.get(third_party.key("GREETING")) == (
+        "kept" if failure == "duplicate" else None
+    )
+    kernel.ctx.emit(TICK, None)
     assert heard == ["root listener"]
 
 

@@ -14,6 +14,7 @@ from tether.kernel import (
     Gather,
     KeyConflictError,
     Next,
+    NotAKeyError,
     Notice,
     Runtime,
     ServiceConflictError,
@@ -21,6 +22,16 @@ from tether.kernel import (
     ServiceMissingError,
     Waterfall,
 )
+from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE
+from tether.policy.approval import APPROVAL_REQUEST
+from tether.tools.seams import TOOL_GUARD
+
+SVC = ServiceKey[object]("svc")
+OTHER = Notice[object]("other")
+NOBODY = Notice[object]("nobody")
+ASK = Notice[object]("ask")
+W = Waterfall[object, object]("w")
+NOTHING = Gather[object, object]("nothing")
 
 
 @pytest.fixture
@@ -39,42 +50,42 @@ class Agent:
 
 
 def test_get_of_an_absent_service_is_none(ctx: Context) -> None:
-    assert ctx.get("approval") is None
+    assert ctx.get(APPROVAL_SERVICE) is None
 
 
 def test_provided_service_is_live_for_every_context(ctx: Context) -> None:
     service = object()
-    ctx.provide("approval", service)
-    assert ctx.get("approval") is service
-    assert ctx.child("other").get("approval") is service
+    ctx.provide(APPROVAL_SERVICE, service)
+    assert ctx.get(APPROVAL_SERVICE) is service
+    assert ctx.child("other").get(APPROVAL_SERVICE) is service
 
 
 def test_service_is_gone_after_dispose(ctx: Context) -> None:
     plugin = ctx.child("plugin")
-    handle = plugin.provide("approval", "svc")
-    assert ctx.get("approval") == "svc"
+    handle = plugin.provide(APPROVAL_SERVICE, "svc")
+    assert ctx.get(APPROVAL_SERVICE) == "svc"
     handle.dispose()
-    assert ctx.get("approval") is None
-    plugin.provide("approval", "again")
+    assert ctx.get(APPROVAL_SERVICE) is None
+    plugin.provide(APPROVAL_SERVICE, "again")
     plugin.dispose()
-    assert ctx.get("approval") is None
+    assert ctx.get(APPROVAL_SERVICE) is None
 
 
 def test_duplicate_provide_is_a_conflict(ctx: Context) -> None:
-    ctx.provide("sandbox_policy", "first")
+    ctx.provide(SANDBOX_POLICY_SERVICE, "first")
     with pytest.raises(ServiceConflictError) as info:
-        ctx.child("b").provide("sandbox_policy", "second")
+        ctx.child("b").provide(SANDBOX_POLICY_SERVICE, "second")
     assert info.value.code == "SERVICE_CONFLICT"
     assert str(info.value) == "service 'sandbox_policy' is already provided"
-    assert ctx.get("sandbox_policy") == "first"
+    assert ctx.get(SANDBOX_POLICY_SERVICE) == "first"
 
 
 def test_a_stale_disposer_does_not_remove_a_newer_provider(ctx: Context) -> None:
-    old = ctx.provide("svc", "old")
+    old = ctx.provide(SVC, "old")
     old.dispose()
-    ctx.provide("svc", "new")
+    ctx.provide(SVC, "new")
     old.dispose()
-    assert ctx.get("svc") == "new"
+    assert ctx.get(SVC) == "new"
 
 
 def test_disposable_is_idempotent_and_callable() -> None:
@@ -92,16 +103,16 @@ def test_disposable_is_idempotent_and_callable() -> None:
 
 def test_emit_calls_listeners_in_order_with_the_payload(ctx: Context) -> None:
     seen: list[tuple[str, object]] = []
-    ctx.on("tick", lambda p: seen.append(("a", p)))
-    ctx.on("tick", lambda p: seen.append(("b", p)))
-    ctx.on("tick", lambda p: seen.append(("first", p)), prepend=True)
-    ctx.on("other", lambda p: seen.append(("other", p)))
-    ctx.emit("tick", 5)
+    ctx.on(TICK, lambda p: seen.append(("a", p)))
+    ctx.on(TICK, lambda p: seen.append(("b", p)))
+    ctx.on(TICK, lambda p: seen.append(("first", p)), prepend=True)
+    ctx.on(OTHER, lambda p: seen.append(("other", p)))
+    ctx.emit(TICK, 5)
     assert seen == [("first", 5), ("a", 5), ("b", 5)]
 
 
 def test_emit_with_no_listeners_is_fine(ctx: Context) -> None:
-    ctx.emit("nobody")
+    ctx.emit(NOBODY, None)
 
 
 def test_emit_contains_a_failing_listener(ctx: Context, caplog: pytest.LogCaptureFixture) -> None:
@@ -110,10 +121,10 @@ def test_emit_contains_a_failing_listener(ctx: Context, caplog: pytest.LogCaptur
     def broken(payload: object) -> None:
         raise RuntimeError("listener broke")
 
-    ctx.on("tick", broken)
-    ctx.on("tick", seen.append)
+    ctx.on(TICK, broken)
+    ctx.on(TICK, seen.append)
     with caplog.at_level(logging.ERROR, logger="tether.kernel.context"):
-        ctx.emit("tick", 1)
+        ctx.emit(TICK, 1)
     assert seen == [1]
     assert "listener for 'tick' failed" in caplog.text
     assert "listener broke" in caplog.text
@@ -133,10 +144,10 @@ async def test_emit_runs_async_listeners_in_the_background_and_contains_failures
     async def broken(payload: object) -> None:
         raise RuntimeError("async listener broke")
 
-    ctx.on("tick", broken)
-    ctx.on("tick", slow)
+    ctx.on(TICK, broken)
+    ctx.on(TICK, slow)
     with caplog.at_level(logging.ERROR, logger="tether.kernel.context"):
-        ctx.emit("tick", "p")
+        ctx.emit(TICK, "p")
         assert seen == []  # emit does not wait
         await asyncio.wait_for(done.wait(), 5)
         await asyncio.sleep(0)
@@ -152,20 +163,20 @@ def test_emit_of_an_async_listener_without_a_loop_is_reported(
     async def listener(payload: object) -> None:
         ran.append(payload)
 
-    ctx.on("tick", listener)
+    ctx.on(TICK, listener)
     with caplog.at_level(logging.ERROR, logger="tether.kernel.context"):
-        ctx.emit("tick", 1)
+        ctx.emit(TICK, 1)
     assert ran == []
     assert "async listener for 'tick' needs a running event loop; not run" in caplog.text
 
 
 def test_listener_disposal(ctx: Context) -> None:
     seen: list[object] = []
-    handle = ctx.on("tick", seen.append)
-    ctx.emit("tick", 1)
+    handle = ctx.on(TICK, seen.append)
+    ctx.emit(TICK, 1)
     handle.dispose()
     handle.dispose()
-    ctx.emit("tick", 2)
+    ctx.emit(TICK, 2)
     assert seen == [1]
 
 
@@ -175,12 +186,12 @@ def test_listener_disposal(ctx: Context) -> None:
 def test_scoped_listeners_only_hear_their_own_agent(ctx: Context) -> None:
     parent, child = Agent("parent"), Agent("child")
     seen: list[tuple[str, object]] = []
-    ctx.on("ask", lambda p: seen.append(("global", p)))
-    ctx.on("ask", lambda p: seen.append(("parent", p)), scope=parent)
-    ctx.on("ask", lambda p: seen.append(("child", p)), scope=child)
-    ctx.emit("ask", 1, scope=parent)
-    ctx.emit("ask", 2, scope=child)
-    ctx.emit("ask", 3)
+    ctx.on(ASK, lambda p: seen.append(("global", p)))
+    ctx.on(ASK, lambda p: seen.append(("parent", p)), scope=parent)
+    ctx.on(ASK, lambda p: seen.append(("child", p)), scope=child)
+    ctx.emit(ASK, 1, scope=parent)
+    ctx.emit(ASK, 2, scope=child)
+    ctx.emit(ASK, 3)
     assert seen == [
         ("global", 1),
         ("parent", 1),
@@ -199,8 +210,8 @@ def test_scope_is_by_identity_not_equality(ctx: Context) -> None:
             return 0
 
     seen: list[object] = []
-    ctx.on("ask", seen.append, scope=Same())
-    ctx.emit("ask", "x", scope=Same())  # equal, but another agent
+    ctx.on(ASK, seen.append, scope=Same())
+    ctx.emit(ASK, "x", scope=Same())  # equal, but another agent
     assert seen == []
 
 
@@ -213,20 +224,20 @@ async def test_waterfall_scopes(ctx: Context) -> None:
 
         return listener
 
-    ctx.on("approval/request", await answer("child"), scope=child)
-    assert await ctx.waterfall("approval/request", {}, "unavailable", scope=parent) == "unavailable"
-    assert await ctx.waterfall("approval/request", {}, "unavailable") == "unavailable"
-    assert await ctx.waterfall("approval/request", {}, "unavailable", scope=child) == "child"
-    ctx.on("approval/request", await answer("global"), prepend=True)
-    assert await ctx.waterfall("approval/request", {}, "unavailable", scope=parent) == "global"
+    ctx.on(APPROVAL_REQUEST, await answer("child"), scope=child)
+    assert await ctx.waterfall(APPROVAL_REQUEST, {}, "unavailable", scope=parent) == "unavailable"
+    assert await ctx.waterfall(APPROVAL_REQUEST, {}, "unavailable") == "unavailable"
+    assert await ctx.waterfall(APPROVAL_REQUEST, {}, "unavailable", scope=child) == "child"
+    ctx.on(APPROVAL_REQUEST, await answer("global"), prepend=True)
+    assert await ctx.waterfall(APPROVAL_REQUEST, {}, "unavailable", scope=parent) == "global"
 
 
 # -- waterfall --------------------------------------------------------------------------------
 
 
 async def test_waterfall_without_listeners_returns_the_fallback_value(ctx: Context) -> None:
-    assert await ctx.waterfall("w", {"x": 1}, "unavailable") == "unavailable"
-    assert await ctx.waterfall("w", {}, 0) == 0
+    assert await ctx.waterfall(W, {"x": 1}, "unavailable") == "unavailable"
+    assert await ctx.waterfall(W, {}, 0) == 0
 
 
 async def test_waterfall_fallback_callables(ctx: Context) -> None:
@@ -240,8 +251,8 @@ async def test_waterfall_fallback_callables(ctx: Context) -> None:
         calls.append("async")
         return "from-async"
 
-    assert await ctx.waterfall("w", {}, sync_fallback) == "from-sync"
-    assert await ctx.waterfall("w", {}, async_fallback) == "from-async"
+    assert await ctx.waterfall(W, {}, sync_fallback) == "from-sync"
+    assert await ctx.waterfall(W, {}, async_fallback) == "from-async"
     assert calls == ["sync", "async"]
 
 
@@ -265,10 +276,10 @@ async def test_waterfall_listeners_get_payload_and_next_in_order(ctx: Context) -
         order.append("third")
         return f"third({await next()})"
 
-    ctx.on("w", first)
-    ctx.on("w", second)
-    ctx.on("w", third)
-    assert await ctx.waterfall("w", payload, lambda: "fallback") == "first(third(fallback))"
+    ctx.on(W, first)
+    ctx.on(W, second)
+    ctx.on(W, third)
+    assert await ctx.waterfall(W, payload, lambda: "fallback") == "first(third(fallback))"
     assert order == ["first", "second", "third", "first-after"]
 
 
@@ -283,21 +294,21 @@ async def test_returning_without_next_short_circuits(ctx: Context) -> None:
         later.append("answerer")
         return "allowed-once"
 
-    ctx.on("w", answerer)
-    ctx.on("w", gate, prepend=True)
+    ctx.on(W, answerer)
+    ctx.on(W, gate, prepend=True)
 
     def fallback() -> str:
         fallback_calls.append("fallback")
         return "unavailable"
 
-    assert await ctx.waterfall("w", {}, fallback) == "rejected"
+    assert await ctx.waterfall(W, {}, fallback) == "rejected"
     assert later == []
     assert fallback_calls == []
 
 
 async def test_sync_listener_may_answer_directly(ctx: Context) -> None:
-    ctx.on("w", lambda p, next: "sync-answer")
-    assert await ctx.waterfall("w", {}, "fallback") == "sync-answer"
+    ctx.on(W, lambda p, next: "sync-answer")
+    assert await ctx.waterfall(W, {}, "fallback") == "sync-answer"
 
 
 async def test_prepend_ordering(ctx: Context) -> None:
@@ -310,11 +321,11 @@ async def test_prepend_ordering(ctx: Context) -> None:
 
         return listener
 
-    ctx.on("w", tagged("a"))
-    ctx.on("w", tagged("p1"), prepend=True)
-    ctx.on("w", tagged("b"))
-    ctx.on("w", tagged("p2"), prepend=True)
-    await ctx.waterfall("w", None, None)
+    ctx.on(W, tagged("a"))
+    ctx.on(W, tagged("p1"), prepend=True)
+    ctx.on(W, tagged("b"))
+    ctx.on(W, tagged("p2"), prepend=True)
+    await ctx.waterfall(W, None, None)
     assert order == ["p2", "p1", "a", "b"]
 
 
@@ -332,10 +343,10 @@ async def test_waterfall_exceptions_propagate(ctx: Context) -> None:
             seen.append("outer-finally")
 
     seen: list[str] = []
-    ctx.on("w", outer)
-    ctx.on("w", broken)
+    ctx.on(W, outer)
+    ctx.on(W, broken)
     with pytest.raises(AnswererBroke):
-        await ctx.waterfall("w", {}, "unavailable")
+        await ctx.waterfall(W, {}, "unavailable")
     assert seen == ["outer-finally"]
 
 
@@ -344,7 +355,7 @@ async def test_fallback_exceptions_propagate(ctx: Context) -> None:
         raise LookupError("no fallback")
 
     with pytest.raises(LookupError):
-        await ctx.waterfall("w", {}, fallback)
+        await ctx.waterfall(W, {}, fallback)
 
 
 async def test_listener_may_rewrite_the_result_of_next(ctx: Context) -> None:
@@ -352,16 +363,16 @@ async def test_listener_may_rewrite_the_result_of_next(ctx: Context) -> None:
         result = await next()
         return "rejected" if result == "allowed-once" else str(result)
 
-    ctx.on("w", downgrade)
-    ctx.on("w", lambda p, next: "allowed-once")
-    assert await ctx.waterfall("w", {}, "unavailable") == "rejected"
+    ctx.on(W, downgrade)
+    ctx.on(W, lambda p, next: "allowed-once")
+    assert await ctx.waterfall(W, {}, "unavailable") == "rejected"
 
 
 async def test_disposed_listener_is_gone_from_later_waterfalls(ctx: Context) -> None:
-    handle = ctx.on("w", lambda p, next: "answered")
-    assert await ctx.waterfall("w", {}, "unavailable") == "answered"
+    handle = ctx.on(W, lambda p, next: "answered")
+    assert await ctx.waterfall(W, {}, "unavailable") == "answered"
     handle.dispose()
-    assert await ctx.waterfall("w", {}, "unavailable") == "unavailable"
+    assert await ctx.waterfall(W, {}, "unavailable") == "unavailable"
 
 
 async def test_listener_disposed_mid_waterfall_is_skipped(ctx: Context) -> None:
@@ -377,9 +388,9 @@ async def test_listener_disposed_mid_waterfall_is_skipped(ctx: Context) -> None:
         later.append("answered")
         return "allowed-once"
 
-    ctx.on("w", first)
-    answerer = ctx.on("w", second)
-    assert await ctx.waterfall("w", {}, "unavailable") == "unavailable"
+    ctx.on(W, first)
+    answerer = ctx.on(W, second)
+    assert await ctx.waterfall(W, {}, "unavailable") == "unavailable"
     assert later == []
 
 
@@ -391,8 +402,8 @@ def test_context_dispose_undoes_everything_newest_first(ctx: Context) -> None:
     plugin = ctx.child("plugin")
     order: list[str] = []
     plugin.effect(lambda: order.append("effect-1"))
-    plugin.provide("svc", "x")
-    plugin.on("tick", lambda p: order.append("listener"))
+    plugin.provide(SVC, "x")
+    plugin.on(TICK, lambda p: order.append("listener"))
     plugin.section("rules", 10, "Be careful.")
     plugin.context("sandbox:policy", 110, "Read-only.")
     plugin.effect(lambda: order.append("effect-2"))
@@ -400,9 +411,9 @@ def test_context_dispose_undoes_everything_newest_first(ctx: Context) -> None:
 
     plugin.dispose()
     assert order == ["effect-2", "effect-1"]
-    ctx.emit("tick")
+    ctx.emit(TICK, None)
     assert order == ["effect-2", "effect-1"]
-    assert ctx.get("svc") is None
+    assert ctx.get(SVC) is None
     assert runtime.prompt.render("section", None) == []
     assert runtime.prompt.render("context", None) == []
     plugin.dispose()  # twice is harmless
@@ -442,20 +453,20 @@ def test_disposing_a_parent_disposes_its_children(ctx: Context) -> None:
     calls: list[str] = []
     outer.effect(lambda: calls.append("outer"))
     inner.effect(lambda: calls.append("inner"))
-    inner.provide("svc", 1)
+    inner.provide(SVC, 1)
     outer.dispose()
     # Newest first: the child context was registered on ``outer`` before its effect.
     assert calls == ["outer", "inner"]
-    assert ctx.get("svc") is None
+    assert ctx.get(SVC) is None
 
 
 def test_disposing_a_child_leaves_siblings(ctx: Context) -> None:
     a, b = ctx.child("a"), ctx.child("b")
     seen: list[str] = []
-    a.on("tick", lambda p: seen.append("a"))
-    b.on("tick", lambda p: seen.append("b"))
+    a.on(TICK, lambda p: seen.append("a"))
+    b.on(TICK, lambda p: seen.append("b"))
     a.dispose()
-    ctx.emit("tick")
+    ctx.emit(TICK, None)
     assert seen == ["b"]
 
 
@@ -464,22 +475,22 @@ def test_disposing_a_child_leaves_siblings(ctx: Context) -> None:
 
 def test_collect_returns_every_matching_result_in_order(ctx: Context) -> None:
     agent, other = Agent("agent"), Agent("other")
-    ctx.on("tools/guard", lambda p: f"global:{p}")
-    ctx.on("tools/guard", lambda p: f"scoped:{p}", scope=agent)
-    ctx.on("tools/guard", lambda p: f"other:{p}", scope=other)
-    ctx.on("tools/guard", lambda p: None, prepend=True)
-    assert ctx.collect("tools/guard", "bash", scope=agent) == [None, "global:bash", "scoped:bash"]
-    assert ctx.collect("tools/guard", "bash") == [None, "global:bash"]
-    assert ctx.collect("nothing", 1) == []
+    ctx.on(TOOL_GUARD, lambda p: f"global:{p}")
+    ctx.on(TOOL_GUARD, lambda p: f"scoped:{p}", scope=agent)
+    ctx.on(TOOL_GUARD, lambda p: f"other:{p}", scope=other)
+    ctx.on(TOOL_GUARD, lambda p: None, prepend=True)
+    assert ctx.collect(TOOL_GUARD, "bash", scope=agent) == [None, "global:bash", "scoped:bash"]
+    assert ctx.collect(TOOL_GUARD, "bash") == [None, "global:bash"]
+    assert ctx.collect(NOTHING, 1) == []
 
 
 def test_collect_propagates_exceptions(ctx: Context) -> None:
     def broken(payload: object) -> None:
         raise PermissionError("guard broke")
 
-    ctx.on("tools/guard", broken)
+    ctx.on(TOOL_GUARD, broken)
     with pytest.raises(PermissionError):
-        ctx.collect("tools/guard", {})
+        ctx.collect(TOOL_GUARD, {})
 
 
 # -- typed keys ---------------------------------------------------------------------------------
@@ -506,7 +517,7 @@ def test_a_service_key_provides_gets_and_requires_the_service(ctx: Context) -> N
     assert ctx.require(COUNTER) is counter
     assert ctx.child("plugin").get(COUNTER) is counter
     # Until every call site names a key, a key and its name reach the same service.
-    assert ctx.get("counter") is counter
+    assert ctx.get(COUNTER) is counter
 
 
 async def test_notice_waterfall_and_gather_keys_reach_their_listeners(ctx: Context) -> None:
@@ -538,3 +549,25 @@ def test_two_keys_with_one_name_are_refused(ctx: Context) -> None:
         ctx.on(Notice[int]("counter"), print)
     # Each runtime has its own table: another runtime may use the impostor.
     assert Runtime().root.get(impostor) is None
+
+
+async def test_a_bare_name_is_refused_by_every_operation(ctx: Context) -> None:
+    # Only untyped code can pass a string; the kernel names what to pass instead.
+    ctx.provide(COUNTER, Counter())
+    calls = [
+        lambda: ctx.get("counter"),
+        lambda: ctx.provide("counter", Counter()),
+        lambda: ctx.on("tick", print),
+        lambda: ctx.emit("tick", 1),
+        lambda: ctx.collect("tools/guard", None),
+    ]
+    for untyped in calls:
+        with pytest.raises(NotAKeyError) as info:
+            untyped()
+        assert info.value.code == "NOT_A_KEY"
+    with pytest.raises(NotAKeyError) as waited:
+        await ctx.waterfall("w", None, "fallback")
+    assert str(waited.value) == (
+        "kernel seams are named by typed keys (tether.kernel.keys), not 'w'"
+    )
+    assert ctx.get(COUNTER) is not None  # nothing was registered or removed

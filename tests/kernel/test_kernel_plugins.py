@@ -13,12 +13,21 @@ from tether.kernel import (
     FunctionPlugin,
     Kernel,
     Next,
+    Notice,
     Plugin,
     PluginConfigError,
     PluginError,
     PluginRequirementError,
     ServiceKey,
 )
+from tether.policy import APPROVAL_SERVICE
+from tether.policy.approval import APPROVAL_REQUEST
+
+SESSION_CREATED = Notice[object]("session/created")
+TICK = Notice[object]("tick")
+SEEN = ServiceKey[object]("seen")
+HALF = ServiceKey[object]("half")
+NEVER = ServiceKey[object]("never")
 
 
 class GuardConfig(BaseModel):
@@ -50,13 +59,13 @@ def test_any_object_with_name_and_apply_is_a_plugin() -> None:
         requires = ()
 
         def apply(self, ctx: Context, config: Any) -> None:
-            ctx.provide("approval", self)
+            ctx.provide(APPROVAL_SERVICE, self)
 
     plugin = ApprovalService()
     assert isinstance(plugin, Plugin)
     kernel = Kernel()
     kernel.load(plugin)
-    assert kernel.ctx.get("approval") is plugin
+    assert kernel.ctx.get(APPROVAL_SERVICE) is plugin
 
 
 @pytest.mark.parametrize("bogus", [object(), "name", FunctionPlugin("", noop)])
@@ -74,24 +83,24 @@ def test_disposing_a_plugin_removes_everything_it_registered() -> None:
 
     def apply(ctx: Context, config: Any) -> None:
         ctx.effect(lambda: effects.append("first"))
-        ctx.provide("approval", "svc")
-        ctx.on("session/created", heard.append)
-        ctx.on("approval/request", lambda p, next: "allowed-once")
+        ctx.provide(APPROVAL_SERVICE, "svc")
+        ctx.on(SESSION_CREATED, heard.append)
+        ctx.on(APPROVAL_REQUEST, lambda p, next: "allowed-once")
         ctx.section("approval:rules", 50, "Ask first.")
         ctx.context("approval:policy", 115, "Policy: ask.")
         ctx.effect(lambda: effects.append("second"))
 
     handle = kernel.load(FunctionPlugin("approvals", apply))
-    kernel.ctx.emit("session/created", 1)
-    assert kernel.ctx.get("approval") == "svc"
+    kernel.ctx.emit(SESSION_CREATED, 1)
+    assert kernel.ctx.get(APPROVAL_SERVICE) == "svc"
     assert kernel.runtime.prompt.render("section", None) == [("approval:rules", "Ask first.")]
     assert kernel.runtime.prompt.render("context", None) == [("approval:policy", "Policy: ask.")]
 
     handle.dispose()
     assert effects == ["second", "first"]
-    kernel.ctx.emit("session/created", 2)
+    kernel.ctx.emit(SESSION_CREATED, 2)
     assert heard == [1]
-    assert kernel.ctx.get("approval") is None
+    assert kernel.ctx.get(APPROVAL_SERVICE) is None
     assert kernel.runtime.prompt.render("section", None) == []
     assert kernel.runtime.prompt.render("context", None) == []
     assert kernel.plugins() == []
@@ -106,22 +115,20 @@ async def test_unloaded_answerer_fails_asks_closed() -> None:
         return "allowed-once"
 
     handle = kernel.load(
-        FunctionPlugin("answerer", lambda ctx, cfg: ctx.on("approval/request", answer))
+        FunctionPlugin("answerer", lambda ctx, cfg: ctx.on(APPROVAL_REQUEST, answer))
     )
-    assert await kernel.ctx.waterfall("approval/request", {}, "unavailable") == "allowed-once"
+    assert await kernel.ctx.waterfall(APPROVAL_REQUEST, {}, "unavailable") == "allowed-once"
     handle.dispose()
-    assert await kernel.ctx.waterfall("approval/request", {}, "unavailable") == "unavailable"
+    assert await kernel.ctx.waterfall(APPROVAL_REQUEST, {}, "unavailable") == "unavailable"
 
 
 def test_disposing_one_plugin_leaves_the_others() -> None:
     kernel = Kernel()
     heard: list[str] = []
-    a = kernel.load(
-        FunctionPlugin("a", lambda ctx, cfg: ctx.on("tick", lambda p: heard.append("a")))
-    )
-    kernel.load(FunctionPlugin("b", lambda ctx, cfg: ctx.on("tick", lambda p: heard.append("b"))))
+    a = kernel.load(FunctionPlugin("a", lambda ctx, cfg: ctx.on(TICK, lambda p: heard.append("a"))))
+    kernel.load(FunctionPlugin("b", lambda ctx, cfg: ctx.on(TICK, lambda p: heard.append("b"))))
     a.dispose()
-    kernel.ctx.emit("tick")
+    kernel.ctx.emit(TICK, None)
     assert heard == ["b"]
     assert kernel.plugins() == ["b"]
 
@@ -145,7 +152,7 @@ def test_missing_requirement_names_plugin_and_service() -> None:
     kernel = Kernel()
     applied: list[str] = []
     plugin = FunctionPlugin(
-        "root_approvals", lambda ctx, cfg: applied.append("x"), requires=("approval",)
+        "root_approvals", lambda ctx, cfg: applied.append("x"), requires=(APPROVAL_SERVICE,)
     )
     with pytest.raises(PluginRequirementError) as info:
         kernel.load(plugin)
@@ -160,19 +167,19 @@ def test_missing_requirement_names_plugin_and_service() -> None:
 def test_requirement_met_by_an_earlier_plugin() -> None:
     kernel = Kernel()
     provider = kernel.load(
-        FunctionPlugin("approval", lambda ctx, cfg: ctx.provide("approval", "svc"))
+        FunctionPlugin("approval", lambda ctx, cfg: ctx.provide(APPROVAL_SERVICE, "svc"))
     )
     consumer = FunctionPlugin(
         "root_approvals",
-        lambda ctx, cfg: ctx.provide("seen", ctx.get("approval")),
-        requires=("approval",),
+        lambda ctx, cfg: ctx.provide(SEEN, ctx.get(APPROVAL_SERVICE)),
+        requires=(APPROVAL_SERVICE,),
     )
     kernel.load(consumer)
-    assert kernel.ctx.get("seen") == "svc"
+    assert kernel.ctx.get(SEEN) == "svc"
     # Once the provider is gone, a fresh load of a consumer fails again.
     provider.dispose()
     with pytest.raises(PluginRequirementError):
-        kernel.load(FunctionPlugin("late", noop, requires=("approval",)))
+        kernel.load(FunctionPlugin("late", noop, requires=(APPROVAL_SERVICE,)))
 
 
 def test_requirements_name_service_keys() -> None:
@@ -186,6 +193,18 @@ def test_requirements_name_service_keys() -> None:
     )
     kernel.ctx.provide(key, "hello")
     assert kernel.load(consumer).name == "greeter"
+
+
+def test_a_requirement_that_is_not_a_key_is_refused_naming_the_plugin() -> None:
+    # An untyped plugin (loaded from an entry point) may still list a bare name.
+    kernel = Kernel()
+    kernel.ctx.provide(APPROVAL_SERVICE, "svc")
+    untyped = FunctionPlugin("legacy", noop, requires=("approval",))  # type: ignore[arg-type]
+    with pytest.raises(PluginError) as info:
+        kernel.load(untyped)
+    assert info.value.code == "PLUGIN_ERROR"
+    assert str(info.value) == "plugin 'legacy': requires lists service keys, not 'approval'"
+    assert kernel.plugins() == []
 
 
 # -- config -----------------------------------------------------------------------------------
@@ -295,8 +314,8 @@ def test_a_plugin_whose_apply_raises_leaves_nothing_registered() -> None:
     effects: list[str] = []
 
     def apply(ctx: Context, config: Any) -> None:
-        ctx.provide("half", "done")
-        ctx.on("tick", lambda p: effects.append("listener"))
+        ctx.provide(HALF, "done")
+        ctx.on(TICK, lambda p: effects.append("listener"))
         ctx.section("s", 1, "text")
         ctx.effect(lambda: effects.append("cleanup"))
         raise RuntimeError("apply failed halfway")
@@ -304,14 +323,14 @@ def test_a_plugin_whose_apply_raises_leaves_nothing_registered() -> None:
     with pytest.raises(RuntimeError, match="apply failed halfway"):
         kernel.load(FunctionPlugin("broken", apply))
     assert effects == ["cleanup"]
-    assert kernel.ctx.get("half") is None
-    kernel.ctx.emit("tick")
+    assert kernel.ctx.get(HALF) is None
+    kernel.ctx.emit(TICK, None)
     assert effects == ["cleanup"]
     assert kernel.runtime.prompt.render("section", None) == []
     assert kernel.plugins() == []
     # The name is free and the kernel still works.
-    kernel.load(FunctionPlugin("broken", lambda ctx, cfg: ctx.provide("half", "ok")))
-    assert kernel.ctx.get("half") == "ok"
+    kernel.load(FunctionPlugin("broken", lambda ctx, cfg: ctx.provide(HALF, "ok")))
+    assert kernel.ctx.get(HALF) == "ok"
 
 
 def test_async_apply_is_refused() -> None:
@@ -321,23 +340,23 @@ def test_async_apply_is_refused() -> None:
         name = "async_plugin"
 
         async def apply(self, ctx: Context, config: Any) -> None:
-            ctx.provide("never", 1)
+            ctx.provide(NEVER, 1)
 
     with pytest.raises(PluginError) as info:
         kernel.load(AsyncPlugin())
     assert str(info.value) == "plugin 'async_plugin': apply(ctx, config) must be synchronous"
     assert kernel.plugins() == []
-    assert kernel.ctx.get("never") is None
+    assert kernel.ctx.get(NEVER) is None
 
 
 def test_async_apply_function_is_refused() -> None:
     kernel = Kernel()
 
     async def apply(ctx: Context, config: Any) -> None:
-        ctx.provide("never", 1)
+        ctx.provide(NEVER, 1)
 
     with pytest.raises(PluginError) as info:
         kernel.load(FunctionPlugin("async_fn", apply))
     assert str(info.value) == "plugin 'async_fn': apply(ctx, config) must be synchronous"
     assert kernel.plugins() == []
-    assert kernel.ctx.get("never") is None
+    assert kernel.ctx.get(NEVER) is None

@@ -334,7 +334,7 @@ def test_a_third_party_plugin_declares_the_files_it_reads_and_gets_only_checked_
     kernel.ctx.provide(WORKSPACE_FILES, once.files)
     (ws / ".mcp.json").write_text("changed after the check")
     load_plugins(kernel, [default])
-    assert kernel.ctx.get("mcp") == b'{"mcpServers": {}}'
+    assert kernel.ctx.get(third_party.key("MCP")) == b'{"mcpServers": {}}'
     with pytest.raises(UndeclaredWorkspaceFileError):
         inspected.files.read("notes/undeclared.json")
 

@@ -1,4 +1,4 @@
-"""The scripted model (ARCHITECTURE.md §5)."""
+"""The scripted model (``docs/design.md`` §6)."""
 
 from __future__ import annotations
 

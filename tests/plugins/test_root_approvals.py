@@ -1,7 +1,7 @@
 """``root_approvals``: the gate, the headline, routing to the deepest live ancestor, every
 fail-closed branch with its own reason, the audit layout on both sides, the structured origin,
-ordering against the Claude Code hooks bridge, and routed escalations (issue 6, behaviour.md
-§9, docs/decisions/0016)."""
+ordering against the Claude Code hooks bridge, and routed escalations (issue 6,
+docs/decisions/0016-routed-approvals.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ from tether.agent import AGENTS_SERVICE
 from tether.plugins.hooks import plugin as hooks_plugin
 from tether.plugins.root_approvals import RootApprovalsConfig, routed_escalation_text
 from tether.plugins.root_approvals import plugin as root_approvals_plugin
+from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.policy.approval import approval_plugin
-from tether.sandbox import SandboxProvider
+from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
 from tether.signals import AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
@@ -722,7 +723,7 @@ def escalation_rig(tmp_path: Path, route: bool) -> tuple[Rig, Any, Any]:
         write(**ESCALATE),
         config={"guarded": ["bash"], "route_escalations": route},
     )
-    rig.ctx.provide("sandbox", SandboxProvider())
+    rig.ctx.provide(SANDBOX_SERVICE, SandboxProvider())
     root = rig.agent("root")
     child = rig.agent("child", parent=root, mode="read-only")
     return rig, root, child
@@ -769,7 +770,7 @@ async def test_a_routed_escalation_widens_that_one_call_only(tmp_path: Path) -> 
         "allowed-once",
         "rejected",
     ]
-    assert rig.ctx.get("sandbox_policy").override_of(child.session).value == "read-only"
+    assert rig.ctx.get(SANDBOX_POLICY_SERVICE).override_of(child.session).value == "read-only"
     # the child's runtime context carries the exception after the pin's sentence; roots don't
     snapshots = [
         str(e.data["content"])
@@ -786,7 +787,7 @@ async def test_a_top_level_escalation_is_asked_as_usual_with_routing_on(tmp_path
         [child_steps(write(**ESCALATE), session="root")],
         config={"guarded": ["bash"], "route_escalations": True},
     )
-    rig.ctx.provide("sandbox", SandboxProvider())
+    rig.ctx.provide(SANDBOX_SERVICE, SandboxProvider())
     rig.answer("allowed-once")
     root = rig.agent("root", mode="read-only")
     await root.run("go")
@@ -905,7 +906,7 @@ async def test_a_childs_justification_cannot_forge_the_path_of_a_routed_escalati
         write(sandbox_permissions="workspace-write", justification=justification),
         config={"guarded": ["bash"], "route_escalations": True},
     )
-    rig.ctx.provide("sandbox", SandboxProvider())
+    rig.ctx.provide(SANDBOX_SERVICE, SandboxProvider())
     rig.answer("rejected")
     root = rig.agent("root")
     child = rig.agent("child", parent=root, mode="read-only")

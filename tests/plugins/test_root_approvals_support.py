@@ -23,9 +23,11 @@ from script_support import write as write
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
 from tether.model import ScriptedModel
 from tether.plugins.root_approvals import plugin as root_approvals_plugin
+from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
+from tether.subagents import SUBAGENTS_SERVICE
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
 
@@ -91,7 +93,7 @@ class Rig:
 
     @property
     def approval(self) -> Any:
-        return self.ctx.get("approval")
+        return self.ctx.get(APPROVAL_SERVICE)
 
     # -- agents ----------------------------------------------------------------------------
     def agent(
@@ -123,7 +125,7 @@ class Rig:
     def pin(self, session: Session, depth: int, mode: str | None) -> None:
         if mode is not None:
             source = "delegation" if depth > 0 else None
-            self.ctx.get("sandbox_policy").set_sandbox_mode(session, mode, source)
+            self.ctx.get(SANDBOX_POLICY_SERVICE).set_sandbox_mode(session, mode, source)
         if depth > 0 and self.approval is not None:
             self.approval.set_approval_policy(session, "never", "delegation")
 
@@ -236,7 +238,7 @@ class Hold:
 
 async def settle(rig: Rig) -> None:
     """Until every live agent is idle and no continuable child is resident."""
-    manager = rig.ctx.get("subagents")
+    manager = rig.ctx.get(SUBAGENTS_SERVICE)
     while True:
         for agent in list(rig.registry):
             await agent.when_idle()

@@ -1,6 +1,6 @@
 """Blocked and denied children made visible (``list_agents``, the lineage tree, parent
 notices) and narrowing (a tool instance's sandbox cap, ``ContinuationManager.narrow`` on a live
-and a stored child, widening refused): issue 6 items 4 and 5, behaviour.md §8 and §12."""
+and a stored child, widening refused): issue 6 items 4 and 5, ``docs/decisions/0022-blocked-and-denied-visibility.md``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from test_root_approvals_support import (
 
 from tether.errors import TetherError
 from tether.session import Event
+from tether.subagents import SUBAGENTS_SERVICE
 from tether.subagents.lineage import lineage_tree, render_tree, walk
 from tether.subagents.narrowing import narrow_live, narrow_stored
 from tether.subagents.visibility import (
@@ -277,7 +278,7 @@ async def test_narrowing_a_running_child(tmp_path: Path) -> None:
     await root.run("delegate")
     child = await child_id(rig)
     await eventually(lambda: "a" in hold.entered, "the child is working")
-    manager = rig.ctx.get("subagents")
+    manager = rig.ctx.get(SUBAGENTS_SERVICE)
     live = rig.registry.get(child)
     assert live is not None
     before = len(live.session)
@@ -324,7 +325,7 @@ async def test_narrowing_a_stored_child_holds_after_cold_resume(tmp_path: Path) 
     await settle(rig)
     child = await child_id(rig)
     assert rig.store.get(child) is None  # settled and disposed: only stored
-    manager = rig.ctx.get("subagents")
+    manager = rig.ctx.get(SUBAGENTS_SERVICE)
     with pytest.raises(TetherError) as widened:
         await manager.narrow(root, child, "danger-full-access")
     assert widened.value.code == "CANNOT_NARROW"
@@ -350,7 +351,7 @@ async def test_only_an_ancestor_may_narrow_and_never_a_top_level_session(tmp_pat
     await root.run("delegate")
     child = await child_id(rig)
     await eventually(lambda: "a" in hold.entered, "the child is working")
-    manager = rig.ctx.get("subagents")
+    manager = rig.ctx.get(SUBAGENTS_SERVICE)
     with pytest.raises(TetherError) as refused:
         await manager.narrow(stranger, child, "read-only")
     assert (refused.value.code, str(refused.value)) == (

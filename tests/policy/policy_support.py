@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from event_support import type_data
-from tether.kernel import Kernel
+from tether.kernel import SESSIONS_SERVICE, Kernel
 from tether.policy import (
+    APPROVAL_SERVICE,
+    PERMISSION_PRESETS_SERVICE,
+    SANDBOX_POLICY_SERVICE,
     ApprovalService,
     PermissionPresetsService,
     SandboxPolicyService,
@@ -123,7 +126,7 @@ def compose(
     """A kernel with the store as ``sessions`` and the policy plugins whose config is given."""
     kernel = Kernel()
     if store is not None:
-        kernel.ctx.provide("sessions", store)
+        kernel.ctx.provide(SESSIONS_SERVICE, store)
     if sandbox is not None:
         kernel.load(sandbox_policy_plugin, sandbox)
     if approval is not None:
@@ -134,18 +137,18 @@ def compose(
 
 
 def sandbox_of(kernel: Kernel) -> SandboxPolicyService:
-    service = kernel.ctx.get("sandbox_policy")
+    service = kernel.ctx.get(SANDBOX_POLICY_SERVICE)
     assert isinstance(service, SandboxPolicyService)
     return service
 
 
 def approval_of(kernel: Kernel) -> ApprovalService:
-    service = kernel.ctx.get("approval")
+    service = kernel.ctx.get(APPROVAL_SERVICE)
     assert isinstance(service, ApprovalService)
     return service
 
 
 def presets_of(kernel: Kernel) -> PermissionPresetsService:
-    service = kernel.ctx.get("permission_presets")
+    service = kernel.ctx.get(PERMISSION_PRESETS_SERVICE)
     assert isinstance(service, PermissionPresetsService)
     return service

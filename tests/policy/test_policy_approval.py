@@ -1,4 +1,4 @@
-"""Approval service (behaviour.md §3, checklist §10.4 approval.spec)."""
+"""Approval service (``approval.spec``)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from policy_support import (
 )
 from policy_support import approval_of as service_of
 
-from tether.kernel import Kernel, Next, PluginConfigError, resolve_plugin
+from tether.kernel import SESSIONS_SERVICE, Kernel, Next, PluginConfigError, resolve_plugin
 from tether.policy import (
+    APPROVAL_SERVICE,
     ApprovalOutcome,
     ApprovalOutsideTurnError,
     ApprovalPolicy,
@@ -474,7 +475,7 @@ def test_a_bad_policy_is_rejected_at_load() -> None:
     with pytest.raises(PluginConfigError) as info:
         kernel.load(approval_plugin, {"policy": "always"})
     assert "'ask' or 'never'" in str(info.value)
-    assert kernel.ctx.get("approval") is None
+    assert kernel.ctx.get(APPROVAL_SERVICE) is None
     with pytest.raises(InvalidPolicyError):
         ApprovalService(kernel.ctx, "always")
 
@@ -589,7 +590,7 @@ def test_the_context_is_disposed_with_the_service() -> None:
     agent = new_agent()
     assert kernel.runtime.prompt.render("context", agent) == [("approval:policy", NEVER_TEXT)]
     handle.dispose()
-    assert kernel.ctx.get("approval") is None
+    assert kernel.ctx.get(APPROVAL_SERVICE) is None
     assert kernel.runtime.prompt.render("context", agent) == []
 
 
@@ -654,6 +655,6 @@ async def test_a_failed_flush_raises_instead_of_returning_an_outcome() -> None:
 
 async def test_without_a_store_the_request_completes_in_memory() -> None:
     kernel = compose(approval={})
-    assert kernel.ctx.get("sessions") is None
+    assert kernel.ctx.get(SESSIONS_SERVICE) is None
     agent = turn_agent()
     assert await service_of(kernel).request(ApprovalRequest(agent, "bash")) == "unavailable"

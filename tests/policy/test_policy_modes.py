@@ -1,4 +1,4 @@
-"""The fixed policy vocabulary and the escalation ladder (behaviour.md §2.1, §3.1)."""
+"""The fixed policy vocabulary and the escalation ladder (``docs/design.md`` §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Permission presets (behaviour.md §2.5, checklist §10.6 permission-presets.spec)."""
+"""Permission presets (``permission-presets.spec``)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tether.kernel import Kernel, PluginConfigError, PluginRequirementError, res
 from tether.policy import (
     CUSTOM_PRESET,
     DEFAULT_PRESET_TABLE,
+    PERMISSION_PRESETS_SERVICE,
     ApprovalPolicy,
     PermissionPresetsService,
     PolicyServiceUnavailableError,
@@ -368,7 +369,7 @@ def test_a_remount_pins_live_sessions() -> None:
     handle = kernel.load(permission_presets_plugin, {"default": "danger-full-access"})
     assert layout(early) == pinned("danger-full-access", "danger-full-access", "never")
     handle.dispose()
-    assert kernel.ctx.get("permission_presets") is None
+    assert kernel.ctx.get(PERMISSION_PRESETS_SERVICE) is None
     between = store.create("between")
     assert len(between) == 0  # unmounted: no longer subscribed
     kernel.load(permission_presets_plugin)

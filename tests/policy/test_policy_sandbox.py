@@ -1,4 +1,4 @@
-"""Sandbox policy service (behaviour.md §2.3, checklist §10.6 policy.spec)."""
+"""Sandbox policy service (``policy.spec``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from policy_support import sandbox_of as service_of
 
 from tether.kernel import Kernel, PluginConfigError, resolve_plugin
 from tether.policy import (
+    SANDBOX_POLICY_SERVICE,
     InvalidModeError,
     InvalidPolicyConfigError,
     InvalidSourceError,
@@ -130,7 +131,7 @@ def test_bad_modes_are_rejected_at_load(bad: str) -> None:
     assert "sandbox_policy" in message
     for accepted in ("read-only", "workspace-write", "danger-full-access"):
         assert accepted in message
-    assert kernel.ctx.get("sandbox_policy") is None
+    assert kernel.ctx.get(SANDBOX_POLICY_SERVICE) is None
     assert kernel.runtime.prompt.parts("context", None) == []
 
 
@@ -269,7 +270,7 @@ def test_unloading_the_plugin_removes_service_and_context() -> None:
     agent = ToyAgent(session_at())
     assert [name for name, _ in contexts(kernel, agent)] == ["sandbox:policy"]
     handle.dispose()
-    assert kernel.ctx.get("sandbox_policy") is None
+    assert kernel.ctx.get(SANDBOX_POLICY_SERVICE) is None
     assert contexts(kernel, agent) == []
 
 

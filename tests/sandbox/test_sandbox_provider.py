@@ -30,6 +30,7 @@ from tether.kernel import Kernel, PluginConfigError, resolve_plugin
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import (
     CREDENTIAL_PATHS,
+    SANDBOX_SERVICE,
     BackendReport,
     SandboxError,
     SandboxProvider,
@@ -580,10 +581,10 @@ def test_readable_roots_cover_everything_but_the_hidden(host: Host) -> None:
 def test_plugin_provides_the_service(tmp_path: Path) -> None:
     kernel = Kernel()
     handle = kernel.load(resolve_plugin("sandbox"), {"disable": ["bwrap", "landlock"]})
-    provider = kernel.ctx.get("sandbox")
+    provider = kernel.ctx.get(SANDBOX_SERVICE)
     assert isinstance(provider, SandboxProvider)
     assert provider.backend_name() is None
     handle.dispose()
-    assert kernel.ctx.get("sandbox") is None
+    assert kernel.ctx.get(SANDBOX_SERVICE) is None
     with pytest.raises(PluginConfigError, match="unknown backend"):
         kernel.load(resolve_plugin("sandbox"), {"backends": ["nsjail"]})

@@ -18,8 +18,10 @@ from tether.agent import Agent, AgentOptions, AgentRegistry
 from tether.agent.system_prompt import plugin as system_prompt_plugin
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
+from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
+from tether.subagents import SUBAGENTS_SERVICE
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
@@ -43,7 +45,7 @@ class World:
     def root(self, *, mode: str | None = None) -> Agent:
         session = self.store.prepare(meta=SessionMeta(cwd=str(self.workspace)))
         if mode is not None:
-            self.ctx.get("sandbox_policy").set_sandbox_mode(session, mode)
+            self.ctx.get(SANDBOX_POLICY_SERVICE).set_sandbox_mode(session, mode)
         self.store.enter(session)
         self.store.announce(session)
         agent = Agent(self.ctx, session, AgentOptions(self.model), tools=self.tools)
@@ -82,7 +84,7 @@ def data(session: Session, event_type: str) -> list[dict[str, Any]]:
     return [plain(e) for e in session.events if e.type == event_type]
 
 
-# -- continuable delegation helpers (behaviour.md §5.5, §10.2, §10.7) ----------------------------
+# -- continuable delegation helpers ----------------------------------------------------------------
 
 
 def subagents(w: World, config: dict[str, Any] | None = None) -> Any:
@@ -90,7 +92,7 @@ def subagents(w: World, config: dict[str, Any] | None = None) -> Any:
     from tether.subagents.plugin import plugin
 
     w.kernel.load(plugin, config or {})
-    return w.ctx.get("subagents")
+    return w.ctx.get(SUBAGENTS_SERVICE)
 
 
 async def settle(w: World) -> None:
@@ -98,7 +100,7 @@ async def settle(w: World) -> None:
     ``Harness.settle`` does)."""
     import asyncio
 
-    manager = w.ctx.get("subagents")
+    manager = w.ctx.get(SUBAGENTS_SERVICE)
     while True:
         for agent in list(w.agents):
             await agent.when_idle()

@@ -1,4 +1,4 @@
-"""behaviour.md §10.2: delegated policy, continuable (``continuation-inheritance.spec``).
+"""Delegated policy, continuable (``continuation-inheritance.spec``).
 
 Setup as in the reference: JSONL persistence, sandbox policy at default ``workspace-write``,
 approval, the agent loop, the continuation manager with the spawn and fork providers.
@@ -23,7 +23,7 @@ from subagent_support import (
 )
 
 from tether.agent.context_snapshot import SNAPSHOT_HEAD
-from tether.policy import SandboxMode
+from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE, SandboxMode
 from tether.policy.approval import NEVER_TEXT, fold_approval_policy
 from tether.policy.modes import ApprovalPolicy
 from tether.policy.sandbox_policy import fold_sandbox_mode
@@ -46,7 +46,7 @@ async def test_fresh_start_under_a_dfa_parent_is_pinned_at_inbox_acceptance(
 ) -> None:
     w = world(tmp_path, [PARENT, child([{"text": "done"}])])
     manager = subagents(w)
-    sandbox, approval = w.ctx.get("sandbox_policy"), w.ctx.get("approval")
+    sandbox, approval = w.ctx.get(SANDBOX_POLICY_SERVICE), w.ctx.get(APPROVAL_SERVICE)
     parent = w.root(mode="danger-full-access")
     child_id = await manager.start(parent, "work", label="probe")
     # Inbox acceptance: the prompt is queued, no turn has run, the scope is already folded.
@@ -90,7 +90,7 @@ async def test_capture_happens_before_the_first_await(tmp_path: Path) -> None:
     task = asyncio.ensure_future(manager.start(parent, "write", label="probe", child_id="kid"))
     await asyncio.sleep(0)
     assert not task.done()
-    w.ctx.get("sandbox_policy").set_sandbox_mode(parent.session, "danger-full-access")
+    w.ctx.get(SANDBOX_POLICY_SERVICE).set_sandbox_mode(parent.session, "danger-full-access")
     assert await task == "kid"
     await settle(w)
     durable = await stored(w, "kid")
@@ -145,7 +145,7 @@ async def test_fork_child_of_an_unswitched_parent(tmp_path: Path) -> None:
 async def test_child_side_switch_after_start_wins_and_is_persisted(tmp_path: Path) -> None:
     w = world(tmp_path, [PARENT, child([write("wide.txt"), {"text": "written"}])])
     manager = subagents(w)
-    sandbox = w.ctx.get("sandbox_policy")
+    sandbox = w.ctx.get(SANDBOX_POLICY_SERVICE)
     parent = w.root(mode="read-only")
     child_id = await manager.start(parent, "write", label="probe")
     session = w.store.get(child_id)
@@ -175,7 +175,7 @@ async def test_cold_resume_keeps_the_recorded_scope_after_the_parent_widens(
         ],
     )
     manager = subagents(w)
-    sandbox = w.ctx.get("sandbox_policy")
+    sandbox = w.ctx.get(SANDBOX_POLICY_SERVICE)
     parent = w.root(mode="read-only")
     child_id = await manager.start(parent, "first task", label="probe")
     await settle(w)
@@ -209,7 +209,7 @@ async def test_fork_precedence_fresh_snapshot_beats_stale_seed(tmp_path: Path) -
         ],
     )
     manager = subagents(w)
-    sandbox = w.ctx.get("sandbox_policy")
+    sandbox = w.ctx.get(SANDBOX_POLICY_SERVICE)
     parent = w.root()
     sandbox.set_sandbox_mode(parent.session, "workspace-write")
     await parent.run("turn one")

@@ -1,4 +1,4 @@
-"""behaviour.md §10.7, ``continuation.spec`` subset: the continuation manager (§5.5).
+"""``continuation.spec`` subset: the continuation manager.
 
 Admission, reservation, persistence, depth; descriptor and persona on resume; followup routing
 (enqueue, wake, cold resume) and its authorization; settlement notices; interrupt authority;
@@ -40,6 +40,7 @@ from tether.subagents import (
     UserAuthority,
     run_one_shot,
 )
+from tether.subagents.seams import SUBAGENT_END
 
 PARENT = {"match": {"depth": 0}, "steps": [{"text": "noted"}] * 8}
 FINISHED = "finished and will do no further work unless you send it more."
@@ -58,7 +59,7 @@ def user_messages(events: Any, kind: str) -> list[Any]:
 def ended(w: World) -> asyncio.Event:
     """Set whenever a continuable child's residency ends (``subagent/end``)."""
     flag = asyncio.Event()
-    w.ctx.on("subagent/end", lambda _payload: flag.set())
+    w.ctx.on(SUBAGENT_END, lambda _payload: flag.set())
     return flag
 
 
@@ -675,6 +676,6 @@ async def test_drain_right_after_acceptance_runs_no_turn(tmp_path: Path) -> None
     child_id = await manager.start(parent, "task")
     await manager.drain()
     events = (await stored(w, child_id)).events
-    # A ``disposed`` cancel parks unclaimed work (behaviour.md §6): no turn, no write.
+    # A ``disposed`` cancel parks unclaimed work (``agent/inbox.py``): no turn, no write.
     assert not (w.workspace / "during-drain.txt").exists()
     assert "turn/start" not in types(events)

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from subagent_support import World, settle, subagents, world
 
-from tether.policy import SandboxMode
+from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
 from tether.policy.approval import fold_approval_policy
 from tether.policy.modes import ApprovalPolicy
 from tether.policy.sandbox_policy import SandboxPolicyService, fold_sandbox_mode
@@ -53,7 +53,7 @@ class SwitchMode:
     async def run(self, call: ToolCall) -> ToolResult:
         args = call.args
         assert isinstance(args, SwitchArgs) and call.agent is not None
-        sandbox = call.ctx.get("sandbox_policy")
+        sandbox = call.ctx.get(SANDBOX_POLICY_SERVICE)
         assert isinstance(sandbox, SandboxPolicyService)
         sandbox.set_sandbox_mode(call.agent.session, args.mode)
         return ToolResult(f"switched to {args.mode}")
@@ -168,7 +168,7 @@ async def run_tree(tree: Tree, tmp: Path) -> None:
     )
     root = w.root()
     if tree.warmup:
-        w.ctx.get("sandbox_policy").set_sandbox_mode(root.session, tree.warmup)
+        w.ctx.get(SANDBOX_POLICY_SERVICE).set_sandbox_mode(root.session, tree.warmup)
     await root.run("warm up")
     await root.run("delegate")
     await settle(w)

@@ -1,4 +1,4 @@
-"""behaviour.md §10.7, ``tool-subagent.spec`` and ``list-agents.spec``: the model-facing
+"""``tool-subagent.spec`` and ``list-agents.spec``: the model-facing
 delegation tools, driven through the real tool pipeline by a scripted parent."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from subagent_support import (
     world,
 )
 
-from tether.sandbox import SandboxProvider
+from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
 from tether.signals import AbortSignal
 from tether.subagents import DEFAULT_MAX_DEPTH, OneShotRequest, run_one_shot
 from tether.subagents.plugin import SubagentsConfig
@@ -47,7 +47,7 @@ async def test_no_permission_or_provider_parameters_in_the_schema(tmp_path: Path
     subagents(w)
     # Even with a confining sandbox mounted (escalation fields advertised on file tools), the
     # delegation tools expose no scope knob.
-    w.ctx.provide("sandbox", SandboxProvider())
+    w.ctx.provide(SANDBOX_SERVICE, SandboxProvider())
     schemas = {name: params for name, _, params in w.tools.schemas()}
     assert "sandbox_permissions" in schemas["write"]["properties"]
     for name in ("subagent", "subagent_fork"):

@@ -13,6 +13,7 @@ from subagent_support import World, child, hold, hold_tool, holding, until, worl
 from tether.session import Session
 from tether.subagents import workflow
 from tether.subagents.lifecycle import SubagentLifecycle
+from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
 
 
 class Vetoed(Exception):
@@ -45,8 +46,8 @@ def lifecycle(w: World) -> tuple[list[str], dict[str, str | None]]:
     def on_end(event: SubagentLifecycle) -> None:
         ended[event.child_id] = event.stop_reason
 
-    w.ctx.on("subagent/start", on_start)
-    w.ctx.on("subagent/end", on_end)
+    w.ctx.on(SUBAGENT_START, on_start)
+    w.ctx.on(SUBAGENT_END, on_end)
     return started, ended
 
 

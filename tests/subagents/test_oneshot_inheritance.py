@@ -1,4 +1,4 @@
-"""behaviour.md §10.1: delegated policy, one-shot."""
+"""Delegated policy, one-shot."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 from subagent_support import data, kinds, world, write
 
 from tether.agent.context_snapshot import SNAPSHOT_HEAD
+from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.policy.approval import NEVER_TEXT, register_answerer
-from tether.sandbox import SandboxProvider
+from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
 from tether.subagents.composition import DELEGATION_TEXT
 from tether.subagents.oneshot import OneShotRequest, run_one_shot
 
@@ -79,7 +80,7 @@ async def test_fork_seed_with_stale_mode_is_overridden_by_delegation(tmp_path: P
         ],
     )
     parent = w.root()
-    sandbox = w.ctx.get("sandbox_policy")
+    sandbox = w.ctx.get(SANDBOX_POLICY_SERVICE)
     sandbox.set_sandbox_mode(parent.session, "workspace-write")
     await parent.run("first turn")
     sandbox.set_sandbox_mode(parent.session, "read-only")
@@ -107,7 +108,7 @@ async def test_capture_happens_before_the_first_await(tmp_path: Path) -> None:
 
     task = asyncio.ensure_future(started)
     await asyncio.sleep(0)  # the driver has run synchronously up to its first await
-    w.ctx.get("sandbox_policy").set_sandbox_mode(parent.session, "danger-full-access")
+    w.ctx.get(SANDBOX_POLICY_SERVICE).set_sandbox_mode(parent.session, "danger-full-access")
     result = await task
     child = await w.store.inspect(result.child_id)
     assert dict(child.events[0].data) == {"mode": "read-only", "source": "delegation"}
@@ -134,7 +135,7 @@ async def test_executor_boundary_pin_rejects_escalation_without_asking(tmp_path:
             )
         ],
     )
-    w.ctx.provide("sandbox", SandboxProvider())
+    w.ctx.provide(SANDBOX_SERVICE, SandboxProvider())
     consulted: list[object] = []
 
     def answerer(request: object, _next: object) -> str:

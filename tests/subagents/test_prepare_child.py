@@ -15,9 +15,9 @@ import pytest
 from subagent_support import plain, world
 
 from tether.agent import Agent, AgentOptions
-from tether.kernel import Kernel
+from tether.kernel import SESSIONS_SERVICE, Kernel
 from tether.model import ScriptedModel
-from tether.policy import SandboxMode
+from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
 from tether.policy.approval import approval_plugin
 from tether.session import Session, SessionMeta, SessionStore
 from tether.subagents import (
@@ -115,7 +115,7 @@ def test_a_fork_seed_is_followed_by_a_fresh_capture(tmp_path: Path) -> None:
     w = world(tmp_path, UNUSED)
     parent = w.root(mode="workspace-write")
     turn(parent)
-    w.ctx.get("sandbox_policy").set_sandbox_mode(parent.session, "read-only")
+    w.ctx.get(SANDBOX_POLICY_SERVICE).set_sandbox_mode(parent.session, "read-only")
     prefix = [(e.type, plain(e)) for e in parent.session.events[:-1]]
     prepared = prepare_child(parent, ChildSpec(provider="fork"), mode="one-shot")
     session = prepared.session
@@ -161,7 +161,7 @@ def bare(tmp_path: Path, *, approval: bool) -> Agent:
     """A parent in a composition with a session store but no sandbox policy service."""
     kernel = Kernel()
     store = SessionStore()
-    kernel.ctx.provide("sessions", store)
+    kernel.ctx.provide(SESSIONS_SERVICE, store)
     if approval:
         kernel.load(approval_plugin, {"policy": "ask"})
     session = store.prepare(meta=SessionMeta(cwd=str(tmp_path)))
@@ -217,7 +217,7 @@ def test_without_a_store_nothing_is_prepared(tmp_path: Path) -> None:
 async def test_a_switch_queued_on_the_loop_lands_after_the_capture(tmp_path: Path) -> None:
     w = world(tmp_path, UNUSED)
     parent = w.root(mode="read-only")
-    sandbox = w.ctx.get("sandbox_policy")
+    sandbox = w.ctx.get(SANDBOX_POLICY_SERVICE)
     loop = asyncio.get_running_loop()
     loop.call_soon(sandbox.set_sandbox_mode, parent.session, "danger-full-access")
     prepared = prepare_child(parent, ChildSpec(), mode="one-shot")

@@ -17,12 +17,12 @@ from proc_support import gone, processes_with
 from runner_support import passing_runner
 from tether.kernel import Context, Kernel, Runtime, resolve_plugin
 from tether.policy import SandboxExecutionPolicy, SandboxMode
-from tether.sandbox import SandboxProvider
+from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
 from tether.sandbox.backends import CLOSED_ROOT_NOTE
 from tether.signals import AbortSignal
 from tether.tools.base import ToolCall, ToolResult
 from tether.tools.bash import BashTool
-from tether.tools.pipeline import ToolRuntime
+from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,7 +37,7 @@ def policy(ws: Path, mode: str) -> SandboxExecutionPolicy:
 def context(provider: SandboxProvider | None) -> Context:
     ctx = Runtime().root
     if provider is not None:
-        ctx.provide("sandbox", provider)
+        ctx.provide(SANDBOX_SERVICE, provider)
     return ctx
 
 
@@ -424,7 +424,7 @@ async def test_plugins_compose_bash_into_the_pipeline(ws: Path) -> None:
     kernel.load(resolve_plugin("sandbox_policy"), {"mode": "read-only", "workspace_root": str(ws)})
     kernel.load(resolve_plugin("sandbox"), {"backends": ["landlock"]})
     tools = ToolRuntime(kernel.ctx)
-    kernel.ctx.provide("tools", tools)
+    kernel.ctx.provide(TOOLS_SERVICE, tools)
     handle = kernel.load(resolve_plugin("bash"))
     assert tools.names() == ["bash", "job_output", "job_kill"]
     outside = ws.parent / "outside" / "p.txt"

@@ -19,7 +19,7 @@ from tether.sandbox.backends import CLOSED_ROOT_NOTE
 from tether.signals import AbortSignal
 from tether.tools.base import ToolResult
 from tether.tools.jobs import JOBS_SERVICE
-from tether.tools.pipeline import ToolRuntime
+from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -64,10 +64,10 @@ async def rig(ws: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
     )
     kernel.load(resolve_plugin("sandbox"), {"backends": [request.param], "disable": []})
     tools = ToolRuntime(kernel.ctx)
-    kernel.ctx.provide("tools", tools)
+    kernel.ctx.provide(TOOLS_SERVICE, tools)
     handle = kernel.load(resolve_plugin("bash"))
     yield Rig(kernel, tools, handle, ws)
-    jobs = kernel.ctx.get("jobs")
+    jobs = kernel.ctx.get(JOBS_SERVICE)
     if jobs is not None:
         await jobs.aclose()
     kernel.dispose()
@@ -184,7 +184,7 @@ async def test_unloading_the_plugin_kills_running_jobs(rig: Rig) -> None:
     await wait_for(token)
     rig.bash.dispose()
     assert rig.tools.names() == []
-    assert rig.kernel.ctx.get("jobs") is None
+    assert rig.kernel.ctx.get(JOBS_SERVICE) is None
     assert await gone(token) == []
 
 
@@ -205,7 +205,7 @@ async def test_background_without_the_jobs_service_is_refused(ws: Path) -> None:
     kernel.load(resolve_plugin("sandbox_policy"), {"mode": "read-only", "workspace_root": str(ws)})
     kernel.load(resolve_plugin("sandbox"), {"backends": ["landlock"]})
     tools = ToolRuntime(kernel.ctx)
-    kernel.ctx.provide("tools", tools)
+    kernel.ctx.provide(TOOLS_SERVICE, tools)
     kernel.load(resolve_plugin("bash"), {"background": False})
     assert tools.names() == ["bash"]
     marker = ws / "src" / "ran.txt"

@@ -1,6 +1,5 @@
 """The escalation ladder through the real tool pipeline: every fail-closed text, the strictly
-wider check without a prompt, the one-call grant, and the audit pair (behaviour.md §2.4,
-§10.6)."""
+wider check without a prompt, the one-call grant, and the audit pair (``policy/escalation.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ import pytest
 
 from compose_support import compose_kernel
 from tether.kernel import Kernel
+from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.policy.approval import register_answerer
 from tether.policy.escalation import denial_hint
 from tether.sandbox import SandboxProvider
@@ -135,7 +135,7 @@ async def test_allowed_once_widens_this_call_only(tmp_path: Path) -> None:
 
 async def test_not_strictly_wider_is_refused_without_a_prompt(tmp_path: Path) -> None:
     kernel, tools, owner, asked = compose(tmp_path)
-    service = kernel.ctx.get("sandbox_policy")
+    service = kernel.ctx.get(SANDBOX_POLICY_SERVICE)
     assert service is not None
     service.set_sandbox_mode(owner.session, "workspace-write")
     result = await run(tools, owner, args(**ESCALATE))

@@ -1,4 +1,4 @@
-"""The tool pipeline (behaviour.md §3.5, §4.1, §10.5): ask routing texts, a throwing
+"""The tool pipeline (``tools/pipeline.py``): ask routing texts, a throwing
 pre-execute listener, guards that can only deny, post-execute, cancellation."""
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import pytest
 
 from compose_support import compose_kernel
 from tether.kernel import Kernel
+from tether.policy import APPROVAL_SERVICE
 from tether.policy.approval import register_answerer
 from tether.signals import AbortSignal
 from tether.tools.base import PostDecision, PreDecision, ToolArgs, ToolCall, ToolResult
 from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH, ToolRuntime
+from tether.tools.seams import POST_EXECUTE, PRE_EXECUTE, TOOL_GUARD
 
 
 class MarkArgs(ToolArgs):
@@ -71,7 +73,7 @@ async def test_ask_without_an_approval_service_denies(
     tmp_path: Path, reason: str | None, text: str
 ) -> None:
     kernel, tools, owner = compose(tmp_path, approval=False)
-    kernel.ctx.on("tools/pre-execute", ask_with(reason))
+    kernel.ctx.on(PRE_EXECUTE, ask_with(reason))
     result = await run(tools, owner)
     assert (result.content, result.is_error) == (text, True)
     assert not (tmp_path / "marker").exists()
@@ -96,7 +98,7 @@ async def test_ask_outcomes_deny_with_the_reference_texts(
     tmp_path: Path, answer: str, text: str
 ) -> None:
     kernel, tools, owner = compose(tmp_path)
-    kernel.ctx.on("tools/pre-execute", ask_with("why"))
+    kernel.ctx.on(PRE_EXECUTE, ask_with("why"))
     register_answerer(kernel.ctx, lambda request, next_: answer)
     result = await run(tools, owner)
     assert (result.content, result.is_error) == (text, True)
@@ -105,7 +107,7 @@ async def test_ask_outcomes_deny_with_the_reference_texts(
 
 async def test_allowed_once_dispatches_and_forwards_the_ask_fields(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
-    kernel.ctx.on("tools/pre-execute", ask_with("why not"))
+    kernel.ctx.on(PRE_EXECUTE, ask_with("why not"))
     seen: list[Any] = []
 
     def answerer(request: Any, next_: Any) -> str:
@@ -120,7 +122,7 @@ async def test_allowed_once_dispatches_and_forwards_the_ask_fields(tmp_path: Pat
 
 async def test_an_agentless_ask_denies_without_asking(tmp_path: Path) -> None:
     kernel, tools, _ = compose(tmp_path)
-    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    kernel.ctx.on(PRE_EXECUTE, ask_with(None))
     asked: list[Any] = []
     register_answerer(kernel.ctx, lambda request, next_: asked.append(request) or "allowed-once")
     result = await run(tools, None)
@@ -133,7 +135,7 @@ async def test_an_agentless_ask_denies_without_asking(tmp_path: Path) -> None:
 
 async def test_cancellation_overtaking_approval_is_aborted_before_dispatch(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
-    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    kernel.ctx.on(PRE_EXECUTE, ask_with(None))
     signal = AbortSignal()
     asked = asyncio.Event()
 
@@ -157,7 +159,7 @@ async def test_a_throwing_pre_execute_listener_is_an_error_result(tmp_path: Path
     def boom(call: ToolCall, next_: Any) -> PreDecision:
         raise RuntimeError("listener exploded")
 
-    kernel.ctx.on("tools/pre-execute", boom)
+    kernel.ctx.on(PRE_EXECUTE, boom)
     result = await run(tools, owner)
     assert result.content == 'Error: a pre-execute hook failed for tool "mark": listener exploded'
     assert not (tmp_path / "marker").exists()
@@ -165,9 +167,9 @@ async def test_a_throwing_pre_execute_listener_is_an_error_result(tmp_path: Path
 
 async def test_guards_run_after_an_allow_and_can_only_deny(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
-    kernel.ctx.on("tools/pre-execute", lambda call, next_: PreDecision.allow())
-    kernel.ctx.on("tools/guard", lambda call: None)
-    kernel.ctx.on("tools/guard", lambda call: "guarded: no markers today")
+    kernel.ctx.on(PRE_EXECUTE, lambda call, next_: PreDecision.allow())
+    kernel.ctx.on(TOOL_GUARD, lambda call: None)
+    kernel.ctx.on(TOOL_GUARD, lambda call: "guarded: no markers today")
     result = await run(tools, owner)
     assert result.content == "Error: guarded: no markers today"
     assert not (tmp_path / "marker").exists()
@@ -175,9 +177,9 @@ async def test_guards_run_after_an_allow_and_can_only_deny(tmp_path: Path) -> No
 
 async def test_guards_also_follow_an_allowed_once_approval(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
-    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    kernel.ctx.on(PRE_EXECUTE, ask_with(None))
     register_answerer(kernel.ctx, lambda request, next_: "allowed-once")
-    kernel.ctx.on("tools/guard", lambda call: "guard says no")
+    kernel.ctx.on(TOOL_GUARD, lambda call: "guard says no")
     result = await run(tools, owner)
     assert result.content == "Error: guard says no"
     assert not (tmp_path / "marker").exists()
@@ -186,21 +188,19 @@ async def test_guards_also_follow_an_allowed_once_approval(tmp_path: Path) -> No
 async def test_post_execute_may_replace_or_block(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
     handle = kernel.ctx.on(
-        "tools/post-execute",
+        POST_EXECUTE,
         lambda payload, next_: PostDecision("accept", result=ToolResult("rewritten")),
     )
     assert (await run(tools, owner)).content == "rewritten"
     handle.dispose()
-    kernel.ctx.on(
-        "tools/post-execute", lambda payload, next_: PostDecision("block", feedback="not this")
-    )
+    kernel.ctx.on(POST_EXECUTE, lambda payload, next_: PostDecision("block", feedback="not this"))
     result = await run(tools, owner)
     assert (result.content, result.is_error) == ("Error: not this", True)
 
 
 async def test_an_invalid_pre_decision_fails_closed(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
-    kernel.ctx.on("tools/pre-execute", lambda call, next_: "allow")
+    kernel.ctx.on(PRE_EXECUTE, lambda call, next_: "allow")
     result = await run(tools, owner)
     assert (
         result.content == 'Error: a pre-execute hook returned an invalid decision for tool "mark"'
@@ -268,7 +268,7 @@ async def test_look_up_and_parse_stops_before_any_listener(
 ) -> None:
     kernel, tools, owner = compose(tmp_path)
     seen: list[ToolCall] = []
-    kernel.ctx.on("tools/pre-execute", lambda call, next_: seen.append(call) or next_())
+    kernel.ctx.on(PRE_EXECUTE, lambda call, next_: seen.append(call) or next_())
     result = await tools.execute(owner, "c1", name, raw, AbortSignal(), allowed=allowed)  # type: ignore[arg-type]
     assert (result.content, result.is_error) == (text, True)
     assert seen == [] and not (tmp_path / "marker").exists()
@@ -277,7 +277,7 @@ async def test_look_up_and_parse_stops_before_any_listener(
 async def test_a_call_aborted_before_dispatch_reaches_no_listener(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
     seen: list[ToolCall] = []
-    kernel.ctx.on("tools/pre-execute", lambda call, next_: seen.append(call) or next_())
+    kernel.ctx.on(PRE_EXECUTE, lambda call, next_: seen.append(call) or next_())
     signal = AbortSignal()
     signal.abort("user")
     result = await run(tools, owner, signal)
@@ -290,7 +290,7 @@ async def test_a_call_aborted_before_dispatch_reaches_no_listener(tmp_path: Path
 
 async def test_a_deny_without_a_reason_names_the_tool(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
-    kernel.ctx.on("tools/pre-execute", lambda call, next_: PreDecision("deny"))
+    kernel.ctx.on(PRE_EXECUTE, lambda call, next_: PreDecision("deny"))
     assert (await run(tools, owner)).content == 'Error: tool "mark" was denied'
     assert not (tmp_path / "marker").exists()
 
@@ -298,7 +298,7 @@ async def test_a_deny_without_a_reason_names_the_tool(tmp_path: Path) -> None:
 async def test_an_ask_whose_request_raises_is_an_error_result(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path)
     owner.session.append("turn/end", {"turn": 1, "reason": "completed"})
-    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    kernel.ctx.on(PRE_EXECUTE, ask_with(None))
     result = await run(tools, owner)
     assert result.content == (
         "Error: approval for tool \"mark\" failed: approval for tool 'mark' requested outside an "
@@ -317,8 +317,8 @@ class ForeignApproval:
 
 async def test_an_answer_outside_the_vocabulary_from_the_service_denies(tmp_path: Path) -> None:
     kernel, tools, owner = compose(tmp_path, approval=False)
-    kernel.ctx.provide("approval", ForeignApproval())
-    kernel.ctx.on("tools/pre-execute", ask_with(None))
+    kernel.ctx.provide(APPROVAL_SERVICE, ForeignApproval())
+    kernel.ctx.on(PRE_EXECUTE, ask_with(None))
     result = await run(tools, owner)
     assert result.content == 'Error: approval for tool "mark" returned an unknown outcome'
     assert not (tmp_path / "marker").exists()
@@ -333,8 +333,8 @@ async def test_an_abort_while_deciding_stops_the_call_after_the_guards(tmp_path:
         signal.abort("user")
         return PreDecision.allow()
 
-    kernel.ctx.on("tools/pre-execute", abort_then_allow)
-    kernel.ctx.on("tools/guard", lambda call: guarded.append(call.name))
+    kernel.ctx.on(PRE_EXECUTE, abort_then_allow)
+    kernel.ctx.on(TOOL_GUARD, lambda call: guarded.append(call.name))
     result = await run(tools, owner, signal)
     assert result.content == f"Error: {ABORTED_BEFORE_DISPATCH}"
     assert guarded == ["mark"] and not (tmp_path / "marker").exists()
@@ -346,7 +346,7 @@ async def test_a_raising_guard_denies(tmp_path: Path) -> None:
     def broken(call: ToolCall) -> None:
         raise ValueError("guard broke")
 
-    kernel.ctx.on("tools/guard", broken)
+    kernel.ctx.on(TOOL_GUARD, broken)
     assert (await run(tools, owner)).content == 'Error: a guard failed for tool "mark": guard broke'
     assert not (tmp_path / "marker").exists()
 
@@ -358,12 +358,10 @@ async def test_listeners_see_the_call_before_its_policy_and_the_body_runs_under_
     probe = Probe()
     tools.register(probe)
     before: list[Any] = []
-    kernel.ctx.on("tools/pre-execute", lambda call, next_: before.append(call.policy) or next_())
-    kernel.ctx.on("tools/guard", lambda call: before.append(call.policy))
+    kernel.ctx.on(PRE_EXECUTE, lambda call, next_: before.append(call.policy) or next_())
+    kernel.ctx.on(TOOL_GUARD, lambda call: before.append(call.policy))
     after: list[Any] = []
-    kernel.ctx.on(
-        "tools/post-execute", lambda payload, next_: after.append(payload[0].policy) or next_()
-    )
+    kernel.ctx.on(POST_EXECUTE, lambda payload, next_: after.append(payload[0].policy) or next_())
     result = await tools.execute(owner, "c1", "probe", "{}", AbortSignal())  # type: ignore[arg-type]
     assert result.content == "probed"
     assert before == [None, None]
@@ -402,15 +400,15 @@ async def test_a_failing_or_invalid_post_execute_is_an_error_result(tmp_path: Pa
     def boom(payload: Any, next_: Any) -> PostDecision:
         raise RuntimeError("post broke")
 
-    handle = kernel.ctx.on("tools/post-execute", boom)
+    handle = kernel.ctx.on(POST_EXECUTE, boom)
     assert (await run(tools, owner)).content == (
         'Error: a post-execute hook failed for tool "mark": post broke'
     )
     handle.dispose()
-    handle = kernel.ctx.on("tools/post-execute", lambda payload, next_: "accept")
+    handle = kernel.ctx.on(POST_EXECUTE, lambda payload, next_: "accept")
     assert (await run(tools, owner)).content == (
         'Error: a post-execute hook returned an invalid decision for "mark"'
     )
     handle.dispose()
-    kernel.ctx.on("tools/post-execute", lambda payload, next_: PostDecision("block"))
+    kernel.ctx.on(POST_EXECUTE, lambda payload, next_: PostDecision("block"))
     assert (await run(tools, owner)).content == 'Error: tool "mark" result was blocked'

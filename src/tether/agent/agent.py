@@ -5,7 +5,7 @@ input, appends the runtime-context snapshot if it changed, logs the request head
 changed, makes one model request, and executes the requested tool calls in order. The turn
 ends with one of the stop reasons below, recorded as ``turn/end``.
 
-The agent id is its session id (behaviour.md §1.1).
+The agent id is its session id.
 """
 
 from __future__ import annotations

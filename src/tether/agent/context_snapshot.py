@@ -3,7 +3,8 @@
 Sections render into ``request/header.system``; a new header is logged only when it changes.
 Contexts render into one ``user/message`` snapshot placed after the claimed prompt and before
 ``request/header``; a new snapshot is appended only when its text differs from the retained
-one, so the prompt prefix stays cache-stable across policy switches (behaviour.md §7).
+one, so the prompt prefix stays cache-stable across policy switches (the entries and their
+order: ``docs/design.md`` §4).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from tether.kernel import PromptRegistry
-from tether.session import Event, JsonValue, Session
+from tether.session import Event, HasSession, JsonValue, Session
 
 SNAPSHOT_HEAD: Final = (
     "Current runtime context. This snapshot supersedes earlier runtime-context snapshots."
@@ -40,7 +41,7 @@ def retained_snapshot(session: Session) -> Event | None:
 
 
 def render_snapshot(
-    registry: PromptRegistry, agent: object | None
+    registry: PromptRegistry, agent: HasSession | None
 ) -> tuple[str, list[dict[str, str]]]:
     parts = registry.render("context", agent)
     sections = [{"name": name, "text": text} for name, text in parts]
@@ -50,7 +51,7 @@ def render_snapshot(
 
 
 def append_snapshot_if_changed(
-    session: Session, registry: PromptRegistry, agent: object | None
+    session: Session, registry: PromptRegistry, agent: HasSession | None
 ) -> None:
     text, sections = render_snapshot(registry, agent)
     retained = retained_snapshot(session)
@@ -70,7 +71,7 @@ def append_snapshot_if_changed(
     session.append("user/message", {"content": text, "source": source}, surface_op="append")
 
 
-def render_system(registry: PromptRegistry, agent: object | None) -> tuple[str, list[str]]:
+def render_system(registry: PromptRegistry, agent: HasSession | None) -> tuple[str, list[str]]:
     parts = registry.render("section", agent)
     return "\n\n".join(text for _, text in parts), [name for name, _ in parts]
 

@@ -1,6 +1,6 @@
 """The agent inbox: what is waiting to reach the model, and when.
 
-Three targets (behaviour.md §6):
+Three targets:
 
 - ``next-turn`` (``followup``): becomes the only ordinary prompt of its own turn, and wakes.
 - ``next-step`` (``steer``): claimed at the nearest step boundary, and wakes; several steers

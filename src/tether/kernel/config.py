@@ -17,7 +17,6 @@ import tomllib
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,7 +38,7 @@ class UnknownPluginError(PluginError):
 class PluginEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, object] = Field(default_factory=dict)
 
 
 class AgentSettings(BaseModel):

@@ -20,7 +20,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast, overload
+from typing import TypeVar, cast, overload
 
 from tether.errors import TetherError
 from tether.kernel.keys import (
@@ -55,6 +55,12 @@ class KeyConflictError(TetherError):
     """Two different keys with one name were used in one runtime."""
 
     code = "KEY_CONFLICT"
+
+
+class NotAKeyError(TetherError):
+    """A seam was named by something other than a typed key (a bare name, from untyped code)."""
+
+    code = "NOT_A_KEY"
 
 
 class Disposable:
@@ -98,11 +104,14 @@ class Runtime:
         self.root = Context(self)
 
     # The context API is the public face; these are its storage operations.
-    def _name(self, key: _Key | str) -> str:
+    def _name(self, key: _Key) -> str:
         """The table name of ``key``; a second key object with a name already used is refused,
         since the two would silently share one service or one chain."""
-        if isinstance(key, str):
-            return key
+        if not isinstance(key, _Key):
+            # Only untyped code (a plugin from an entry point) gets here; say what to pass.
+            raise NotAKeyError(
+                f"kernel seams are named by typed keys (tether.kernel.keys), not {key!r}"
+            )
         known = self._keys.setdefault(key.name, key)
         if known is not key:
             raise KeyConflictError(
@@ -180,9 +189,7 @@ class Context:
     def get(self, key: ServiceKey[T]) -> T | None: ...
     @overload
     def get(self, key: AnyServiceKey) -> object | None: ...
-    @overload
-    def get(self, key: str) -> Any | None: ...
-    def get(self, key: AnyServiceKey | str) -> object | None:
+    def get(self, key: AnyServiceKey) -> object | None:
         """The live service for ``key``, or ``None``. Creates no dependency."""
         return self.runtime._services.get(self.runtime._name(key))
 
@@ -193,11 +200,7 @@ class Context:
             raise ServiceMissingError(f"service {key.name!r} is not composed")
         return service
 
-    @overload
-    def provide(self, key: ServiceKey[T], service: T) -> Disposable: ...
-    @overload
-    def provide(self, key: str, service: object) -> Disposable: ...
-    def provide(self, key: ServiceKey[T] | str, service: object) -> Disposable:
+    def provide(self, key: ServiceKey[T], service: T) -> Disposable:
         return self._track(self.runtime._provide(self.runtime._name(key), service))
 
     # -- listeners --------------------------------------------------------------------------
@@ -228,18 +231,9 @@ class Context:
         prepend: bool = False,
         scope: object | None = None,
     ) -> Disposable: ...
-    @overload
     def on(
         self,
-        key: str,
-        fn: Callable[..., Any],
-        *,
-        prepend: bool = False,
-        scope: object | None = None,
-    ) -> Disposable: ...
-    def on(
-        self,
-        key: _Key | str,
+        key: _Key,
         fn: Callable[..., object],
         *,
         prepend: bool = False,
@@ -249,13 +243,7 @@ class Context:
         entry = _Listener(fn, scope)
         return self._track(self.runtime._add_listener(self.runtime._name(key), entry, prepend))
 
-    @overload
-    def emit(self, key: Notice[P], payload: P, *, scope: object | None = None) -> None: ...
-    @overload
-    def emit(self, key: str, payload: object = None, *, scope: object | None = None) -> None: ...
-    def emit(
-        self, key: Notice[P] | str, payload: object = None, *, scope: object | None = None
-    ) -> None:
+    def emit(self, key: Notice[P], payload: P, *, scope: object | None = None) -> None:
         """Notify every matching listener. A failing listener is logged and contained; an
         async one runs as a task of the runtime (see the module docstring)."""
         name = self.runtime._name(key)
@@ -268,62 +256,20 @@ class Context:
             if inspect.isawaitable(result):
                 self.runtime._listen_in_background(result, name)
 
-    @overload
-    def collect(self, key: Gather[P, R], payload: P, *, scope: object | None = None) -> list[R]: ...
-    @overload
-    def collect(self, key: str, payload: object, *, scope: object | None = None) -> list[Any]: ...
-    def collect(
-        self, key: Gather[P, R] | str, payload: object, *, scope: object | None = None
-    ) -> list[R] | list[object]:
+    def collect(self, key: Gather[P, R], payload: P, *, scope: object | None = None) -> list[R]:
         """Call every matching listener synchronously and return their results in order.
 
         Used for guards: each listener may only veto, so all of them run. Exceptions propagate.
         """
-        return [entry.fn(payload) for entry in self.runtime._chain(self.runtime._name(key), scope)]
+        chain = self.runtime._chain(self.runtime._name(key), scope)
+        # The table stores listeners untyped; ``on`` admitted each under this key's types.
+        return cast(list[R], [entry.fn(payload) for entry in chain])
 
-    # Overloads so a callable fallback types as its result (a plain union makes mypy infer
-    # ``Never``); the last one covers a value fallback.
-    @overload
     async def waterfall(
         self,
-        name: Waterfall[P, R],
+        key: Waterfall[P, R],
         payload: P,
         fallback: Callable[[], Awaitable[R]] | Callable[[], R] | R,
-        *,
-        scope: object | None = None,
-    ) -> R: ...
-    @overload
-    async def waterfall(
-        self,
-        name: str,
-        payload: object,
-        fallback: Callable[[], Awaitable[R]],
-        *,
-        scope: object | None = None,
-    ) -> R: ...
-    @overload
-    async def waterfall(
-        self,
-        name: str,
-        payload: object,
-        fallback: Callable[[], R],
-        *,
-        scope: object | None = None,
-    ) -> R: ...
-    @overload
-    async def waterfall(
-        self,
-        name: str,
-        payload: object,
-        fallback: R,
-        *,
-        scope: object | None = None,
-    ) -> R: ...
-    async def waterfall(
-        self,
-        name: _Key | str,
-        payload: object,
-        fallback: R | Callable[[], R | Awaitable[R]],
         *,
         scope: object | None = None,
     ) -> R:
@@ -333,7 +279,7 @@ class Context:
         fallback (a value, or a callable producing one) is the terminal ``next``. Exceptions
         propagate to the caller, which decides how to fail closed.
         """
-        chain = self.runtime._chain(self.runtime._name(name), scope)
+        chain = self.runtime._chain(self.runtime._name(key), scope)
 
         async def call(index: int) -> object:
             # A listener disposed while the chain runs (its plugin unloaded mid-question) is
@@ -346,7 +292,7 @@ class Context:
             result = chain[index].fn(payload, lambda: call(index + 1))
             return await result if inspect.isawaitable(result) else result
 
-        return cast(R, await call(0))
+        return cast(R, await call(0))  # as in ``collect``: ``on`` checked each listener
 
     # -- prompt ---------------------------------------------------------------------------
     def section(

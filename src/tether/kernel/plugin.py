@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,23 +38,30 @@ class DuplicatePluginError(PluginError):
     code = "DUPLICATE_PLUGIN"
 
 
+C = TypeVar("C")
+C_contra = TypeVar("C_contra", contravariant=True)
+
+
 @runtime_checkable
-class Plugin(Protocol):
+class Plugin(Protocol[C_contra]):
+    """What :meth:`Kernel.load` loads; ``C_contra`` is the config it is applied with (its
+    ``config_model``, validated, or ``None`` without one)."""
+
     name: str
 
-    def apply(self, ctx: Context, config: Any) -> None: ...
+    def apply(self, ctx: Context, config: C_contra) -> None: ...
 
 
 @dataclass(frozen=True)
-class FunctionPlugin:
+class FunctionPlugin(Generic[C]):
     """A plugin built from a function, for small compositions and tests."""
 
     name: str
-    apply_fn: Callable[[Context, Any], object]
+    apply_fn: Callable[[Context, C], object]
     requires: tuple[AnyServiceKey, ...] = ()
     config_model: type[BaseModel] | None = None
 
-    def apply(self, ctx: Context, config: Any) -> None:
+    def apply(self, ctx: Context, config: C) -> None:
         _refuse_awaitable(self.name, self.apply_fn(ctx, config))
 
 
@@ -82,7 +89,7 @@ def _refuse_awaitable(name: str, result: object) -> None:
 
 
 def validate_config(
-    plugin: object, name: str, raw: Mapping[str, Any] | BaseModel | None
+    plugin: object, name: str, raw: Mapping[str, object] | BaseModel | None
 ) -> BaseModel | None:
     model: type[BaseModel] | None = getattr(plugin, "config_model", None)
     if model is None:
@@ -109,7 +116,7 @@ class Kernel:
         self._plugins: dict[str, PluginHandle] = {}
 
     def load(
-        self, plugin: object, config: Mapping[str, Any] | BaseModel | None = None
+        self, plugin: object, config: Mapping[str, object] | BaseModel | None = None
     ) -> PluginHandle:
         name = getattr(plugin, "name", None)
         apply = getattr(plugin, "apply", None)
@@ -120,10 +127,14 @@ class Kernel:
         if name in self._plugins:
             raise DuplicatePluginError(f"plugin {name!r} is already loaded")
         for service in getattr(plugin, "requires", ()):
+            # A plugin from an entry point is untyped: a bare name would otherwise fail deep in
+            # the kernel instead of naming the plugin.
+            if not isinstance(service, AnyServiceKey):
+                raise PluginError(f"plugin {name!r}: requires lists service keys, not {service!r}")
             if self.ctx.get(service) is None:
-                label = service if isinstance(service, str) else service.name
                 raise PluginRequirementError(
-                    f"plugin {name!r} requires service {label!r}, which no loaded plugin provides"
+                    f"plugin {name!r} requires service {service.name!r}, "
+                    "which no loaded plugin provides"
                 )
         validated = validate_config(plugin, name, config)
         ctx = self.ctx.child(name)

@@ -3,7 +3,7 @@
 Sections are the stable system prompt (sorted by order). Contexts are per-request facts (the
 sandbox mode, the approval policy, the delegation statement) that the agent renders into one
 runtime-context snapshot message; keeping them out of the system prompt keeps the prompt
-prefix cache-stable across policy switches (behaviour.md §7).
+prefix cache-stable across policy switches (``agent/context_snapshot.py``).
 
 Both are registered through a :class:`~tether.kernel.Context`, so they die with their plugin,
 and both may be scoped to one agent (a child's delegation statement is not its parent's).
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypeAlias
 
-PromptText = str | Callable[[Any], str]
+from tether.session import HasSession
+
+PromptText: TypeAlias = str | Callable[[HasSession | None], str]
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -28,7 +30,7 @@ class PromptPart:
     text: PromptText
     scope: object | None = None
 
-    def render(self, agent: object | None) -> str:
+    def render(self, agent: HasSession | None) -> str:
         return self.text(agent) if callable(self.text) else self.text
 
 
@@ -47,7 +49,9 @@ class PromptRegistry:
 
         return remove
 
-    def parts(self, kind: Literal["section", "context"], agent: object | None) -> list[PromptPart]:
+    def parts(
+        self, kind: Literal["section", "context"], agent: HasSession | None
+    ) -> list[PromptPart]:
         """Parts of ``kind`` that apply to ``agent``, one per name, sorted by order."""
         chosen: dict[str, PromptPart] = {}
         for part in self._parts:
@@ -61,7 +65,7 @@ class PromptRegistry:
         return sorted(chosen.values(), key=lambda p: p.order)
 
     def render(
-        self, kind: Literal["section", "context"], agent: object | None
+        self, kind: Literal["section", "context"], agent: HasSession | None
     ) -> list[tuple[str, str]]:
         """``(name, text)`` for each non-empty contribution, in order."""
         out: list[tuple[str, str]] = []

@@ -23,7 +23,7 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Final, Protocol, TypeVar, runtime_checkable
 
 from tether.errors import TetherError
 from tether.kernel.config import ConfigFileError
@@ -46,8 +46,11 @@ class UndeclaredWorkspaceFileError(TetherError):
     code = "WORKSPACE_FILE_UNDECLARED"
 
 
+C_contra = TypeVar("C_contra", contravariant=True)
+
+
 @runtime_checkable
-class DeclaresFiles(Protocol):
+class DeclaresFiles(Protocol[C_contra]):
     """A plugin that reads configuration files when it loads.
 
     ``workspace_files(config, workspace)`` gets the plugin's validated config and the canonical
@@ -55,7 +58,7 @@ class DeclaresFiles(Protocol):
     workspace), whether or not it exists now: a file that appears later must be trusted too.
     """
 
-    def workspace_files(self, config: Any, workspace: str) -> Sequence[str]: ...
+    def workspace_files(self, config: C_contra, workspace: str) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True, slots=True)

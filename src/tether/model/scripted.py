@@ -1,4 +1,4 @@
-"""The scripted model: deterministic replies from a JSON file (ARCHITECTURE.md §5).
+"""The scripted model: deterministic replies from a JSON file (``docs/design.md`` §6).
 
 A script looks like::
 

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import shlex
-from typing import Any, Final
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +34,7 @@ from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError
 from tether.sandbox.paths import path_rules
 from tether.sandbox.programs import refuse_rewritable
+from tether.session import JsonValue
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +42,13 @@ ANSWERS: Final = frozenset({"allowed-once", "rejected"})
 MAX_OUTPUT: Final = 64 * 1024
 
 
-def request_payload(request: ApprovalRequest) -> dict[str, Any]:
+def request_payload(request: ApprovalRequest) -> dict[str, JsonValue]:
     """The JSON the command reads. For a routed question the asking session is the child
     (its log holds the audit pair), and ``origin`` says so, with the lineage up to the root."""
     origin = request.origin
     session = (origin.child if origin is not None else request.agent).session
     asked = session.last("approval/asked")
-    payload: dict[str, Any] = {
+    payload: dict[str, JsonValue] = {
         "approval_id": asked.data.get("id") if asked is not None else None,
         "session_id": session.id,
         "delegation_depth": session.header.delegation_depth,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from tether.kernel.printable import printable
 from tether.plugins.shown_text import inert_json, quoted
@@ -39,7 +39,7 @@ FIELD_LIMIT: Final = 200
 """Characters of a child-written field (and of a JSON argument summary) in a headline."""
 
 
-def arguments_summary(arguments: Mapping[str, Any]) -> str:
+def arguments_summary(arguments: Mapping[str, object]) -> str:
     """The arguments as one line of JSON, at most :data:`FIELD_LIMIT` characters (longer ones
     end with ``…``). Exact: this is what answerers get in ``RoutedOrigin``."""
     text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
@@ -58,7 +58,7 @@ def _field(key: str, value: str) -> str:
     return f"{key.capitalize()}: {printable(value)}"
 
 
-def _last(action: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+def _last(action: Mapping[str, object], keys: tuple[str, ...]) -> list[str]:
     """The field that ends the headline: the first of ``keys`` with a value, in full."""
     for key in keys:
         value = action.get(key)
@@ -84,7 +84,7 @@ def action_text(action: AskedAction) -> str:
     return SEPARATOR.join(parts if what is None else [*parts, what])
 
 
-def headline(tool: str, arguments: Mapping[str, Any], *, subagent: bool = True) -> str:
+def headline(tool: str, arguments: Mapping[str, object], *, subagent: bool = True) -> str:
     """``Subagent approval: run "bash" · Why: "…" · Command: …`` on one line; a call with a
     path and no command ends ``Arguments: {…} · Path: …``; ``Arguments: {…}`` alone when the
     call has neither a why, a command nor a path. Without ``subagent`` the
@@ -101,7 +101,7 @@ def headline(tool: str, arguments: Mapping[str, Any], *, subagent: bool = True) 
     return f"Subagent approval: {text}" if subagent else text
 
 
-def escalation_headline(action: Mapping[str, Any], reason: str | None) -> str:
+def escalation_headline(action: Mapping[str, object], reason: str | None) -> str:
     """``Subagent approval: escalate sandbox to MODE · Why: "…" · Command: …`` (or ``Path:``).
 
     Built from the structured action the escalation ladder passes; ``reason`` (the ladder's

@@ -32,16 +32,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.agent import AGENTS_SERVICE, Agent, AgentRegistry
 from tether.errors import TetherError
-from tether.kernel import Context, Next
+from tether.kernel import SESSIONS_SERVICE, AnyServiceKey, Context, Next
 from tether.plugins.headline import arguments_summary, escalation_headline, headline
-from tether.policy.approval import ApprovalRequest, RoutedOrigin
+from tether.policy.approval import APPROVAL_SERVICE, ApprovalRequest, ApprovalService, RoutedOrigin
 from tether.policy.escalation import ESCALATION_ASK, ESCALATION_ROUTED
 from tether.policy.modes import (
     ApprovalOutcome,
@@ -51,10 +52,13 @@ from tether.policy.modes import (
     as_outcome,
 )
 from tether.policy.outcome_text import RoutedAsk, outcome_text
-from tether.session import JsonValue, SessionHeader
+from tether.policy.protocols import HasSession
+from tether.session import JsonValue, SessionHeader, SessionStore
+from tether.signals import AbortSignal
 from tether.subagents.visibility import is_denial
-from tether.tools.base import PreDecision, ToolCall, ToolResult
+from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
 from tether.tools.pipeline import describe_action
+from tether.tools.seams import POST_EXECUTE, PRE_EXECUTE
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +91,13 @@ class Lineage:
 
     ids: tuple[str, ...]
     """Session ids from the child up to the decider (dead hops in between included)."""
-    decider: Any | None
+    decider: Agent | None
     """The live ancestor nearest to the top-level session, or ``None``."""
 
 
-async def resolve_lineage(agents: Any, store: Any, child: Any) -> Lineage:
+async def resolve_lineage(
+    agents: AgentRegistry, store: SessionStore | None, child: HasSession
+) -> Lineage:
     """Walk ``parent_session`` from ``child`` to the top-level session of its delegation tree.
 
     Liveness comes from the agents registry. A hop that is not live is crossed through its
@@ -102,7 +108,7 @@ async def resolve_lineage(agents: Any, store: Any, child: Any) -> Lineage:
     """
     chain = [child.session.id]
     seen = {child.session.id}
-    decider: Any | None = None
+    decider: Agent | None = None
     upto = 0
     header: SessionHeader = child.session.header
     while header.delegation_depth > 0 and header.parent_session is not None:
@@ -121,20 +127,18 @@ async def resolve_lineage(agents: Any, store: Any, child: Any) -> Lineage:
     return Lineage(tuple(chain[:upto]), decider)
 
 
-async def stored_header(store: Any, session_id: str) -> SessionHeader | None:
+async def stored_header(store: SessionStore | None, session_id: str) -> SessionHeader | None:
     """A session's header from the session store (live or stored), or ``None``."""
     if store is None:
         return None
     live = store.get(session_id)
     if live is not None:
-        header: SessionHeader = live.header
-        return header
+        return live.header
     try:
         stored = await store.inspect(session_id)
     except Exception:
         return None
-    found: SessionHeader = stored.header
-    return found
+    return stored.header
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +169,7 @@ class Router:
         self.config = config
         self.guarded = frozenset(config.guarded)
 
-    async def gate(self, call: ToolCall, next_: Next[object]) -> object:
+    async def gate(self, call: ToolCall, next_: Next[PreDecision]) -> PreDecision:
         if call.name not in self.guarded:
             return await next_()
         downstream = await next_()
@@ -220,24 +224,24 @@ class Router:
 
     async def route(
         self,
-        child: Any,
+        child: HasSession,
         *,
         tool_name: str,
         call_id: str | None,
         reason: str,
-        arguments: Mapping[str, Any],
-        signal: Any,
+        arguments: Mapping[str, object],
+        signal: AbortSignal | None,
         action: Mapping[str, JsonValue] | None,
         target_mode: SandboxMode | None = None,
     ) -> Routed:
         """Ask the deepest live ancestor of ``child``; never raises."""
-        approval = self.ctx.get("approval")  # looked up now: a service mounted later counts
+        approval = self.ctx.get(APPROVAL_SERVICE)  # looked up now: a service mounted later counts
         if approval is None:
             return Routed(AskFailure.NO_APPROVAL)
-        agents = self.ctx.get("agents")
+        agents = self.ctx.get(AGENTS_SERVICE)
         if agents is None:
             return Routed(AskFailure.NO_AGENTS)
-        lineage = await resolve_lineage(agents, self.ctx.get("sessions"), child)
+        lineage = await resolve_lineage(agents, self.ctx.get(SESSIONS_SERVICE), child)
         root = lineage.decider
         if root is None:
             return Routed(AskFailure.BROKEN_LINEAGE)
@@ -274,7 +278,7 @@ class Router:
             return Routed(AskFailure.NEVER, root.session.id)
         return Routed(outcome, root.session.id)
 
-    async def _notice_if_slow(self, child: Any, reason: str) -> None:
+    async def _notice_if_slow(self, child: HasSession, reason: str) -> None:
         await asyncio.sleep(self.config.blocked_notice_seconds)
         self._notify_parent(
             child,
@@ -282,7 +286,9 @@ class Router:
             f"{self.config.blocked_notice_seconds:g}s: {reason}",
         )
 
-    def on_result(self, payload: tuple[ToolCall, ToolResult], next_: Next[object]) -> object:
+    def on_result(
+        self, payload: tuple[ToolCall, ToolResult], next_: Next[PostDecision]
+    ) -> Awaitable[PostDecision]:
         call, result = payload
         agent = call.agent
         if (
@@ -299,8 +305,8 @@ class Router:
             )
         return next_()
 
-    def _notify_parent(self, child: Any, text: str) -> None:
-        agents = self.ctx.get("agents")
+    def _notify_parent(self, child: HasSession, text: str) -> None:
+        agents = self.ctx.get(AGENTS_SERVICE)
         parent_id = child.session.header.parent_session
         parent = agents.get(parent_id) if agents is not None and parent_id else None
         if parent is None:
@@ -311,12 +317,11 @@ class Router:
             log.exception("could not notify %s", parent_id)
 
 
-def _policy_of(approval: Any, agent: Any) -> ApprovalPolicy | None:
+def _policy_of(approval: ApprovalService, agent: HasSession) -> ApprovalPolicy | None:
     try:
-        policy: ApprovalPolicy = approval.effective_policy(agent.session)
+        return approval.effective_policy(agent.session)
     except Exception:
         return None
-    return policy
 
 
 def denial_reason(tool: str, routed: Routed) -> str:
@@ -343,24 +348,24 @@ ROUTED_ESCALATION_TEXT: Final = (
 )
 
 
-def is_subagent(agent: Any) -> bool:
+def is_subagent(agent: HasSession) -> bool:
     return bool(agent.session.header.delegation_depth > 0)
 
 
-def routed_escalation_text(agent: Any) -> str:
+def routed_escalation_text(agent: HasSession | None) -> str:
     """Follows the delegation statement (120) for subagents only; roots are unaffected."""
     return ROUTED_ESCALATION_TEXT if agent is not None and is_subagent(agent) else ""
 
 
 class RootApprovalsPlugin:
     name = "root_approvals"
-    requires: tuple[str, ...] = ()
+    requires: tuple[AnyServiceKey, ...] = ()
     config_model = RootApprovalsConfig
 
     def apply(self, ctx: Context, config: RootApprovalsConfig) -> None:
         router = Router(ctx, config)
-        ctx.on("tools/pre-execute", router.gate, prepend=True)
-        ctx.on("tools/post-execute", router.on_result, prepend=True)
+        ctx.on(PRE_EXECUTE, router.gate, prepend=True)
+        ctx.on(POST_EXECUTE, router.on_result, prepend=True)
         if config.route_escalations:
             ctx.on(ESCALATION_ASK, router.escalation, prepend=True)
             ctx.on(ESCALATION_ROUTED, is_subagent)

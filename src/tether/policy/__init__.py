@@ -1,7 +1,7 @@
 """Permission policy: sandbox modes and their resolution, the approval service, presets.
 
 Everything here is a fold over the session log plus a write path that appends one event; no
-policy is held anywhere else (ARCHITECTURE.md principle 1).
+policy is held anywhere else (``docs/design.md`` §2, principle 1).
 """
 
 from tether.policy.approval import (

@@ -1,4 +1,4 @@
-"""The approval service: one home for the ``request()`` algorithm of behaviour.md §3.2.
+"""The approval service: the one home of the ``request()`` algorithm every ask goes through.
 
 Order matters and is fixed here:
 
@@ -12,7 +12,7 @@ Order matters and is fixed here:
    ``unavailable``) raced against the signal and the per-request timeout, where a raising
    answerer, a non-vocabulary reply and a timeout are all ``unavailable``;
 4. append ``approval/decided {id, outcome}`` and flush it durably before returning, so an
-   approved action never runs ahead of its audit record (ARCHITECTURE.md principle 5).
+   approved action never runs ahead of its audit record (``docs/design.md`` §2, principle 5).
 
 Answerers register on the ``approval/request`` waterfall (see :func:`register_answerer`). The
 convention is one terminal answerer per deployment; an answerer that does not own the agent

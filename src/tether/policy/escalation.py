@@ -33,10 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from tether.kernel import Context, Gather, Waterfall
-from tether.policy.approval import ApprovalRequest, ApprovalService
+from tether.policy.approval import APPROVAL_SERVICE, ApprovalRequest
 from tether.policy.modes import (
     ESCALATION_TARGETS,
     ApprovalOutcome,
@@ -114,10 +114,11 @@ def escalation_noun(tool: object) -> EffectNoun | None:
     return None
 
 
-def with_escalation_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``schema`` (a tool's JSON schema, hence ``Any``) with the paired parameters added; the
-    argument is not changed (the pipeline caches it)."""
-    properties = dict(schema.get("properties", {}))
+def with_escalation_parameters(schema: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """``schema`` (a tool's JSON schema) with the paired parameters added; the argument is not
+    changed (the pipeline caches it)."""
+    own = schema.get("properties")
+    properties: dict[str, JsonValue] = dict(own) if isinstance(own, Mapping) else {}
     properties[PERMISSIONS_ARGUMENT] = {
         "type": "string",
         "enum": [mode.value for mode in ESCALATION_TARGETS],
@@ -132,8 +133,8 @@ def with_escalation_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def take_escalation(
-    arguments: Mapping[str, object],
-) -> tuple[dict[str, object], EscalationRequest | None] | InvalidEscalation:
+    arguments: Mapping[str, JsonValue],
+) -> tuple[dict[str, JsonValue], EscalationRequest | None] | InvalidEscalation:
     """The arguments without the paired ones, and the request they make (``None``: neither was
     given); or what is wrong with them. A pair given as ``null`` counts as not given."""
     rest = dict(arguments)
@@ -179,7 +180,7 @@ async def grant_escalation(
     if not is_strictly_wider(mode, policy.mode):
         return EscalationRefused(_not_wider(mode, policy.mode))
     asked = EscalationAsk(mode, noun)
-    approval: ApprovalService | None = ctx.get("approval")
+    approval = ctx.get(APPROVAL_SERVICE)
     if approval is None:
         return EscalationRefused(outcome_text(AskFailure.NO_APPROVAL, asked))
     agent = call.agent
@@ -218,7 +219,7 @@ def escalation_hint(
     the agent's effective approval policy. With no approval service or no agent nobody could be
     asked, which reads as ``never``; a pinned agent whose escalations a plugin routes
     elsewhere (:data:`ESCALATION_ROUTED`) may still ask, which reads as ``ask``."""
-    approval: ApprovalService | None = ctx.get("approval")
+    approval = ctx.get(APPROVAL_SERVICE)
     effective = (
         approval.effective_policy(agent.session)
         if approval is not None and agent is not None

@@ -2,11 +2,11 @@
 
 A preset is a label over the two knobs, never a third source of truth: the effective policy is
 always the ``sandbox/mode`` and ``approval/policy`` folds. The session's current preset is
-derived (behaviour.md §2.5): a last ``permission/preset`` that still matches the knobs wins,
+derived: a last ``permission/preset`` that still matches the knobs wins,
 else the first table row that matches, else ``custom`` (reserved, never a row).
 
 New root sessions are pinned at creation, so a session's permissions are facts in its own log
-and a resume under a different deployment default cannot change them (ARCHITECTURE.md
+and a resume under a different deployment default cannot change them (``docs/design.md`` §2,
 principle 1).
 """
 

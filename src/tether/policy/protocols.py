@@ -1,8 +1,8 @@
 """What the policy layer needs of an agent, without importing the agent layer (which sits above).
 
-An agent is anything with a ``session``; its identity is also the scope key of scoped
-listeners and prompt parts. An agent that can ``inject`` receives user-visible notices (the
-approval-policy change notice) for its next step.
+An agent is anything with a ``session`` (:class:`~tether.session.HasSession`, defined with the
+session so the kernel's prompt parts can name it too). An agent that can ``inject`` receives
+user-visible notices (the approval-policy change notice) for its next step.
 """
 
 from __future__ import annotations
@@ -10,21 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from tether.session import JsonValue, Session
-
-
-@runtime_checkable
-class HasSession(Protocol):
-    """An agent as the policy layer sees it."""
-
-    @property
-    def session(self) -> Session: ...
+from tether.session import HasSession, JsonValue
 
 
 @runtime_checkable
 class CanInject(HasSession, Protocol):
     """An agent with an inbox: ``inject`` queues model-facing text for the next pre-step
-    without waking the agent (behaviour.md §6)."""
+    without waking the agent (``agent/inbox.py``)."""
 
     def inject(self, text: str, *, source: Mapping[str, JsonValue]) -> object: ...
 

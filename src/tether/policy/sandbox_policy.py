@@ -1,6 +1,6 @@
 """The sandbox policy home: ``sandbox/mode`` events, resolution, and the ``sandbox:policy`` context.
 
-A session's mode is a last-event-wins fold over its ``sandbox/mode`` events (behaviour.md §2.3).
+A session's mode is a last-event-wins fold over its ``sandbox/mode`` events.
 :meth:`SandboxPolicyService.resolve` turns that fold, an optional per-call grant and the
 deployment default into the :class:`SandboxExecutionPolicy` a tool stamps on one call, so
 executors never read session state. :meth:`SandboxPolicyService.set_sandbox_mode` is the only
@@ -32,7 +32,7 @@ SANDBOX_POLICY_SERVICE: Final[ServiceKey[SandboxPolicyService]] = ServiceKey("sa
 SANDBOX_CONTEXT_NAME: Final = "sandbox:policy"
 SANDBOX_CONTEXT_ORDER: Final = 110
 
-# Deliberately capability-neutral (behaviour.md §2.3, History): a label alone made models refuse
+# Deliberately capability-neutral: a label alone made models refuse
 # work pre-emptively, so the text tells them to try the tool and follow its denial guidance.
 _TRY_THE_TOOL = (
     "Do not refuse a task from this label alone: try the tool and follow its denial and "

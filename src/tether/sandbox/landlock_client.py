@@ -64,6 +64,7 @@ UNREPORTED: Final = -int(signal.SIGKILL)
 """``returncode`` when the supervisor died without reporting (it was killed outright)."""
 
 Stream = int | IO[Any] | None
+"""What :mod:`subprocess` takes for a standard stream, typed as it types one."""
 
 
 class _Unreachable(Exception):

@@ -24,16 +24,15 @@ import errno
 import os
 import signal
 import subprocess
-from typing import IO, Any, Final
+from typing import Any, Final
 
 from tether.sandbox.command import ConfinedCommand
-from tether.sandbox.landlock_client import ForkedProcess, fork_server
+from tether.sandbox.landlock_client import ForkedProcess, Stream, fork_server
 
 STOP_GRACE: Final = 2.0
 """Seconds a supervisor gets to sweep its processes after SIGTERM before the whole
 process group is killed outright."""
 
-Stream = int | IO[Any] | None
 CommandProcess = asyncio.subprocess.Process | ForkedProcess
 """A spawned command: ``pid`` (its process group), ``stdout``/``stderr`` readers,
 ``returncode``, ``wait()``, ``send_signal()``."""
@@ -50,6 +49,7 @@ async def spawn(
     """Start ``command``. Raises :class:`SandboxUnavailableError` when the sandbox could not
     start it (the command did not run), ``OSError`` when the command itself cannot be
     executed under ``danger-full-access``."""
+    # The keyword arguments of ``asyncio.create_subprocess_exec``, each of its own type.
     options: dict[str, Any] = {
         "stdin": stdin,
         "stdout": stdout,

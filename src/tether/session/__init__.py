@@ -27,7 +27,14 @@ from tether.session.persistence.base import (
     SessionNotFoundError,
     StoredSession,
 )
-from tether.session.session import EventLog, SeedError, Session, has_open_turn, wall_clock_ms
+from tether.session.session import (
+    EventLog,
+    HasSession,
+    SeedError,
+    Session,
+    has_open_turn,
+    wall_clock_ms,
+)
 from tether.session.store import (
     InvalidBoundaryError,
     NoPersistenceError,
@@ -44,6 +51,7 @@ __all__ = [
     "Event",
     "EventLog",
     "FormatVersionError",
+    "HasSession",
     "InvalidBoundaryError",
     "InvalidEventError",
     "InvalidHeaderError",

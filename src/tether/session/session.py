@@ -12,7 +12,7 @@ import logging
 import time as _time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import overload
+from typing import Protocol, overload, runtime_checkable
 
 from tether.errors import TetherError
 from tether.session.events import (
@@ -184,6 +184,15 @@ class Session:
         return self._last_by_type.get(event_type)
 
 
+@runtime_checkable
+class HasSession(Protocol):
+    """An agent as the layers below the agent layer see it: something acting in a session.
+    Its identity is also the scope of scoped listeners and prompt parts."""
+
+    @property
+    def session(self) -> Session: ...
+
+
 def has_open_turn(events: Sequence[Event]) -> bool:
     """Pure form of :meth:`Session.has_open_turn` for stored or sliced logs."""
     for event in reversed(events):
@@ -198,6 +207,7 @@ __all__ = [
     "Clock",
     "Event",
     "EventLog",
+    "HasSession",
     "InvalidEventError",
     "SeedError",
     "Session",

@@ -30,7 +30,7 @@ from typing import Final, Literal, TypeAlias
 
 from tether.agent import Agent, AgentOptions
 from tether.errors import TetherError
-from tether.kernel import Context
+from tether.kernel import SESSIONS_SERVICE, Context
 from tether.policy import (
     APPROVAL_SERVICE,
     SANDBOX_POLICY_SERVICE,
@@ -160,10 +160,9 @@ def fork_seed(parent: Session) -> list[Event]:
 
 
 def require_store(agent: Agent) -> SessionStore:
-    store = agent.ctx.get("sessions")
+    store = agent.ctx.get(SESSIONS_SERVICE)
     if store is None:
         raise SubagentError("no session store is composed", code="PERSISTENCE_UNAVAILABLE")
-    assert isinstance(store, SessionStore)
     return store
 
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from tether.agent import AGENTS_SERVICE, Agent, AgentOptions
-from tether.kernel import Context
-from tether.policy import SandboxMode
+from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
+from tether.policy import APPROVAL_SERVICE, SandboxMode
 from tether.session import (
     JsonValue,
     SessionHeader,
@@ -46,11 +46,13 @@ from tether.subagents.descriptor import Descriptor, ToolFilter, fold_descriptor
 from tether.subagents.lifecycle import SubagentLifecycle
 from tether.subagents.narrowing import narrow_live, narrow_stored
 from tether.subagents.results import SubagentResult, result_from_events
+from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
 from tether.subagents.visibility import PendingQuestion, blocked_labels, last_denial
 
 log = logging.getLogger(__name__)
 
-SUBAGENTS_SERVICE: Final = "subagents"
+SUBAGENTS_SERVICE: Final[ServiceKey[ContinuationManager]] = ServiceKey("subagents")
+"""The continuable children of a composition (provided by the subagents plugin)."""
 ReportDelivery = Literal["next-step", "quiet"]
 """``next-step``: steer the parent (folded into its next step). ``quiet``: inject without
 waking it."""
@@ -283,7 +285,7 @@ class ContinuationManager:
         parent = registry.get(parent_id) if registry is not None else None
         if parent is not None:
             self.ctx.emit(
-                "subagent/start",
+                SUBAGENT_START,
                 SubagentLifecycle(
                     parent, agent.id, descriptor.provider, "continuable", descriptor.label
                 ),
@@ -356,7 +358,7 @@ class ContinuationManager:
         parent = registry.get(activation.parent_id) if registry is not None else None
         if parent is not None:
             self.ctx.emit(
-                "subagent/end",
+                SUBAGENT_END,
                 SubagentLifecycle(
                     parent,
                     agent.id,
@@ -502,7 +504,7 @@ class ContinuationManager:
         """Continuable children (or all descendants) of ``parent_id``, from live state and the
         store; never activates a child."""
         registry = self.ctx.get(AGENTS_SERVICE)
-        store = self.ctx.get("sessions")
+        store = self.ctx.get(SESSIONS_SERVICE)
         headers: list[SessionHeader] = []
         if store is not None and store.persistence is not None:
             headers = await store.persistence.list()
@@ -512,7 +514,7 @@ class ContinuationManager:
         for header in by_id.values():
             if header.delegation_depth > 0:
                 children.setdefault(header.parent_session, []).append(header)
-        approval = self.ctx.get("approval")
+        approval = self.ctx.get(APPROVAL_SERVICE)
         pending = approval.pending() if approval is not None else []
         blocked = blocked_labels(
             PendingQuestion(p.id, p.child_session_id, p.headline, p.lineage) for p in pending
@@ -563,7 +565,7 @@ class ContinuationManager:
         return (await self._inspect_or_problem(session_id))[0]
 
     async def _inspect_or_problem(self, session_id: str) -> tuple[StoredSession | None, str]:
-        store = self.ctx.get("sessions")
+        store = self.ctx.get(SESSIONS_SERVICE)
         if store is None:
             return None, "unavailable"
         try:

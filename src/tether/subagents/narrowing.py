@@ -13,7 +13,13 @@ from typing import Final
 from tether.agent import Agent
 from tether.errors import TetherError
 from tether.kernel import Context
-from tether.policy import WIDER_MODES, SandboxMode, fold_sandbox_mode, parse_sandbox_mode
+from tether.policy import (
+    SANDBOX_POLICY_SERVICE,
+    WIDER_MODES,
+    SandboxMode,
+    fold_sandbox_mode,
+    parse_sandbox_mode,
+)
 from tether.session import Event, Persistence, wall_clock_ms
 
 NOTICE_SOURCE: Final = {"kind": "plugin", "plugin": "subagents", "form": "notice"}
@@ -49,7 +55,7 @@ def _check(session_id: str, depth: int, current: SandboxMode | None, target: San
 def narrow_live(ctx: Context, child: Agent, mode: SandboxMode | str) -> bool:
     """Narrow a live child agent. Returns False when it already is at ``mode``."""
     target = parse_sandbox_mode(mode)
-    sandbox = ctx.get("sandbox_policy")
+    sandbox = ctx.get(SANDBOX_POLICY_SERVICE)
     if sandbox is None:
         raise NarrowingError("no sandbox policy service is composed")
     session = child.session

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import KW_ONLY, dataclass
 
-from tether.agent import AGENTS_SERVICE, Agent, PreStep
+from tether.agent import AGENTS_SERVICE, PRE_STEP, Agent, PreStep, PreStepDecision
 from tether.kernel import Next
 from tether.session import SessionStore
 from tether.signals import AbortSignal
@@ -23,6 +23,7 @@ from tether.subagents.composition import (
 )
 from tether.subagents.lifecycle import SubagentLifecycle
 from tether.subagents.results import SubagentResult, result_from_events
+from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ async def run_child(
     assert child_ctx is not None
     written = False
 
-    async def descriptor_gate(step: PreStep, next_: Next[object]) -> object:
+    async def descriptor_gate(step: PreStep, next_: Next[PreStepDecision]) -> PreStepDecision:
         nonlocal written
         decision = await next_()
         if decision == "enter" and not written:
@@ -71,7 +72,7 @@ async def run_child(
             agent.session.append("subagent/descriptor", descriptor.to_data())
         return decision
 
-    child_ctx.on("agent/pre-step", descriptor_gate, scope=agent)
+    child_ctx.on(PRE_STEP, descriptor_gate, scope=agent)
     boundary = agent.session.first_live_seq
     registry = ctx.get(AGENTS_SERVICE)
     unregister = registry.register(agent, owner=parent) if registry is not None else None
@@ -85,7 +86,7 @@ async def run_child(
         raise
     child_id = agent.id
     ctx.emit(
-        "subagent/start",
+        SUBAGENT_START,
         SubagentLifecycle(parent, child_id, spec.provider, "one-shot", spec.label),
         scope=parent,
     )
@@ -104,7 +105,7 @@ async def run_child(
         )
         await dispose_child(agent, store, unregister)
         ctx.emit(
-            "subagent/end",
+            SUBAGENT_END,
             SubagentLifecycle(
                 parent,
                 child_id,

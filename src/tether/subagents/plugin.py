@@ -18,7 +18,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.agent.system_prompt import SYSTEM_PROMPT, ToolGuide
-from tether.kernel import Context
+from tether.kernel import SESSIONS_SERVICE, AnyServiceKey, Context
 from tether.policy import SandboxMode
 from tether.subagents.composition import DEFAULT_MAX_DEPTH, ChildSpec, Provider
 from tether.subagents.continuation import SUBAGENTS_SERVICE, ContinuationManager
@@ -31,6 +31,7 @@ from tether.subagents.tools import (
     SendMessageTool,
     SubagentTool,
 )
+from tether.tools.pipeline import TOOLS_SERVICE
 
 DELEGATION_GUIDE: Final = (
     "Your delegation tools (each tool in your list that starts a subagent) hand a task to a "
@@ -77,15 +78,14 @@ class SubagentsConfig(BaseModel):
 
 class SubagentsPlugin:
     name = "subagents"
-    requires: tuple[str, ...] = ("tools", "sessions")
+    requires: tuple[AnyServiceKey, ...] = (TOOLS_SERVICE, SESSIONS_SERVICE)
     config_model = SubagentsConfig
 
     def apply(self, ctx: Context, config: SubagentsConfig) -> None:
         manager = ContinuationManager(ctx)
         manager.report_tool_factory = ReportTool
         ctx.provide(SUBAGENTS_SERVICE, manager)
-        tools = ctx.get("tools")
-        assert tools is not None
+        tools = ctx.require(TOOLS_SERVICE)
         for instance in config.instances:
             tool_filter = (
                 ToolFilter(

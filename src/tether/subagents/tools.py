@@ -16,11 +16,7 @@ from tether.agent import Agent
 from tether.errors import TetherError
 from tether.session import JsonValue
 from tether.subagents.composition import ChildSpec, SubagentError
-from tether.subagents.continuation import (
-    SUBAGENTS_SERVICE,
-    AncestorAuthority,
-    ContinuationManager,
-)
+from tether.subagents.continuation import SUBAGENTS_SERVICE, AncestorAuthority, ContinuationManager
 from tether.subagents.oneshot import run_child
 from tether.subagents.results import failure_text
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
@@ -47,7 +43,7 @@ def _agent(call: ToolCall) -> Agent:
 
 def _manager(call: ToolCall) -> ContinuationManager:
     manager = call.ctx.get(SUBAGENTS_SERVICE)
-    if not isinstance(manager, ContinuationManager):
+    if manager is None:
         raise SubagentError("no subagent manager is composed", code="CONTINUATION_UNAVAILABLE")
     return manager
 

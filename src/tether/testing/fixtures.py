@@ -20,7 +20,7 @@ UNKNOWN_TYPE = "conformance/never-registered"
 
 
 def make_events(
-    start: int, *specs: tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], object]
+    start: int, *specs: tuple[str, Mapping[str, object]] | tuple[str, Mapping[str, object], object]
 ) -> list[Event]:
     """Events with seqs ``start, start+1, ...`` from ``(type, data[, surface_op])`` specs.
 
@@ -51,6 +51,8 @@ def dicts(events: Sequence[Event]) -> list[dict[str, object]]:
 
 
 def header(session_id: str = "s-1", created_at: int = T0, **fields: Any) -> SessionHeader:
+    # Untyped here: the fields go straight to ``SessionHeader``, which types each one, and
+    # restating them would be a second home for the header's shape.
     return SessionHeader(id=session_id, created_at=created_at, **fields)
 
 

@@ -3,7 +3,7 @@
 Delegated agents may not: a subagent's question would wait on a human nobody is watching. The
 guard is keyed on the durable delegation depth *and* on runtime ownership (an agent owned by
 another), not on being a registry root, so continuable children are refused too
-(behaviour.md §12 item 7). The question goes through the ``user/question`` waterfall; with no
+(``docs/decisions/0013-delegated-caller-guard.md``). The question goes through the ``user/question`` waterfall; with no
 answerer the call fails closed with a clear message.
 """
 

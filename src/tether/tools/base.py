@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from tether.session import JsonValue, Session
+from tether.session import HasSession, JsonValue
 from tether.signals import AbortSignal
 
 if TYPE_CHECKING:
@@ -42,11 +42,8 @@ class ToolResult:
         return cls(f"Error: {reason}", True, details)
 
 
-class AgentLike(Protocol):
-    """What the tool layer needs of an agent: its session (and its identity as a scope)."""
-
-    @property
-    def session(self) -> Session: ...
+AgentLike: TypeAlias = HasSession
+"""What the tool layer needs of an agent: its session (and its identity as a scope)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +60,9 @@ class ToolCall:
     policy: SandboxExecutionPolicy | None
     """The call's effective sandbox policy (``None``: no sandbox policy service composed)."""
 
-    def arguments(self) -> dict[str, Any]:
-        return self.args.model_dump(exclude_none=True)
+    def arguments(self) -> dict[str, JsonValue]:
+        """The arguments as JSON (what answerers, hooks and headlines are shown)."""
+        return self.args.model_dump(mode="json", exclude_none=True)
 
 
 class Tool(Protocol):

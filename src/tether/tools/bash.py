@@ -13,7 +13,8 @@ everything the command started, and the exit status is reported. The result says
   never reported as a denial and never retried unconfined.
 
 The body is :meth:`BashTool.execute`, which takes the *effective* policy explicitly: the
-escalation ladder (behaviour.md §2.4) calls it with a policy widened for one call only.
+call's, which the pipeline widened for this call only when the escalation ladder
+(``policy/escalation.py``) granted it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from tether.tools.command_run import (
     unavailable_result,
 )
 from tether.tools.jobs import JOBS_SERVICE, JobKillTool, JobManager, JobOutputTool
-from tether.tools.seams import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE
 
 DEFAULT_TIMEOUT: Final = 120.0
 SHELL: Final = "bash"

@@ -29,12 +29,12 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Final
 
 from pydantic import ValidationError
 
-from tether.kernel import Context, Disposable
-from tether.policy.approval import ApprovalRequest, ApprovalService
+from tether.kernel import Context, Disposable, ServiceKey
+from tether.policy.approval import APPROVAL_SERVICE, ApprovalRequest
 from tether.policy.escalation import (
     JUSTIFICATION_ARGUMENT,
     PERMISSIONS_ARGUMENT,
@@ -50,7 +50,8 @@ from tether.policy.escalation import (
 )
 from tether.policy.modes import ApprovalOutcome, AskFailure, as_outcome
 from tether.policy.outcome_text import ToolAsk, outcome_text
-from tether.policy.sandbox_policy import SandboxExecutionPolicy, SandboxPolicyService
+from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE, SandboxExecutionPolicy
+from tether.sandbox import SANDBOX_SERVICE
 from tether.session import JsonValue
 from tether.signals import AbortedError, AbortSignal
 from tether.tools.base import (
@@ -62,13 +63,14 @@ from tether.tools.base import (
     ToolCall,
     ToolResult,
 )
+from tether.tools.seams import POST_EXECUTE, PRE_EXECUTE, TOOL_GUARD
 
 log = logging.getLogger(__name__)
 
 ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH: the call was cancelled before it ran"
 
 
-def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
+def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, JsonValue]:
     """The JSON schema advertised to the model for ``tool``'s arguments.
 
     With ``escalation`` (a confining sandbox is mounted), a tool on the escalation ladder also
@@ -81,7 +83,7 @@ def tool_schema(tool: Tool, *, escalation: bool = False) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=256)
-def _args_schema(args: type[ToolArgs]) -> dict[str, Any]:
+def _args_schema(args: type[ToolArgs]) -> dict[str, JsonValue]:
     """The argument model's JSON schema; built once per model (it is costly and immutable)."""
     schema = args.model_json_schema()
     schema.pop("title", None)
@@ -113,7 +115,8 @@ class _Parsed:
 
 
 class ToolRuntime:
-    """The registry of tools and the pipeline that executes their calls."""
+    """The registry of tools and the pipeline that executes their calls (provided under
+    :data:`TOOLS_SERVICE`)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -160,7 +163,7 @@ class ToolRuntime:
 
     def schemas(
         self, allowed: frozenset[str] | None = None, agent: object | None = None
-    ) -> list[tuple[str, str, dict[str, Any]]]:
+    ) -> list[tuple[str, str, dict[str, JsonValue]]]:
         """``(name, description, parameters)`` for every tool ``agent`` sees, as advertised now."""
         escalation = self.escalation_enabled()
         return [
@@ -170,8 +173,8 @@ class ToolRuntime:
 
     def escalation_enabled(self) -> bool:
         """Escalation parameters exist only while a confining sandbox backend is mounted."""
-        sandbox = self.ctx.get("sandbox")
-        return sandbox is not None and bool(getattr(sandbox, "confining", False))
+        sandbox = self.ctx.get(SANDBOX_SERVICE)
+        return sandbox is not None and sandbox.confining
 
     async def execute(
         self,
@@ -245,7 +248,7 @@ class ToolRuntime:
         ask); the error result of a failing listener, an invalid decision or a deny."""
         try:
             decision = await self.ctx.waterfall(
-                "tools/pre-execute", call, PreDecision.allow(), scope=call.agent
+                PRE_EXECUTE, call, PreDecision.allow(), scope=call.agent
             )
         except Exception as err:
             log.warning("tools/pre-execute listener failed for %s: %s", call.name, err)
@@ -262,7 +265,7 @@ class ToolRuntime:
         """Step 3: ask the approval service about ``call``; ``None`` when it is allowed once,
         else the refusal. With no service to ask, the hook's ``reason`` (if any) says why."""
         asked = ToolAsk(call.name)
-        approval: ApprovalService | None = self.ctx.get("approval")
+        approval = self.ctx.get(APPROVAL_SERVICE)
         if approval is None:
             return ToolResult.error(reason or outcome_text(AskFailure.NO_APPROVAL, asked))
         if call.agent is None:
@@ -291,7 +294,7 @@ class ToolRuntime:
         """Step 4: the first veto of a ``tools/guard`` listener (a failing one vetoes too), or
         the abort that arrived while the call was being decided; ``None`` to go on."""
         try:
-            vetoes = self.ctx.collect("tools/guard", call, scope=call.agent)
+            vetoes = self.ctx.collect(TOOL_GUARD, call, scope=call.agent)
         except Exception as err:
             return ToolResult.error(f'a guard failed for tool "{call.name}": {err}')
         for veto in vetoes:
@@ -305,7 +308,7 @@ class ToolRuntime:
         """Step 5: the sandbox policy the call runs under (``None``: no sandbox policy service
         is composed), widened for this call when its escalation is granted; or the refusal."""
         call = parsed.call
-        service: SandboxPolicyService | None = self.ctx.get("sandbox_policy")
+        service = self.ctx.get(SANDBOX_POLICY_SERVICE)
         session = call.agent.session if call.agent is not None else None
         policy = service.resolve(session=session) if service is not None else None
         if parsed.escalation is None or parsed.noun is None:
@@ -347,7 +350,7 @@ class ToolRuntime:
         """Step 7: what ``tools/post-execute`` makes of ``result``: kept, replaced or blocked."""
         try:
             decision = await self.ctx.waterfall(
-                "tools/post-execute", (call, result), PostDecision("accept"), scope=call.agent
+                POST_EXECUTE, (call, result), PostDecision("accept"), scope=call.agent
             )
         except Exception as err:
             return ToolResult.error(f'a post-execute hook failed for tool "{call.name}": {err}')
@@ -358,6 +361,10 @@ class ToolRuntime:
         if decision.kind == "block":
             return ToolResult.error(decision.feedback or f'tool "{call.name}" result was blocked')
         return decision.result or result
+
+
+TOOLS_SERVICE: Final[ServiceKey[ToolRuntime]] = ServiceKey("tools")
+"""The tool registry and pipeline of a composition."""
 
 
 def _aborted_before_dispatch() -> ToolResult:
@@ -372,7 +379,7 @@ def _cancelled(reason: str, signal: AbortSignal) -> ToolResult:
     return ToolResult.error(reason, cancelled=True)
 
 
-def _parse_arguments(name: str, raw: str) -> Mapping[str, Any] | ToolResult:
+def _parse_arguments(name: str, raw: str) -> Mapping[str, JsonValue] | ToolResult:
     try:
         value = json.loads(raw or "{}")
     except json.JSONDecodeError as err:
@@ -393,4 +400,10 @@ def describe_action(call: ToolCall) -> dict[str, JsonValue]:
     return action
 
 
-__all__ = ["ABORTED_BEFORE_DISPATCH", "ToolRuntime", "describe_action", "tool_schema"]
+__all__ = [
+    "ABORTED_BEFORE_DISPATCH",
+    "TOOLS_SERVICE",
+    "ToolRuntime",
+    "describe_action",
+    "tool_schema",
+]

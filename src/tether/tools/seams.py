@@ -1,4 +1,5 @@
-"""The tools layer's seams: its registry service and the points one tool call passes through.
+"""The points one tool call passes through (the registry's key, :data:`TOOLS_SERVICE`, lives
+beside the registry in :mod:`tether.tools.pipeline`, which reaches these).
 
 In the order the pipeline (:mod:`tether.tools.pipeline`) reaches them for one call:
 
@@ -14,16 +15,10 @@ live beside it in :mod:`tether.policy.escalation`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from tether.kernel import Gather, ServiceKey, Waterfall
+from tether.kernel import Gather, Waterfall
 from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
-
-if TYPE_CHECKING:
-    from tether.tools.pipeline import ToolRuntime
-
-TOOLS_SERVICE: Final[ServiceKey[ToolRuntime]] = ServiceKey("tools")
-"""The tool registry and pipeline of a composition."""
 
 PRE_EXECUTE: Final = Waterfall[ToolCall, PreDecision]("tools/pre-execute")
 TOOL_GUARD: Final = Gather[ToolCall, str | None]("tools/guard")
@@ -32,6 +27,5 @@ POST_EXECUTE: Final = Waterfall[tuple[ToolCall, ToolResult], PostDecision]("tool
 __all__ = [
     "POST_EXECUTE",
     "PRE_EXECUTE",
-    "TOOLS_SERVICE",
     "TOOL_GUARD",
 ]

@@ -21,6 +21,7 @@ from tether.agent import Agent, AgentOptions
 from tether.kernel import Kernel
 from tether.model import ScriptedModel
 from tether.plugins.hooks import HookService, plugin
+from tether.plugins.hooks.service import HOOKS_SERVICE
 from tether.policy.approval import ApprovalRequest
 from tether.session import Event, Persistence, Session, SessionStore
 from tether.session.json import thaw
@@ -197,7 +198,7 @@ class Rig:
 
     @property
     def hooks(self) -> HookService:
-        service = self.kernel.ctx.get("hooks")
+        service = self.kernel.ctx.get(HOOKS_SERVICE)
         assert isinstance(service, HookService)
         return service
 

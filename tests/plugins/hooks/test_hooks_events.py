@@ -21,9 +21,10 @@ from hooks_support import (
     write_call,
 )
 
-from tether.agent import Agent, AgentOptions, InboxItem
+from tether.agent import PRE_STEP, Agent, AgentOptions, InboxItem
 from tether.model import ScriptedModel
 from tether.session import SessionMeta
+from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
 
 POST_SOURCE = {"kind": "plugin", "plugin": "hooks", "hook_event": "PostToolUse"}
 
@@ -244,7 +245,7 @@ async def test_user_prompt_submit_can_block_or_add_context(tmp_path: Path) -> No
 
     async def pre_step(prompt: InboxItem | str | None, step: int = 1) -> object:
         return await ctx.waterfall(
-            "agent/pre-step", PromptStep(rig.agent, 1, step, prompt), "enter", scope=rig.agent
+            PRE_STEP, PromptStep(rig.agent, 1, step, prompt), "enter", scope=rig.agent
         )
 
     assert await pre_step(InboxItem("my password is hunter2")) == "reject"
@@ -284,10 +285,10 @@ async def test_subagent_notifications_as_tuples(tmp_path: Path) -> None:
     )
     model = ScriptedModel.from_dict({"agents": [{"steps": [{"text": "child ok"}]}]})
     child = Agent(rig.kernel.ctx, child_session, AgentOptions(model, label="probe"))
-    rig.kernel.ctx.emit("subagent/start", (rig.agent, child, "look around"))
-    rig.kernel.ctx.emit("subagent/start", (rig.agent, "other-id", "other"))  # matcher: no
+    rig.kernel.ctx.emit(SUBAGENT_START, (rig.agent, child, "look around"))
+    rig.kernel.ctx.emit(SUBAGENT_START, (rig.agent, "other-id", "other"))  # matcher: no
     await child.run("go")  # its first step waits for SubagentStart and gets the context
-    rig.kernel.ctx.emit("subagent/end", (rig.agent, child, "look around"))
+    rig.kernel.ctx.emit(SUBAGENT_END, (rig.agent, child, "look around"))
     await rig.hooks.settle()
     common = {
         "session_id": rig.session.id,

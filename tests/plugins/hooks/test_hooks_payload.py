@@ -13,6 +13,7 @@ from hooks_support import compose, dump_hook, group, payloads, py_hook
 from tether.plugins.hooks import claude_tool_input
 from tether.session.persistence.jsonl import JsonlPersistence
 from tether.signals import AbortSignal
+from tether.tools.pipeline import TOOLS_SERVICE
 
 
 def calls(*items: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -173,7 +174,7 @@ async def test_transcript_path_is_the_jsonl_log_when_there_is_one(tmp_path: Path
 async def test_an_agentless_call_still_runs_its_hooks(tmp_path: Path) -> None:
     out = tmp_path / "stdin.jsonl"
     rig = compose(tmp_path, {"PreToolUse": [group(dump_hook(tmp_path, "dump.py", out))]})
-    tools = rig.kernel.ctx.get("tools")
+    tools = rig.kernel.ctx.get(TOOLS_SERVICE)
     result = await tools.execute(None, "c1", "bash", '{"command": "ls"}', AbortSignal())
     assert result.content == "ran: ls"
     (payload,) = payloads(out)

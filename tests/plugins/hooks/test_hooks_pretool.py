@@ -1,6 +1,6 @@
 """PreToolUse through the whole pipeline: a real agent, real tools, real hook processes, and the
 approval service. Reproduces the reference scenarios ``hook-cc-pretool-ask`` and
-``hook-cc-pretool-deny`` (behaviour.md §4.2, §10.3)."""
+``hook-cc-pretool-deny`` (``docs/hooks.md``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from hooks_support import (
 from tether.kernel import Kernel, Next
 from tether.signals import AbortSignal
 from tether.tools.base import PreDecision, ToolCall
-from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH
+from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH, TOOLS_SERVICE
+from tether.tools.seams import PRE_EXECUTE
 
 ASK = {
     "hookSpecificOutput": {
@@ -208,7 +209,7 @@ def deny_writes(kernel: Kernel) -> None:
             return PreDecision.deny("writes are off for this project")
         return await next()
 
-    kernel.ctx.on("tools/pre-execute", listener)
+    kernel.ctx.on(PRE_EXECUTE, listener)
 
 
 def ask_for_writes(kernel: Kernel) -> None:
@@ -217,7 +218,7 @@ def ask_for_writes(kernel: Kernel) -> None:
             return PreDecision.ask("the gate wants a human")
         return await next()
 
-    kernel.ctx.on("tools/pre-execute", listener)
+    kernel.ctx.on(PRE_EXECUTE, listener)
 
 
 async def test_hook_allow_never_overrides_a_later_deny_listener(tmp_path: Path) -> None:
@@ -429,7 +430,7 @@ async def test_teardown_mid_hook_closes_the_record_pair(tmp_path: Path) -> None:
     hook = script(tmp_path, "slow.sh", f"#!/bin/sh\ntouch {started}\nexec sleep 300\n")
     rig = compose(tmp_path, {"PreToolUse": [group(hook)]})
     rig.session.append("turn/start", {"turn": 1})
-    tools = rig.kernel.ctx.get("tools")
+    tools = rig.kernel.ctx.get(TOOLS_SERVICE)
     task = asyncio.ensure_future(
         tools.execute(rig.agent, "c1", "write", '{"path": "m", "content": ""}', AbortSignal())
     )

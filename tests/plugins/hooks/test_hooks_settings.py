@@ -31,6 +31,7 @@ from tether.plugins.hooks import (
     parse_settings_file,
     plugin,
 )
+from tether.plugins.hooks.service import HOOKS_SERVICE
 from tether.policy.sandbox_policy import sandbox_policy_plugin
 
 
@@ -87,7 +88,7 @@ def load(hooks: object, **config: object) -> HookService:
         root = str(config.get("project_dir") or os.getcwd())
         kernel.ctx.provide(WORKSPACE_FILES, trusted_files(root, full))
     kernel.load(plugin, full)
-    service = kernel.ctx.get("hooks")
+    service = kernel.ctx.get(HOOKS_SERVICE)
     assert isinstance(service, HookService)
     return service
 
@@ -255,7 +256,7 @@ def test_loads_from_tether_toml_through_the_entry_point(tmp_path: Path) -> None:
     )
     kernel = Kernel()
     load_plugins(kernel, read_config(toml).plugins)
-    service = kernel.ctx.get("hooks")
+    service = kernel.ctx.get(HOOKS_SERVICE)
     assert isinstance(service, HookService)
     assert service.settings.default_timeout == 10
     assert [(h.command, h.timeout) for h in service.handlers] == [("guard.sh", 3.0)]
@@ -263,7 +264,7 @@ def test_loads_from_tether_toml_through_the_entry_point(tmp_path: Path) -> None:
     assert len(kernel.runtime._chain("tools/pre-execute", None)) == 1
     assert kernel.runtime._chain("tools/post-execute", None) == []
     kernel.dispose()
-    assert kernel.ctx.get("hooks") is None
+    assert kernel.ctx.get(HOOKS_SERVICE) is None
     assert kernel.runtime._chain("tools/pre-execute", None) == []
 
 
@@ -278,7 +279,7 @@ def test_relative_settings_files_belong_to_the_workspace(tmp_path: Path) -> None
     kernel.load(sandbox_policy_plugin, {"mode": "read-only", "workspace_root": str(workspace)})
     kernel.ctx.provide(WORKSPACE_FILES, trusted_files(str(workspace), config))
     kernel.load(plugin, config)
-    service = kernel.ctx.get("hooks")
+    service = kernel.ctx.get(HOOKS_SERVICE)
     assert isinstance(service, HookService)
     assert [h.handler_id for h in service.handlers] == [".claude/settings.json#Stop[0].hooks[0]"]
     assert service.settings.project_dir == str(workspace)

@@ -1,6 +1,6 @@
 """Hooks and real delegation (``tether.subagents`` one-shot driver): the reference fixture
 ``hook-cc-pretool-ask`` is a Claude Code hook returning ``ask`` on a *child's* tool call, which
-becomes an approval request for the child, rejected by its ``never`` pin (behaviour.md §4.2)."""
+becomes an approval request for the child, rejected by its ``never`` pin (``docs/hooks.md``)."""
 
 from __future__ import annotations
 

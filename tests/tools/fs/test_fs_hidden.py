@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pytest
 
 from tether.kernel import Context, Runtime
-from tether.sandbox import CREDENTIAL_PATHS, SandboxProvider
+from tether.sandbox import CREDENTIAL_PATHS, SANDBOX_SERVICE, SandboxProvider
 from tether.sandbox.paths import PathRules
 from tether.session.store_files import store_files
 from tether.tools.base import Tool, ToolResult
@@ -55,7 +55,7 @@ def home(host: Host) -> Path:
 def sandboxed(home: Path, **options: object) -> Context:
     """A context with the ``sandbox`` service, its credentials under ``home``."""
     ctx = Context(Runtime())
-    ctx.provide("sandbox", SandboxProvider(home=str(home), **options))  # type: ignore[arg-type]
+    ctx.provide(SANDBOX_SERVICE, SandboxProvider(home=str(home), **options))  # type: ignore[arg-type]
     return ctx
 
 
@@ -390,7 +390,7 @@ class BrokenRules:
 
 async def test_rules_that_cannot_be_worked_out_refuse_the_call(host: Host, home: Path) -> None:
     ctx = Context(Runtime())
-    ctx.provide("sandbox", BrokenRules())
+    ctx.provide(SANDBOX_SERVICE, BrokenRules())
     result = await run_tool(READ, host.policy("read-only"), ctx=ctx, path=str(home / "notes.txt"))
     assert result.content == (
         "Error: cannot tell which paths are hidden (the rules are unavailable); the file tools "
@@ -545,7 +545,7 @@ async def test_the_real_home_is_hidden_when_home_points_elsewhere(
     monkeypatch.setenv("HOME", str(elsewhere))
     monkeypatch.setattr(paths, "real_home", lambda: str(home), raising=False)
     ctx = Context(Runtime())
-    ctx.provide("sandbox", SandboxProvider(environ={"HOME": str(elsewhere)}))
+    ctx.provide(SANDBOX_SERVICE, SandboxProvider(environ={"HOME": str(elsewhere)}))
     path = str(home / ".ssh" / "id_rsa")
     result = await run_tool(READ, host.policy("read-only"), ctx=ctx, path=path)
     assert_hidden(result, "read", path, "read-only")

@@ -1,4 +1,4 @@
-"""Claude Code matcher semantics (behaviour.md §4.2).
+"""Claude Code matcher semantics (``docs/hooks.md``, "Events").
 
 - absent, ``""`` or ``"*"`` match everything;
 - a pattern made only of ``[A-Za-z0-9_|]`` is a literal alternation: ``"Edit|Write"`` matches

@@ -15,7 +15,7 @@ glob      ``Glob``   ``pattern``, ``path``? (absolute)
 grep      ``Grep``   ``pattern``, ``path``? (absolute), ``glob``?, ``-i``?
 ========  =========  ==================================================================
 
-Any other argument a tether tool has is passed through under its own name (hook scripts
+Every other argument a tether tool has is passed through under its own name (hook scripts
 ignore fields they do not know). Unknown tools keep their name and arguments. Relative paths
 are resolved against the call's workspace, because Claude Code's file tools always carry an
 absolute ``file_path`` and scripts compare it against ``$CLAUDE_PROJECT_DIR``.
@@ -29,9 +29,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final, TypeGuard
 
 from tether.plugins.hooks.settings import HookEvent
+from tether.session import JsonValue
 from tether.tools.base import ToolCall, ToolResult
 
 CLAUDE_TOOL_NAMES: Final[Mapping[str, str]] = {
@@ -57,7 +58,7 @@ def claude_tool_name(name: str) -> str:
     return CLAUDE_TOOL_NAMES.get(name, name)
 
 
-def call_arguments(call: ToolCall) -> dict[str, Any]:
+def call_arguments(call: ToolCall) -> dict[str, JsonValue]:
     """The model's own arguments (raw JSON), falling back to the validated ones."""
     try:
         raw = json.loads(call.raw_arguments or "{}")
@@ -66,12 +67,14 @@ def call_arguments(call: ToolCall) -> dict[str, Any]:
     return dict(raw) if isinstance(raw, dict) else call.arguments()
 
 
-def claude_tool_input(name: str, args: Mapping[str, Any], workspace: str) -> dict[str, Any]:
+def claude_tool_input(
+    name: str, args: Mapping[str, JsonValue], workspace: str
+) -> dict[str, JsonValue]:
     """``args`` of tether tool ``name`` as the input of its Claude Code counterpart."""
     cc = claude_tool_name(name)
     if cc == name and name not in CLAUDE_TOOL_NAMES:
         return dict(args)
-    out: dict[str, Any] = {}
+    out: dict[str, JsonValue] = {}
     renames = _RENAMES.get(cc, {})
     for key, value in args.items():
         if key == "path" and cc in _FILE_TOOLS:
@@ -88,10 +91,10 @@ def claude_tool_input(name: str, args: Mapping[str, Any], workspace: str) -> dic
 
 
 def claude_tool_response(
-    cc_name: str, tool_input: Mapping[str, Any], result: ToolResult
-) -> dict[str, Any]:
+    cc_name: str, tool_input: Mapping[str, JsonValue], result: ToolResult
+) -> dict[str, JsonValue]:
     """``tool_response`` for PostToolUse: a common shape plus the fields scripts look for."""
-    response: dict[str, Any] = {
+    response: dict[str, JsonValue] = {
         "content": result.content,
         "is_error": result.is_error,
         "success": not result.is_error,
@@ -108,7 +111,7 @@ def claude_tool_response(
 
 def base_payload(
     event: HookEvent, session_id: str | None, cwd: str, transcript_path: str | None
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """The fields every Claude Code hook input carries."""
     return {
         "session_id": session_id,
@@ -118,12 +121,13 @@ def base_payload(
     }
 
 
-def encode_payload(payload: Mapping[str, Any]) -> bytes:
-    """JSON plus the trailing newline Claude Code sends (behaviour.md §4.2)."""
+def encode_payload(payload: Mapping[str, JsonValue]) -> bytes:
+    """JSON plus the trailing newline Claude Code sends (``docs/hooks.md``, "What a hook reads
+    on stdin")."""
     return (json.dumps(payload, ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
 
-def _absolute(value: object, workspace: str) -> object:
+def _absolute(value: JsonValue, workspace: str) -> JsonValue:
     if not isinstance(value, str) or not value:
         return value
     # Lexical normalisation, so a hook comparing against $CLAUDE_PROJECT_DIR sees where a
@@ -131,7 +135,7 @@ def _absolute(value: object, workspace: str) -> object:
     return os.path.normpath(os.path.join(workspace, value))
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

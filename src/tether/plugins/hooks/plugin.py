@@ -31,7 +31,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Coroutine, Sequence
-from typing import Any, Final
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -78,7 +78,7 @@ from tether.plugins.hooks.settings import (
     settings_paths,
 )
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
-from tether.session import Session
+from tether.session import JsonValue, Session
 from tether.subagents.lifecycle import SubagentLifecycle
 from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
 from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
@@ -92,7 +92,7 @@ class HooksConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    hooks: dict[str, Any] = Field(default_factory=dict)
+    hooks: dict[str, object] = Field(default_factory=dict)
     """Inline hooks, Claude Code's shape: ``{PreToolUse = [{matcher = "Bash", hooks = [...]}]}``."""
     settings_files: list[str] = Field(default_factory=list)
     """``.claude/settings.json``-style files whose ``hooks`` block is added after the inline
@@ -112,7 +112,7 @@ class HooksConfig(BaseModel):
 
     @field_validator("hooks")
     @classmethod
-    def _check_hooks(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _check_hooks(cls, value: dict[str, object]) -> dict[str, object]:
         try:
             parse_hooks_block(value, "tether.toml", strict=True)
         except HookSettingsError as err:
@@ -169,7 +169,7 @@ class HookBridge:
             return await next()
         session = _session_of(call.agent)
         workspace = service.workspace(session, call.policy)
-        fields = {
+        fields: dict[str, JsonValue] = {
             "tool_name": name,
             "tool_input": claude_tool_input(call.name, call_arguments(call), workspace),
             "tool_use_id": call.call_id,
@@ -208,7 +208,7 @@ class HookBridge:
         session = _session_of(call.agent)
         workspace = self.service.workspace(session, call.policy)
         tool_input = claude_tool_input(call.name, call_arguments(call), workspace)
-        fields = {
+        fields: dict[str, JsonValue] = {
             "tool_name": name,
             "tool_input": tool_input,
             "tool_response": claude_tool_response(name, tool_input, final),
@@ -321,7 +321,7 @@ class HookBridge:
     # -- SubagentStart / SubagentStop ------------------------------------------------------
     def subagent_start(self, item: SubagentLifecycle | tuple[object, object, object]) -> None:
         parent, child_id, agent_type = self._lifecycle(item)
-        fields = {"agent_id": child_id, "agent_type": agent_type}
+        fields: dict[str, JsonValue] = {"agent_id": child_id, "agent_type": agent_type}
         self._hold(
             child_id,
             HookEvent.SUBAGENT_START,
@@ -337,7 +337,7 @@ class HookBridge:
     def subagent_end(self, item: SubagentLifecycle | tuple[object, object, object]) -> None:
         parent, child_id, agent_type = self._lifecycle(item)
         self._pending.pop(child_id, None)  # a child that never stepped has no use for them
-        fields = {
+        fields: dict[str, JsonValue] = {
             "stop_hook_active": False,
             "agent_id": child_id,
             "agent_type": agent_type,

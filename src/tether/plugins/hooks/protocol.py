@@ -1,6 +1,6 @@
 """The Claude Code reply protocol: what a finished command said, and how replies merge.
 
-Exit status first (behaviour.md §4.2):
+Exit status first (``docs/hooks.md``, "Reply protocol"):
 
 - ``2`` blocks, with stderr as the reason (stdout is ignored, as in Claude Code);
 - any other non-zero status is a non-blocking error: reported, and the run continues;
@@ -22,12 +22,13 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal, TypeVar
 
 from tether.plugins.hooks.runner import CommandRun
 from tether.plugins.hooks.settings import HookEvent
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HookDecision = Literal[
     "allow", "deny", "ask", "block", "none", "error", "timeout", "invalid-output", "cancelled"
@@ -140,7 +141,7 @@ def _parse_json_reply(event: HookEvent, text: str) -> HookReply:
     return HookReply(decision, reason or None, contexts, halt)
 
 
-def _optional(data: Mapping[str, Any], key: str, kind: type[Any]) -> Any:
+def _optional(data: Mapping[str, object], key: str, kind: type[T]) -> T | None:
     """``data[key]`` when present and of ``kind``; ``None`` when absent or null."""
     value = data.get(key)
     if value is None:
@@ -150,7 +151,7 @@ def _optional(data: Mapping[str, Any], key: str, kind: type[Any]) -> Any:
     return value
 
 
-def _type_name(kind: type[Any]) -> str:
+def _type_name(kind: type[object]) -> str:
     return {str: "string", bool: "boolean", dict: "object"}.get(kind, kind.__name__)
 
 

@@ -7,7 +7,7 @@ For every command it runs, the service appends to the agent's session
   when it finished,
 
 where ``point`` is the Claude Code event name. Both must sit inside an open turn
-(behaviour.md §4.2). Hooks that fire outside one (``SessionStart`` at session creation,
+(``docs/hooks.md``, "Durable records"). Hooks that fire outside one (``SessionStart`` at session creation,
 ``Stop`` after ``turn/end``) still run; only their records are skipped.
 """
 
@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
@@ -152,7 +152,7 @@ class HookService:
     async def dispatch(
         self,
         event: HookEvent,
-        fields: Mapping[str, Any],
+        fields: Mapping[str, JsonValue],
         *,
         session: Session | None,
         subject: str | None = None,

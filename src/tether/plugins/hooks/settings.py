@@ -27,7 +27,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from tether.errors import TetherError
 from tether.plugins.hooks.matcher import InvalidMatcherError, Matcher, compile_matcher
@@ -151,7 +150,7 @@ def _parse_handler(
     )
 
 
-def _check_keys(obj: Mapping[str, Any], allowed: set[str], where: str, strict: bool) -> None:
+def _check_keys(obj: Mapping[str, object], allowed: set[str], where: str, strict: bool) -> None:
     if strict:
         unknown = sorted(set(obj) - allowed)
         if unknown:

@@ -1,7 +1,7 @@
 """Session persistence: the narrow backend interface, the bundled backends, store URLs.
 
 ``SqlitePersistence`` is the default; ``JsonlPersistence`` keeps one JSONL file per session.
-Any backend, including a user's, can be checked with the conformance kit,
+Every backend, including a user's, can be checked with the conformance kit,
 :mod:`tether.testing`.
 """
 

@@ -1,4 +1,4 @@
-"""``tether run``: one root turn from the command line (ARCHITECTURE.md §4).
+"""``tether run``: one root turn from the command line (``docs/design.md`` §5).
 
 ``--json`` prints one JSON object per line for every event appended to any session of the run,
 then ``{"type": "run/result", ...}``. Exit status 0 when the root turn completed; 3 when a turn

@@ -81,7 +81,7 @@ class SandboxDenied(FileToolError):
 
 
 def denial_marker(mode: str) -> str:
-    """The marker shared with bash denials (behaviour.md §2.4)."""
+    """The marker shared with bash denials (``tools/command_run.py``)."""
     return f"[sandbox: file access denied under {mode} mode]"
 
 

@@ -12,9 +12,8 @@ from tether.tools.fs.fence import FencePolicy, open_parent, plan_write, replace_
 
 
 class WriteArgs(ToolArgs):
-    # Sandbox escalation (``sandbox_permissions`` + ``justification``, behaviour.md §2.4)
-    # will be added here as optional fields; the body then passes the granted mode to
-    # ``plan_write(mode=...)`` for this call only.
+    # No escalation fields: the pipeline takes ``sandbox_permissions`` and ``justification``
+    # out before validating these, and a grant reaches the body as the call's policy.
     path: str = Field(
         min_length=1, description="File to write; relative paths are under the workspace."
     )

@@ -1,4 +1,4 @@
-"""``tether chat``: an interactive session at the terminal (ARCHITECTURE.md §4).
+"""``tether chat``: an interactive session at the terminal (``docs/design.md`` §5).
 
 Between turns a prompt_toolkit prompt reads a line (with history and a status toolbar): a
 slash command runs at once (:mod:`.commands`); anything else is one root turn. While the turn
