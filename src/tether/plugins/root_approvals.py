@@ -54,7 +54,7 @@ from tether.policy.modes import (
 from tether.policy.outcome_text import RoutedAsk, outcome_text
 from tether.policy.protocols import HasSession
 from tether.session import JsonValue, SessionHeader, SessionStore
-from tether.signals import AbortSignal
+from tether.signals import AbortSignal, cancel_and_wait
 from tether.subagents.visibility import is_denial
 from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
 from tether.tools.pipeline import describe_action
@@ -257,7 +257,10 @@ class Router:
                 child, call_id, tool_name, arguments_summary(arguments), lineage.ids
             ),
         )
-        watcher = asyncio.ensure_future(self._notice_if_slow(child, reason))
+        # Owned by the runtime, and stopped (awaited) once the question is answered.
+        watcher = self.ctx.spawn(
+            self._notice_if_slow(child, reason), name="root_approvals: slow notice", report=False
+        )
         try:
             answer = await approval.request(request)
         except Exception as err:
@@ -265,7 +268,7 @@ class Router:
             code = f"{err.code}: " if isinstance(err, TetherError) else ""
             return Routed(AskFailure.ERROR, root.session.id, f"{code}{err}")
         finally:
-            watcher.cancel()
+            await cancel_and_wait(watcher)
         outcome = as_outcome(answer)
         if outcome is None:
             # Another approval service answered outside the vocabulary: a failed request, with
