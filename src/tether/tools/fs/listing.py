@@ -25,6 +25,7 @@ from tether.tools.fs.fence import (
     display_path,
     os_reason,
     resolve_path,
+    shown_name,
 )
 from tether.tools.fs.glob_pattern import MAX_GLOB_CHARS, compile_glob, expand_braces, split_pattern
 from tether.tools.fs.walk import open_root, tree
@@ -42,14 +43,15 @@ class LsArgs(ToolArgs):
 
 
 def _ls_name(entry: os.DirEntry[str], st: os.stat_result, directory: int) -> str:
+    name = shown_name(entry.name)
     if stat.S_ISLNK(st.st_mode):
         try:
-            return f"{entry.name} -> {os.readlink(entry.name, dir_fd=directory)}"
+            return f"{name} -> {shown_name(os.readlink(entry.name, dir_fd=directory))}"
         except OSError:
-            return f"{entry.name} -> ?"
+            return f"{name} -> ?"
     if stat.S_ISDIR(st.st_mode):
-        return entry.name + "/"
-    return entry.name
+        return name + "/"
+    return name
 
 
 class LsTool:
@@ -96,7 +98,10 @@ class LsTool:
         finally:
             os.close(root.fd)
         names.sort()
-        details: dict[str, JsonValue] = {"path": os.path.normpath(target), "entries": len(names)}
+        details: dict[str, JsonValue] = {
+            "path": shown_name(os.path.normpath(target)),
+            "entries": len(names),
+        }
         if not names:
             return ToolResult(EMPTY_DIRECTORY, details=details)
         text = "\n".join(names[: self.max_entries])

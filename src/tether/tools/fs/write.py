@@ -8,7 +8,7 @@ from tether.policy.escalation import EffectNoun
 from tether.sandbox import PathRules
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs._common import args_of, call_rules, encode_text, plural, run_blocking
-from tether.tools.fs.fence import FencePolicy, open_parent, plan_write, replace_file
+from tether.tools.fs.fence import FencePolicy, open_parent, plan_write, replace_file, shown_name
 
 
 class WriteArgs(ToolArgs):
@@ -55,7 +55,7 @@ def write_file(
         created = replace_file(plan, parent, data)
     return ToolResult(
         f"Wrote {plural(len(data), 'byte')} to {path}",
-        details={"path": plan.target, "bytes": len(data), "created": created},
+        details={"path": shown_name(plan.target), "bytes": len(data), "created": created},
     )
 
 
