@@ -82,7 +82,7 @@ class SandboxDenied(FileToolError):
 
 
 def denial_marker(mode: str) -> str:
-    """The marker shared with bash denials (behaviour.md §2.4)."""
+    """The marker shared with bash denials."""
     return f"[sandbox: file access denied under {mode} mode]"
 
 

@@ -12,9 +12,8 @@ from tether.tools.fs.fence import FencePolicy, open_parent, plan_write, replace_
 
 
 class WriteArgs(ToolArgs):
-    # Sandbox escalation (``sandbox_permissions`` + ``justification``, behaviour.md §2.4)
-    # will be added here as optional fields; the body then passes the granted mode to
-    # ``plan_write(mode=...)`` for this call only.
+    # No escalation fields here: the pipeline adds the pair to the schema of every tool with
+    # an ``escalation_noun`` (tether.policy.escalation) and takes it off before validation.
     path: str = Field(
         min_length=1, description="File to write; relative paths are under the workspace."
     )
