@@ -28,7 +28,7 @@ import regex
 from tether.tools.fs.fence import FileToolError
 
 MATCH_TIMEOUT: Final = 1.0
-"""Seconds one match (one line for ``grep``, one path for ``glob``) may take."""
+"""Seconds one match (one line of one file) may take."""
 SEARCH_BUDGET: Final = 30.0
 """Seconds all the matches of one call may take together."""
 MAX_EXPANDED_SIZE: Final = 100_000
