@@ -44,12 +44,12 @@ def refused(data: object) -> PayloadError:
 )
 def test_non_finite_floats_are_refused_naming_the_field(value: float, shown: str) -> None:
     err = refused({"turn": value})
-    assert str(err) == f"data.turn: {shown} is not representable in JSON"
+    assert str(err) == f"turn/start: data.turn: {shown} is not representable in JSON"
 
 
 def test_negative_zero_is_refused_but_positive_zero_is_accepted() -> None:
     err = refused({"x": -0.0})
-    assert str(err) == "data.x: -0.0 does not survive a JSON round trip"
+    assert str(err) == "turn/start: data.x: -0.0 does not survive a JSON round trip"
     event = fresh().append("turn/start", {"x": 0.0, "y": -1.5})
     assert event.data == {"x": 0.0, "y": -1.5}
     assert math.copysign(1.0, event.data["x"]) == 1.0  # type: ignore[arg-type]
@@ -57,12 +57,12 @@ def test_negative_zero_is_refused_but_positive_zero_is_accepted() -> None:
 
 def test_nested_field_path_names_objects_and_array_indices() -> None:
     err = refused({"a": [0, {"b": float("nan")}]})
-    assert str(err) == "data.a[1].b: nan is not representable in JSON"
+    assert str(err) == "turn/start: data.a[1].b: nan is not representable in JSON"
 
 
 def test_deeply_nested_path() -> None:
     err = refused({"outer": {"list": [[1, 2], [3, {"deep": [None, float("inf")]}]]}})
-    assert str(err).startswith("data.outer.list[1][1].deep[1]: ")
+    assert str(err).startswith("turn/start: data.outer.list[1][1].deep[1]: ")
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_deeply_nested_path() -> None:
     ],
 )
 def test_non_string_keys_are_refused(data: object, message: str) -> None:
-    assert str(refused(data)) == message
+    assert str(refused(data)) == f"turn/start: {message}"
 
 
 @pytest.mark.parametrize(
@@ -96,12 +96,12 @@ def test_non_string_keys_are_refused(data: object, message: str) -> None:
     ],
 )
 def test_non_json_types_are_refused(value: object, type_name: str) -> None:
-    assert str(refused({"v": value})) == f"data.v: {type_name} is not a JSON type"
+    assert str(refused({"v": value})) == f"turn/start: data.v: {type_name} is not a JSON type"
 
 
 def test_non_json_type_nested_in_arrays_and_objects() -> None:
     err = refused({"a": [{"b": {"c": [1, 2, {3}]}}]})
-    assert str(err) == "data.a[0].b.c[2]: set is not a JSON type"
+    assert str(err) == "turn/start: data.a[0].b.c[2]: set is not a JSON type"
 
 
 def test_dataclass_instance_is_refused() -> None:
@@ -109,7 +109,7 @@ def test_dataclass_instance_is_refused() -> None:
     class Point:
         x: int
 
-    assert str(refused({"p": Point(1)})) == "data.p: Point is not a JSON type"
+    assert str(refused({"p": Point(1)})) == "turn/start: data.p: Point is not a JSON type"
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def test_dataclass_instance_is_refused() -> None:
     [([1, 2], "list"), ("text", "str"), (3, "int"), ((("a", 1),), "tuple")],
 )
 def test_payload_itself_must_be_an_object(data: object, type_name: str) -> None:
-    assert str(refused(data)) == f"data: must be a JSON object, got {type_name}"
+    assert str(refused(data)) == f"turn/start: data: must be a JSON object, got {type_name}"
 
 
 def test_none_payload_means_empty_object() -> None:
@@ -130,16 +130,17 @@ def test_lone_surrogates_are_refused_in_values_and_keys() -> None:
     # Such a string could be appended but never encoded for storage.
     err = refused({"out": ["fine", "bad \udcff byte"]})
     assert (
-        str(err) == "data.out[1]: string contains a lone surrogate at index 4 (not valid Unicode)"
+        str(err)
+        == "turn/start: data.out[1]: string contains a lone surrogate at index 4 (not valid Unicode)"
     )
     err = refused({"obj": {"\ud800": 1}})
-    assert str(err).startswith("data.obj: string contains a lone surrogate")
+    assert str(err).startswith("turn/start: data.obj: string contains a lone surrogate")
 
 
 def test_cyclic_payload_is_refused_as_payload_error() -> None:
     cyclic: dict[str, object] = {}
     cyclic["self"] = cyclic
-    assert str(refused({"c": cyclic})) == "data: nested too deeply or contains a cycle"
+    assert str(refused({"c": cyclic})) == "turn/start: data: nested too deeply or contains a cycle"
 
 
 def test_refused_append_does_not_consume_a_seq() -> None:

@@ -34,7 +34,7 @@ from tether.model import (
     TextDelta,
     ToolSchema,
 )
-from tether.session import JsonValue, Session
+from tether.session import JsonValue, PayloadError, Session
 from tether.signals import AbortedError, AbortSignal
 from tether.tools.pipeline import ToolRuntime
 
@@ -336,7 +336,8 @@ class Agent:
         except AbortedError:
             reason = "aborted"
             self._close_step(step)
-        except ModelError as err:
+        except (ModelError, PayloadError) as err:
+            # Expected failures with a stable code: said in the turn's end, no traceback.
             reason, error = "error", f"{err.code}: {err}"
             self._close_step(step)
         except Exception as err:
@@ -433,11 +434,27 @@ class Agent:
                 self, call_id, name, arguments, signal, allowed=self.options.allowed_tools
             )
             content, is_error = result.content, result.is_error
+        try:
+            self._append_result(call_id, name, content, is_error)
+        except PayloadError as err:
+            # Tool output the log cannot store (text that is not valid Unicode, say) must not
+            # end the turn: the model is told why it got no result instead.
+            self._append_result(call_id, name, unstorable_result(name, err), True)
+
+    def _append_result(self, call_id: str, name: str, content: str, is_error: bool) -> None:
         self.session.append(
             "tool/result",
             {"call_id": call_id, "name": name, "content": content, "is_error": is_error},
             surface_op="append",
         )
+
+
+def unstorable_result(name: str, err: PayloadError) -> str:
+    """The error result that stands in for a tool result the log cannot store."""
+    return (
+        f'Error: the result of tool "{name}" could not be recorded ({err}), so it was '
+        "dropped; try the call another way (a narrower path or pattern, say)"
+    )
 
 
 # -- the loop's points ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
 from tether.errors import TetherError
+from tether.model.valid_text import valid_arguments, valid_text
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message (see :data:`ROLE_MEANINGS`)."""
@@ -80,6 +81,11 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", valid_text(self.id))
+        object.__setattr__(self, "name", valid_text(self.name))
+        object.__setattr__(self, "arguments", valid_arguments(self.arguments))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +170,18 @@ class TextDelta:
 
     text: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", valid_text(self.text))
+
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
     """A piece of the reasoning text (DeepSeek reasoner), in order."""
 
     text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", valid_text(self.text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +197,13 @@ class ToolCallDelta:
     name: str | None
     arguments_delta: str
 
+    def __post_init__(self) -> None:
+        if self.id is not None:
+            object.__setattr__(self, "id", valid_text(self.id))
+        if self.name is not None:
+            object.__setattr__(self, "name", valid_text(self.name))
+        object.__setattr__(self, "arguments_delta", valid_text(self.arguments_delta))
+
 
 @dataclass(frozen=True, slots=True)
 class Completion:
@@ -195,6 +214,11 @@ class Completion:
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     finish_reason: FinishReason = "stop"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", valid_text(self.text))
+        if self.reasoning is not None:
+            object.__setattr__(self, "reasoning", valid_text(self.reasoning))
 
     def to_message(self) -> Message:
         """The assistant message this completion adds to the history."""

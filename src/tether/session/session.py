@@ -22,6 +22,7 @@ from tether.session.events import (
     is_known_event_type,
 )
 from tether.session.header import SessionHeader
+from tether.session.json import PayloadError
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +134,18 @@ class Session:
                 f"cannot append unknown event type {type!r}: register it with "
                 "tether.session.register_event_type first"
             )
-        event = Event.make(
-            type, len(self._events), self._clock(), data, ignorable=ignorable, surface_op=surface_op
-        )
+        try:
+            event = Event.make(
+                type,
+                len(self._events),
+                self._clock(),
+                data,
+                ignorable=ignorable,
+                surface_op=surface_op,
+            )
+        except PayloadError as err:
+            # Nothing was appended: the log stays as it was, and the error says which event.
+            raise PayloadError(f"{type}: {err}") from None
         self._track_turn(event)
         self._events.append(event)
         self._undelivered.append(event)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import threading
 from collections.abc import Callable
 from typing import BinaryIO, Final, TypeVar
 
 from tether.sandbox import SANDBOX_SERVICE, PathRules, rules_for
+from tether.signals import AbortedError, AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs.fence import (
     FencePolicy,
@@ -80,6 +82,41 @@ async def run_blocking(display: str, fn: Callable[[], ToolResult]) -> ToolResult
         return error_result(err)
     except OSError as err:
         return ToolResult.error(os_reason(err, display))
+
+
+class Interrupt:
+    """Whether work running in a worker thread must stop: its call's signal fired, or the
+    task awaiting it was cancelled. The work calls :meth:`check` between files and lines."""
+
+    def __init__(self, signal: AbortSignal) -> None:
+        self._signal = signal
+        self._cancelled = threading.Event()
+
+    def check(self) -> None:
+        """Raise :class:`~tether.signals.AbortedError` once the work must stop."""
+        if self._signal.aborted or self._cancelled.is_set():
+            raise AbortedError(self._signal.reason)
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+
+async def run_interruptible(
+    display: str, signal: AbortSignal, fn: Callable[[Interrupt], ToolResult]
+) -> ToolResult:
+    """:func:`run_blocking` for work that may run long (a search): ``fn`` checks its
+    :class:`Interrupt`, and a cancelled caller waits for the thread to see it and stop, so
+    no search goes on unowned after its call has ended."""
+    interrupt = Interrupt(signal)
+    work = asyncio.ensure_future(run_blocking(display, lambda: fn(interrupt)))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        interrupt.cancel()
+        await asyncio.wait({work})
+        if not work.cancelled():
+            work.exception()  # moot now: the caller is cancelled
+        raise
 
 
 def call_rules(call: ToolCall) -> PathRules:

@@ -28,6 +28,7 @@ from tether.tools.fs.fence import (
     open_parent,
     plan_write,
     replace_file,
+    shown_name,
 )
 
 MAX_EDIT_BYTES: Final = 8 * 1024 * 1024
@@ -130,7 +131,7 @@ def edit_file(
     return ToolResult(
         f"Edited {args.path}: {plural(count, 'replacement')}",
         details={
-            "path": plan.target,
+            "path": shown_name(plan.target),
             "replacements": count,
             "diff": unified_diff(before, after, args.path),
         },

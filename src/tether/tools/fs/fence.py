@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -128,6 +129,26 @@ def error_result(err: FileToolError) -> ToolResult:
     return ToolResult.error(str(err))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def shown_name(name: str) -> str:
+    """``name`` as results show it: a byte the OS gave that is not UTF-8 (which Python holds
+    as a lone surrogate, ``\\udcff``, that no log can store) becomes the visible ``\\xff``.
+    :func:`resolve_path` takes that form back."""
+    if name.isascii():
+        return name
+    return _SURROGATE.sub(_escape, name)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"
+
+
 def base_dir(policy: FencePolicy | None) -> str:
     """What relative paths are relative to: the workspace, else (no policy) the process cwd."""
     return policy.workspace_root if policy is not None else os.getcwd()
@@ -136,21 +157,31 @@ def base_dir(policy: FencePolicy | None) -> str:
 def resolve_path(policy: FencePolicy | None, path: str) -> str:
     """An absolute path for ``path``: relative paths join the workspace, absolute ones stay.
 
-    Nothing is normalised here: reads hand the result to the OS, which resolves ``..`` and
-    links physically.
+    A path written as results show names that are not UTF-8 (``\\xff``, see
+    :func:`shown_name`) names that file when no file has the literal name: the literal name
+    always wins, so the escape never redirects a path that exists as written. Nothing is
+    normalised here: reads hand the result to the OS, which resolves ``..`` and links
+    physically; what the path leads to is checked as for any other path.
     """
-    return os.path.join(base_dir(policy), path)
+    joined = os.path.join(base_dir(policy), path)
+    if "\\x" not in path:
+        return joined
+    raw = _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), joined)
+    if raw != joined and not os.path.lexists(joined) and os.path.lexists(raw):
+        return raw
+    return joined
 
 
 def display_path(policy: FencePolicy | None, abs_path: str) -> str:
-    """How listings name a path: relative to the workspace when under it, else absolute."""
+    """How listings name a path: relative to the workspace when under it, else absolute
+    (with :func:`shown_name`'s escapes)."""
     base = base_dir(policy)
     rel = os.path.relpath(abs_path, base)
     if rel == os.curdir:
         return "."
     if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-        return os.path.normpath(abs_path)
-    return rel
+        return shown_name(os.path.normpath(abs_path))
+    return shown_name(rel)
 
 
 def os_reason(err: OSError, display: str) -> str:
@@ -247,7 +278,7 @@ def plan_write(
     real = _stable_realpath(target, path, effective)
     rel = os.path.relpath(real, root)
     if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-        shown = "" if real == target else f" (it resolves to {real})"
+        shown = "" if real == target else f" (it resolves to {shown_name(real)})"
         raise SandboxDenied(
             f"cannot write {path}: it is outside the workspace {root}{shown}", effective
         )
@@ -458,4 +489,5 @@ __all__ = [
     "replace_file",
     "resolve_path",
     "sandbox_denial",
+    "shown_name",
 ]

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
+from dataclasses import dataclass
 from typing import Final
 
+import regex
 from pydantic import Field
 
 from tether.sandbox import PathRules
-from tether.signals import AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs._common import (
     SNIFF_BYTES,
+    Interrupt,
     args_of,
     call_rules,
     looks_binary,
     mode_of,
     open_checked,
     plural,
-    run_blocking,
+    run_interruptible,
 )
 from tether.tools.fs.fence import (
     FencePolicy,
@@ -29,7 +30,14 @@ from tether.tools.fs.fence import (
     hidden_error,
     resolve_path,
 )
-from tether.tools.fs.listing import DEFAULT_MAX_VISITED, expand_braces, glob_regex
+from tether.tools.fs.glob_pattern import MAX_GLOB_CHARS, GlobMatcher, compile_glob, expand_braces
+from tether.tools.fs.listing import DEFAULT_MAX_VISITED
+from tether.tools.fs.regex_budget import (
+    MATCH_TIMEOUT,
+    SEARCH_BUDGET,
+    MatchBudget,
+    compile_regex,
+)
 from tether.tools.fs.walk import open_entry, open_root, tree
 
 DEFAULT_MAX_MATCHES: Final = 500
@@ -46,10 +54,14 @@ class GrepArgs(ToolArgs):
     )
     glob: str | None = Field(
         default=None,
+        max_length=MAX_GLOB_CHARS,
         description="Only files matching this glob, e.g. `*.py` (a pattern with `/` matches "
         "the path relative to `path`).",
     )
     ignore_case: bool = Field(default=False, description="Match case-insensitively.")
+    literal: bool = Field(
+        default=False, description="Search for `pattern` as plain text, not a regular expression."
+    )
 
 
 class GrepTool:
@@ -58,36 +70,42 @@ class GrepTool:
         "Search text files for a regular expression. Prints `path:line:text` for each matching "
         "line, in path order. Searches the workspace unless `path` names a file or directory; "
         "`glob` filters file names. Binary files, `.git` and hidden paths (credentials, "
-        "tether's own state) are skipped."
+        "tether's own state) are skipped. A pattern too expensive to match (nested "
+        "repetition) is refused; `literal` searches for plain text."
     )
     Args: type[ToolArgs] = GrepArgs
 
     def __init__(
-        self, *, max_matches: int = DEFAULT_MAX_MATCHES, max_visited: int = DEFAULT_MAX_VISITED
+        self,
+        *,
+        max_matches: int = DEFAULT_MAX_MATCHES,
+        max_visited: int = DEFAULT_MAX_VISITED,
+        match_timeout: float = MATCH_TIMEOUT,
+        search_budget: float = SEARCH_BUDGET,
     ) -> None:
         self.max_matches = max_matches
         self.max_visited = max_visited
+        self.match_timeout = match_timeout
+        self.search_budget = search_budget
 
     async def run(self, call: ToolCall) -> ToolResult:
         args = args_of(call, GrepArgs)
         policy = call.policy
-        return await run_blocking(
-            args.path or ".", lambda: self._grep(policy, args, call.signal, call_rules(call))
+        return await run_interruptible(
+            args.path or ".",
+            call.signal,
+            lambda interrupt: self._grep(policy, args, interrupt, call_rules(call)),
         )
 
     def _grep(
-        self, policy: FencePolicy | None, args: GrepArgs, signal: AbortSignal, rules: PathRules
+        self, policy: FencePolicy | None, args: GrepArgs, interrupt: Interrupt, rules: PathRules
     ) -> ToolResult:
-        try:
-            regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-        except re.error as err:
-            raise FileToolError(f"invalid regular expression {args.pattern}: {err}") from err
-        name_filters: list[re.Pattern[str]] = []
-        if args.glob:
-            try:
-                name_filters = [glob_regex(p) for p in expand_braces(args.glob)]
-            except re.error as err:
-                raise FileToolError(f"invalid glob pattern {args.glob}: {err}") from err
+        source = regex.escape(args.pattern) if args.literal else args.pattern
+        compiled = compile_regex(source, ignore_case=args.ignore_case)
+        search = _Search(
+            compiled, MatchBudget(args.pattern, self.match_timeout, self.search_budget)
+        )
+        names = _NameFilter(args.glob)
 
         root = resolve_path(policy, args.path or ".")
         shown_root = args.path or "."
@@ -105,23 +123,25 @@ class GrepTool:
             walk = open_root(root, rules, shown_root, mode, "search")
             try:
                 for entry, parent in tree(walk, rules, budget):
-                    if signal.aborted or len(out) > self.max_matches:
+                    interrupt.check()
+                    if len(out) > self.max_matches:
                         break
-                    if entry.is_dir or not _wanted(entry.rel, args.glob, name_filters):
+                    if entry.is_dir:
+                        continue
+                    if not names.wanted(entry.rel):
                         continue
                     fd = open_entry(entry, parent, rules)
                     if fd is not None:
                         shown = display_path(policy, os.path.join(root, entry.rel))
-                        self._search(fd, shown, regex, out, counts)
+                        self._search(fd, shown, search, interrupt, out, counts)
             finally:
                 os.close(walk.fd)
         elif stat.S_ISREG(st.st_mode):
-            name = os.path.basename(root)
-            if _wanted(name, args.glob, name_filters):
+            if names.wanted(os.path.basename(root)):
                 fd, _ = open_checked(
                     root, os.O_RDONLY | os.O_NONBLOCK, rules, shown_root, mode, "search"
                 )
-                self._search(fd, display_path(policy, root), regex, out, counts)
+                self._search(fd, display_path(policy, root), search, interrupt, out, counts)
         else:
             raise FileToolError(f"{shown_root} is not a regular file or directory")
         full = len(out) > self.max_matches
@@ -136,8 +156,6 @@ class GrepTool:
                 f"[search stopped after visiting {self.max_visited} entries; "
                 "narrow the path or glob]"
             )
-        if signal.aborted:
-            notes.append("[search cancelled]")
         if binary:
             notes.append(f"[skipped {plural(binary, 'binary file')}]")
         if large:
@@ -148,7 +166,13 @@ class GrepTool:
         )
 
     def _search(
-        self, fd: int, shown: str, regex: re.Pattern[str], out: list[str], counts: list[int]
+        self,
+        fd: int,
+        shown: str,
+        search: _Search,
+        interrupt: Interrupt,
+        out: list[str],
+        counts: list[int],
     ) -> None:
         """Append ``shown:N:line`` for each matching line of the open file ``fd`` (closed
         here), at most one past ``max_matches`` (which says the output was cut)."""
@@ -165,8 +189,9 @@ class GrepTool:
                     return
                 f.seek(0)
                 for number, raw in enumerate(f, start=1):
+                    interrupt.check()
                     line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                    if not regex.search(line):
+                    if not search.budget.search(search.compiled, line, f"line {number} of {shown}"):
                         continue
                     if len(out) == self.max_matches:
                         out.append("")  # the sentinel: one more match than is shown
@@ -178,11 +203,26 @@ class GrepTool:
                 return
 
 
-def _wanted(rel: str, glob: str | None, filters: list[re.Pattern[str]]) -> bool:
-    if not filters:
-        return True
-    subject = rel if "/" in (glob or "") else os.path.basename(rel)
-    return any(f.fullmatch(subject) for f in filters)
+@dataclass(frozen=True, slots=True)
+class _Search:
+    compiled: regex.Pattern[str]
+    budget: MatchBudget
+
+
+class _NameFilter:
+    """Which files ``glob`` lets through (all when there is none)."""
+
+    def __init__(self, glob: str | None) -> None:
+        self.by_path = "/" in (glob or "")
+        self.matchers: list[GlobMatcher] = (
+            [compile_glob(p, glob) for p in expand_braces(glob)] if glob else []
+        )
+
+    def wanted(self, rel: str) -> bool:
+        if not self.matchers:
+            return True
+        subject = rel if self.by_path else os.path.basename(rel)
+        return any(m.fullmatch(subject) for m in self.matchers)
 
 
 __all__ = ["DEFAULT_MAX_MATCHES", "GrepArgs", "GrepTool"]

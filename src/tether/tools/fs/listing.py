@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 from typing import Final
 
@@ -11,16 +10,24 @@ from pydantic import Field
 
 from tether.sandbox import PathRules
 from tether.session import JsonValue
-from tether.signals import AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.fs._common import args_of, call_rules, mode_of, run_blocking
+from tether.tools.fs._common import (
+    Interrupt,
+    args_of,
+    call_rules,
+    mode_of,
+    run_blocking,
+    run_interruptible,
+)
 from tether.tools.fs.fence import (
     FencePolicy,
     FileToolError,
     display_path,
     os_reason,
     resolve_path,
+    shown_name,
 )
+from tether.tools.fs.glob_pattern import MAX_GLOB_CHARS, compile_glob, expand_braces, split_pattern
 from tether.tools.fs.walk import open_root, tree
 
 DEFAULT_MAX_ENTRIES: Final = 1000
@@ -36,14 +43,15 @@ class LsArgs(ToolArgs):
 
 
 def _ls_name(entry: os.DirEntry[str], st: os.stat_result, directory: int) -> str:
+    name = shown_name(entry.name)
     if stat.S_ISLNK(st.st_mode):
         try:
-            return f"{entry.name} -> {os.readlink(entry.name, dir_fd=directory)}"
+            return f"{name} -> {shown_name(os.readlink(entry.name, dir_fd=directory))}"
         except OSError:
-            return f"{entry.name} -> ?"
+            return f"{name} -> ?"
     if stat.S_ISDIR(st.st_mode):
-        return entry.name + "/"
-    return entry.name
+        return name + "/"
+    return name
 
 
 class LsTool:
@@ -90,7 +98,10 @@ class LsTool:
         finally:
             os.close(root.fd)
         names.sort()
-        details: dict[str, JsonValue] = {"path": os.path.normpath(target), "entries": len(names)}
+        details: dict[str, JsonValue] = {
+            "path": shown_name(os.path.normpath(target)),
+            "entries": len(names),
+        }
         if not names:
             return ToolResult(EMPTY_DIRECTORY, details=details)
         text = "\n".join(names[: self.max_entries])
@@ -101,115 +112,11 @@ class LsTool:
 
 # -- glob ------------------------------------------------------------------------------------
 
-_MAGIC = re.compile(r"[*?\[{]")
-
-
-def expand_braces(pattern: str) -> list[str]:
-    """``a.{py,pyi}`` → ``a.py``, ``a.pyi`` (nesting supported; an unclosed brace is literal)."""
-    depth = 0
-    start = -1
-    for i, ch in enumerate(pattern):
-        if ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                options = _split_top(pattern[start + 1 : i])
-                out: list[str] = []
-                for option in options:
-                    out.extend(expand_braces(pattern[:start] + option + pattern[i + 1 :]))
-                return out
-    return [pattern]
-
-
-def _split_top(body: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for ch in body:
-        if ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-            continue
-        depth += ch == "{"
-        depth -= ch == "}" and depth > 0
-        current += ch
-    parts.append(current)
-    return parts
-
-
-def _segment_regex(segment: str) -> str:
-    out = ""
-    i = 0
-    while i < len(segment):
-        ch = segment[i]
-        if ch == "*":
-            out += "[^/]*"
-        elif ch == "?":
-            out += "[^/]"
-        elif ch == "[":
-            j = i + 1
-            if segment[j : j + 1] in ("!", "^"):
-                j += 1
-            if segment[j : j + 1] == "]":
-                j += 1
-            end = segment.find("]", j)
-            if end == -1:
-                out += re.escape(ch)
-            else:
-                body = segment[i + 1 : end]
-                negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                escaped = "".join("\\" + c if c in "\\[" else c for c in body)
-                out += "[" + ("^" if negate else "") + escaped + "]"
-                i = end
-        else:
-            out += re.escape(ch)
-        i += 1
-    return out
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A regex matching ``/``-separated relative paths against a glob pattern.
-
-    ``*``, ``?`` and ``[...]`` stay within one component; ``**`` as a whole component spans
-    any number of them (including none).
-    """
-    segments = pattern.split("/")
-    regex = ""
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            regex += ".*" if last else "(?:[^/]+/)*"
-        else:
-            regex += _segment_regex(segment) + ("" if last else "/")
-    return re.compile(regex)
-
-
-def split_pattern(pattern: str) -> tuple[str, str]:
-    """The literal leading directory of ``pattern`` and the wildcard rest.
-
-    ``src/**/*.py`` → (``src``, ``**/*.py``); ``/etc/*.conf`` → (``/etc``, ``*.conf``).
-    """
-    parts = pattern.split("/")
-    literal: list[str] = []
-    for part in parts[:-1]:
-        if _MAGIC.search(part):
-            break
-        literal.append(part)
-    rest = parts[len(literal) :]
-    base = "/".join(literal)
-    if pattern.startswith("/") and not base:
-        base = "/"
-    return base, "/".join(rest)
-
 
 class GlobArgs(ToolArgs):
     pattern: str = Field(
         min_length=1,
+        max_length=MAX_GLOB_CHARS,
         description="Glob pattern, e.g. `**/*.py` or `src/*.{ts,tsx}`; `**` spans directories.",
     )
     path: str | None = Field(
@@ -236,13 +143,14 @@ class GlobTool:
     async def run(self, call: ToolCall) -> ToolResult:
         args = args_of(call, GlobArgs)
         policy = call.policy
-        return await run_blocking(
+        return await run_interruptible(
             args.path or args.pattern,
-            lambda: self._glob(policy, args, call.signal, call_rules(call)),
+            call.signal,
+            lambda interrupt: self._glob(policy, args, interrupt, call_rules(call)),
         )
 
     def _glob(
-        self, policy: FencePolicy | None, args: GlobArgs, signal: AbortSignal, rules: PathRules
+        self, policy: FencePolicy | None, args: GlobArgs, interrupt: Interrupt, rules: PathRules
     ) -> ToolResult:
         start = resolve_path(policy, args.path or ".")
         mode = mode_of(policy)
@@ -259,10 +167,7 @@ class GlobTool:
             base = os.path.join(start, literal) if literal else start
             if not rest:
                 continue
-            try:
-                regex = glob_regex(rest)
-            except re.error as err:
-                raise FileToolError(f"invalid glob pattern {args.pattern}: {err}") from err
+            matcher = compile_glob(rest, args.pattern)
             depth = None if "**" in rest.split("/") else rest.count("/") + 1
             try:
                 root = open_root(base, rules, args.path or literal or ".", mode, "list")
@@ -270,11 +175,12 @@ class GlobTool:
                 continue  # no such directory: nothing matches
             try:
                 for entry, _ in tree(root, rules, depth=depth, every_kind=True):
+                    interrupt.check()
                     visited += 1
-                    if visited > self.max_visited or signal.aborted:
+                    if visited > self.max_visited:
                         stopped = True
                         break
-                    if regex.fullmatch(entry.rel):
+                    if matcher.fullmatch(entry.rel):
                         full = os.path.join(base, entry.rel)
                         matches.add(full)
                         if entry.is_dir:
@@ -295,8 +201,6 @@ class GlobTool:
             text += (
                 f"\n[search stopped after visiting {self.max_visited} entries; "
                 "narrow the pattern or path]"
-                if not signal.aborted
-                else "\n[search cancelled]"
             )
         return ToolResult(text, details=details)
 
@@ -307,7 +211,4 @@ __all__ = [
     "GlobTool",
     "LsArgs",
     "LsTool",
-    "expand_braces",
-    "glob_regex",
-    "split_pattern",
 ]

@@ -20,7 +20,7 @@ from tether.tools.fs._common import (
     read_some,
     run_blocking,
 )
-from tether.tools.fs.fence import FileToolError, resolve_path
+from tether.tools.fs.fence import FileToolError, resolve_path, shown_name
 
 DEFAULT_MAX_BYTES: Final = 256 * 1024
 DEFAULT_LINE_LIMIT: Final = 2000
@@ -140,7 +140,7 @@ class ReadTool:
             used += len(line)
 
         if seen == 0 and offset == 1:
-            return ToolResult(EMPTY_FILE, details={"path": target, "lines": 0})
+            return ToolResult(EMPTY_FILE, details={"path": shown_name(target), "lines": 0})
         if not shown:
             raise FileToolError(
                 f"offset {offset} is past the end of {display} ({plural(seen, 'line')})"
@@ -153,7 +153,7 @@ class ReadTool:
         return ToolResult(
             text,
             details={
-                "path": target,
+                "path": shown_name(target),
                 "first_line": offset,
                 "last_line": last_line,
                 "truncated": note is not None,

@@ -8,12 +8,12 @@ from tether.policy.escalation import EffectNoun
 from tether.sandbox import PathRules
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs._common import args_of, call_rules, encode_text, plural, run_blocking
-from tether.tools.fs.fence import FencePolicy, open_parent, plan_write, replace_file
+from tether.tools.fs.fence import FencePolicy, open_parent, plan_write, replace_file, shown_name
 
 
 class WriteArgs(ToolArgs):
-    # No escalation fields: the pipeline takes ``sandbox_permissions`` and ``justification``
-    # out before validating these, and a grant reaches the body as the call's policy.
+    # No escalation fields here: the pipeline adds the pair to the schema of every tool with
+    # an ``escalation_noun`` (tether.policy.escalation) and takes it off before validation.
     path: str = Field(
         min_length=1, description="File to write; relative paths are under the workspace."
     )
@@ -54,7 +54,7 @@ def write_file(
         created = replace_file(plan, parent, data)
     return ToolResult(
         f"Wrote {plural(len(data), 'byte')} to {path}",
-        details={"path": plan.target, "bytes": len(data), "created": created},
+        details={"path": shown_name(plan.target), "bytes": len(data), "created": created},
     )
 
 
