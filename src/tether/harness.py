@@ -314,6 +314,15 @@ class Harness:
         session = await self.store.open(session_id)
         return self.agent_for(session)
 
+    async def compact(self, *, resume: str | None = None) -> Event:
+        """Summarise the root session's conversation so far (``/compact``): one model
+        request, recorded as a ``context/compacted`` event, which is returned (flushed to the
+        store). Between runs only; see :meth:`tether.agent.Agent.compact` for the errors."""
+        agent = await self._root_agent(resume)
+        event = await agent.compact()
+        await self.store.flush(agent.session)
+        return event
+
     async def run(self, prompt: str, *, resume: str | None = None) -> RunResult:
         """One root turn, then every turn its background children cause, until all is quiet."""
         agent = await self._root_agent(resume)

@@ -1,4 +1,4 @@
-"""Slash commands: /permission, /agents, /approvals, /resume, /help, unknown ones."""
+"""Slash commands: /permission, /agents, /approvals, /compact, /resume, /help, unknown ones."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ async def test_help_lists_every_command(tmp_path: Path) -> None:
         "/agents               the lineage tree: every subagent of this session and its "
         "recorded scope",
         "/approvals            approvals waiting for an answer (this chat and the whole store)",
+        "/compact              summarise the conversation so far, to free the model's context "
+        "window",
         "/resume ID            switch to a stored session (an id or a unique prefix)",
         "/help                 this list",
         "/quit                 leave (also Ctrl-D)",
