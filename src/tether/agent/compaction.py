@@ -201,8 +201,9 @@ async def compact(
     plan = plan_compaction(events, turn_start)
     if plan is None:
         raise CompactionError(
-            "there is nothing older to summarise: the conversation since the last compaction "
-            "is the current step (start a new session, or configure a larger context_window)",
+            "there is nothing older to summarise: everything since the last compaction is "
+            "kept as it is (the project instructions, the latest runtime context, the current "
+            "step)",
             code="NOTHING_TO_COMPACT",
         )
     request = ModelRequest(
