@@ -13,6 +13,7 @@ from typing import Any
 from tether import Harness
 from tether.agent.compaction import COMPACT_AT, SUMMARY_REQUEST, SUMMARY_SYSTEM
 from tether.agent.history import SUMMARY_HEAD
+from tether.agent.instructions import is_instructions
 from tether.model import (
     Completion,
     Message,
@@ -359,3 +360,23 @@ async def test_harness_compact_summarises_everything_between_runs(tmp_path: Path
         event.seq - 1,
     )
     assert event.data["kept_seqs"] == (snapshot_seq(session),)
+
+
+async def test_the_project_instructions_are_never_summarised(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    (ws / "AGENTS.md").write_text("Always answer in English.\n")
+    recording = model(tmp_path, 12_000, TWO_TURNS)
+    async with Harness.open(workspace=ws, model=recording, store=store(tmp_path)) as harness:
+        await harness.run("read big.txt")
+        result = await harness.run("again")
+        session = harness.store.get(result.session_id)
+    assert session is not None
+    [instructions] = [e for e in session.events if is_instructions(e)]
+    [compacted] = of_type(session, "context/compacted")
+    assert instructions.seq < compacted.data["first_seq"]
+    after = recording.requests[4].messages
+    assert layout(after[1:3]) == [
+        ("user", instructions.data["content"]),
+        ("user", f"{SUMMARY_HEAD}\n\n{SUMMARY}"),
+    ]
+    assert "Always answer in English." in after[1].content
