@@ -28,8 +28,7 @@ from tether.session import Session, SessionMeta, SessionStore
 from tether.subagents.plugin import DELEGATION_GUIDE
 from tether.subagents.plugin import plugin as subagents_plugin
 from tether.tools.fs import ReadTool
-from tether.tools.pipeline import ToolRuntime
-from tether.tools.pipeline import TOOLS_SERVICE
+from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 TETHER_PROMPT = "\n\n".join(
     [
