@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import Harness
-from tether.agent.compaction import COMPACT_AT, SUMMARY_REQUEST, SUMMARY_SYSTEM
+from tether.agent.compaction import COMPACT_AT, SUMMARY_REQUEST, SUMMARY_SYSTEM, CompactionError
 from tether.agent.history import SUMMARY_HEAD
 from tether.agent.instructions import is_instructions
 from tether.model import (
@@ -26,6 +26,7 @@ from tether.policy.sandbox_policy import fold_sandbox_mode
 from tether.session import Event, Session
 from tether.session.json import thaw
 from tether.signals import AbortSignal
+from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
 LINE = "lorem ipsum dolor sit amet\n"
 BIG = LINE * 900
@@ -380,3 +381,65 @@ async def test_the_project_instructions_are_never_summarised(tmp_path: Path) -> 
         ("user", f"{SUMMARY_HEAD}\n\n{SUMMARY}"),
     ]
     assert "Always answer in English." in after[1].content
+
+
+class CompactArgs(ToolArgs):
+    pass
+
+
+class CompactNowTool:
+    """Asks its own agent to compact from inside a running turn."""
+
+    name = "compact_now"
+    description = "Compact the conversation."
+    Args = CompactArgs
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        agent: Any = call.agent
+        try:
+            await agent.compact()
+        except CompactionError as err:
+            return ToolResult(f"{err.code}: {err}", is_error=True)
+        return ToolResult("compacted")
+
+
+async def test_compact_during_a_turn_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    steps = [
+        {"tool_calls": [{"name": "compact_now", "arguments": {}}]},
+        {"text": "Refused.", "expect": "COMPACTION_BUSY"},
+    ]
+    recording = model(tmp_path, 100_000, steps)
+    async with Harness.open(
+        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+    ) as harness:
+        harness.tools.register(CompactNowTool())
+        result = await harness.run("compact yourself")
+        session = harness.store.get(result.session_id)
+    assert session is not None
+    assert (result.stop_reason, result.output) == ("completed", "Refused.")
+    [outcome] = [e.data for e in session.events if e.type == "tool/result"]
+    assert outcome["content"] == (
+        f"COMPACTION_BUSY: agent {result.session_id} is running a turn; compact between turns "
+        "(or cancel the turn first)"
+    )
+    assert of_type(session, "context/compacted") == of_type(session, "context/compact-failed") == []
+    assert len(recording.requests) == 2
+
+
+async def test_harness_compact_before_any_run_opens_no_session(tmp_path: Path) -> None:
+    recording = model(tmp_path, 100_000, [{"text": "Hello."}])
+    async with Harness.open(
+        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+    ) as harness:
+        try:
+            await harness.compact()
+        except CompactionError as err:
+            refused = (err.code, str(err))
+        persistence = harness.store.persistence
+        assert persistence is not None
+        stored = await persistence.list()
+    assert refused == (
+        "NOTHING_TO_COMPACT",
+        "this harness has no session yet: run a prompt first, or pass resume=ID",
+    )
+    assert (stored, harness.root, recording.requests) == ([], None, [])
