@@ -2,7 +2,9 @@
 
 A turn is one claimed prompt (or a batch of steers) driven to a stop: each step claims waiting
 input, appends the runtime-context snapshot if it changed, logs the request header if it
-changed, makes one model request, and executes the requested tool calls in order. The turn
+changed, compacts the conversation first when the request would near the model's context
+window (:mod:`tether.agent.compaction`), makes one model request, and executes the requested
+tool calls in order. The turn
 ends with one of the stop reasons below, recorded as ``turn/end``.
 
 The agent id is its session id.
