@@ -28,6 +28,7 @@ from tether.agent import (
     Agent,
     AgentOptions,
     AgentRegistry,
+    CompactionError,
     ProjectInstructions,
     StopReason,
 )
@@ -313,6 +314,20 @@ class Harness:
         """Cold resume: the stored log is the state; no option is re-applied."""
         session = await self.store.open(session_id)
         return self.agent_for(session)
+
+    async def compact(self, *, resume: str | None = None) -> Event:
+        """Summarise the root session's conversation so far (``/compact``): one model
+        request, recorded as a ``context/compacted`` event, which is returned (flushed to the
+        store). Between runs only; see :meth:`tether.agent.Agent.compact` for the errors."""
+        if self.root is None and resume is None:
+            raise CompactionError(
+                "this harness has no session yet: run a prompt first, or pass resume=ID",
+                code="NOTHING_TO_COMPACT",
+            )
+        agent = await self._root_agent(resume)
+        event = await agent.compact()
+        await self.store.flush(agent.session)
+        return event
 
     async def run(self, prompt: str, *, resume: str | None = None) -> RunResult:
         """One root turn, then every turn its background children cause, until all is quiet."""

@@ -18,6 +18,14 @@ from tether.agent.agent import (
     TurnEnded,
     TurnResult,
 )
+from tether.agent.compaction import (
+    BYTES_PER_TOKEN,
+    COMPACT_AT,
+    CompactionError,
+    CompactionErrorCode,
+    CompactTrigger,
+    estimate_tokens,
+)
 from tether.agent.context_snapshot import SNAPSHOT_HEAD, SNAPSHOT_NONE
 from tether.agent.inbox import InboxItem, InboxTarget
 from tether.agent.instructions import (
@@ -30,6 +38,8 @@ from tether.agent.registry import AGENTS_SERVICE, AgentRegistry
 
 __all__ = [
     "AGENTS_SERVICE",
+    "BYTES_PER_TOKEN",
+    "COMPACT_AT",
     "DEFAULT_MAX_STEPS",
     "PENDING_WORK",
     "PRE_STEP",
@@ -44,6 +54,9 @@ __all__ = [
     "AgentRegistry",
     "AgentStatus",
     "CancelCause",
+    "CompactTrigger",
+    "CompactionError",
+    "CompactionErrorCode",
     "InboxItem",
     "InboxTarget",
     "LoadedInstructions",
@@ -54,5 +67,6 @@ __all__ = [
     "StreamedText",
     "TurnEnded",
     "TurnResult",
+    "estimate_tokens",
     "is_instructions",
 ]

@@ -2,7 +2,9 @@
 
 A turn is one claimed prompt (or a batch of steers) driven to a stop: each step claims waiting
 input, appends the runtime-context snapshot if it changed, logs the request header if it
-changed, makes one model request, and executes the requested tool calls in order. The turn
+changed, compacts the conversation first when the request would near the model's context
+window (:mod:`tether.agent.compaction`), makes one model request, and executes the requested
+tool calls in order. The turn
 ends with one of the stop reasons below, recorded as ``turn/end``.
 
 The agent id is its session id.
@@ -16,6 +18,14 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal, NamedTuple
 
+from tether.agent.compaction import (
+    CompactionError,
+    Summariser,
+    compact,
+    compact_threshold,
+    estimate_tokens,
+    overflow,
+)
 from tether.agent.context_snapshot import (
     append_header_if_changed,
     append_snapshot_if_changed,
@@ -33,8 +43,9 @@ from tether.model import (
     ModelRequest,
     TextDelta,
     ToolSchema,
+    context_window_of,
 )
-from tether.session import JsonValue, PayloadError, Session
+from tether.session import Event, JsonValue, PayloadError, Session
 from tether.signals import AbortedError, AbortSignal
 from tether.tools.pipeline import ToolRuntime
 
@@ -45,7 +56,8 @@ StopReason = Literal["completed", "aborted", "error", "max-tokens", "max-steps",
 
 - ``completed``: the model answered without further tool calls.
 - ``aborted``: the turn was cancelled (``cause`` says by whom: user, parent, hook, disposed).
-- ``error``: the model or the harness failed; ``error`` carries the message.
+- ``error``: the model or the harness failed; ``error`` carries the message (``CODE: ...``;
+  ``CONTEXT_OVERFLOW`` when the next request would not fit the context window).
 - ``max-tokens``: the model's reply was cut off by its output limit.
 - ``max-steps``: the turn used all the steps :attr:`AgentOptions.max_steps` allows.
 - ``blocked``: a pre-step gate refused to continue.
@@ -83,6 +95,10 @@ class AgentOptions:
     """Steps one turn may take (one model request each) before it ends ``max-steps``."""
     allowed_tools: frozenset[str] | None = None
     """Tool filter: removes tools from the prompt and from execution together."""
+    context_window: int | None = None
+    """The model's context window in tokens; ``None``: the model client's own, if it has one
+    (:func:`~tether.model.context_window_of`). Without any the agent never compacts by
+    itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +158,8 @@ class Agent:
         self._owner: Agent | None = None
         self._turns_left: int | None = None
         self._turn_limit: int | None = None
+        self._log_writer = asyncio.Lock()
+        """Held by a turn and by :meth:`compact`: one of them appends at a time."""
         self.turn_limit_reached: str | None = None
         """Why the driver stopped short of queued work (:meth:`limit_turns`), else ``None``."""
 
@@ -243,8 +261,9 @@ class Agent:
                     self._stop_at_turn_limit()
                     return
                 self._turns_left -= 1
-            prompt = self.inbox.take_turn_prompt()
-            result = await self._run_turn(prompt)
+            async with self._log_writer:
+                prompt = self.inbox.take_turn_prompt()
+                result = await self._run_turn(prompt)
             self.last_result = result
             self._results.append(result)
             self.ctx.emit(TURN_END, TurnEnded(self, result))
@@ -336,7 +355,7 @@ class Agent:
         except AbortedError:
             reason = "aborted"
             self._close_step(step)
-        except (ModelError, PayloadError) as err:
+        except (ModelError, PayloadError, CompactionError) as err:
             # Expected failures with a stable code: said in the turn's end, no traceback.
             reason, error = "error", f"{err.code}: {err}"
             self._close_step(step)
@@ -371,12 +390,68 @@ class Agent:
             )
         ]
 
+    @property
+    def context_window(self) -> int | None:
+        return self.options.context_window or context_window_of(self.options.model)
+
+    def _summariser(self, system: str, schemas: list[ToolSchema]) -> Summariser:
+        return Summariser(
+            self.session,
+            self.options.model,
+            self.options.label,
+            system,
+            schemas,
+            self.context_window,
+        )
+
+    async def compact(self) -> Event:
+        """Summarise the conversation so far into one ``context/compacted`` event, between
+        turns (``/compact``). Raises :class:`~tether.agent.compaction.CompactionError`:
+        ``COMPACTION_BUSY`` while a turn runs, ``NOTHING_TO_COMPACT``, ``COMPACTION_FAILED``."""
+        if self.status == "running" or self._log_writer.locked():
+            raise CompactionError(
+                f"agent {self.id} is running a turn; compact between turns (or cancel the turn "
+                "first)",
+                code="COMPACTION_BUSY",
+            )
+        async with self._log_writer:
+            system, _ = render_system(self.ctx.runtime.prompt, self)
+            return await compact(self._summariser(system, self._tool_schemas()), "manual")
+
+    async def _fit(self, system: str, schemas: list[ToolSchema], signal: AbortSignal) -> None:
+        """Compact before a request that would reach :data:`COMPACT_AT` of the window; fail
+        the turn (``CONTEXT_OVERFLOW``) only when the request still would not fit."""
+        window = self.context_window
+        if window is None:
+            return
+        tokens = estimate_tokens(self.session.events, system, schemas)
+        if tokens < compact_threshold(window):
+            return
+        turn = self.session.last("turn/start")
+        try:
+            await compact(
+                self._summariser(system, schemas),
+                "auto",
+                turn_start=turn.seq if turn is not None else None,
+                signal=signal,
+            )
+        except CompactionError as err:
+            if tokens >= window:
+                raise overflow(
+                    tokens, window, f"compaction did not help ({err.code}: {err})"
+                ) from err
+            return
+        after = estimate_tokens(self.session.events, system, schemas)
+        if after >= window:
+            raise overflow(after, window, "compaction did not shrink it enough")
+
     async def _request(self, signal: AbortSignal) -> Completion:
         registry = self.ctx.runtime.prompt
         append_snapshot_if_changed(self.session, registry, self)
         system, _ = render_system(registry, self)
         schemas = self._tool_schemas()
         append_header_if_changed(self.session, system, [s.name for s in schemas])
+        await self._fit(system, schemas, signal)
         messages = history(self.session.events)
         if system:
             messages.insert(0, Message.system(system))

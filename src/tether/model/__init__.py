@@ -6,6 +6,11 @@ This package sits below the agent layer and imports nothing from agent, tools or
 from tether.model._help import MODEL_SPEC_HELP
 from tether.model._openai_wire import Thinking, ToolCallContent, WireOptions
 from tether.model.client import ModelClient, complete
+from tether.model.context_window import (
+    KNOWN_CONTEXT_WINDOWS,
+    context_window_of,
+    known_context_window,
+)
 from tether.model.openai_compat import (
     DEEPSEEK,
     OPENAI,
@@ -58,6 +63,7 @@ from tether.model.types import (
 __all__ = [
     "DEEPSEEK",
     "FINISH_REASON_MEANINGS",
+    "KNOWN_CONTEXT_WINDOWS",
     "MODEL_ERROR_CODES",
     "MODEL_SPEC_HELP",
     "NO_MORE_STEPS",
@@ -99,6 +105,8 @@ __all__ = [
     "WireOptions",
     "choose_model",
     "complete",
+    "context_window_of",
+    "known_context_window",
     "load_model_config",
     "parse_model_spec",
     "resolve_model",

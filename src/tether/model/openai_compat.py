@@ -44,6 +44,7 @@ from tether.model._openai_wire import (
     is_validation_failure,
 )
 from tether.model._sse import SSEDecoder, SSEFormatError
+from tether.model.context_window import known_context_window
 from tether.model.types import (
     Completion,
     ModelError,
@@ -112,7 +113,8 @@ class OpenAICompatClient:
     ``extra_body`` is merged into every request body (``temperature``, ``max_tokens``, ...);
     a ``None`` value removes a key, e.g. ``{"stream_options": None}`` for a server that
     rejects it. ``wire`` holds the per-model switches (streaming, thinking, how tool-call
-    messages are sent); ``context_window`` is the model's, in tokens, when configured.
+    messages are sent); ``context_window`` is the model's, in tokens: the configured one,
+    else :meth:`from_preset`'s known default, else ``None`` (unknown).
     Pass ``http_client`` (not closed by :meth:`aclose`) or ``transport`` to control HTTP.
     """
 
@@ -180,7 +182,9 @@ class OpenAICompatClient:
         """A client for a named provider, configured from ``env``.
 
         ``base_url`` and ``api_key_env`` are a configured model's (see
-        :meth:`ProviderPreset.destination` for where the key goes). Raises ``MODEL_CONFIG``
+        :meth:`ProviderPreset.destination` for where the key goes). Without a
+        ``context_window`` the model's known one is used (:data:`KNOWN_CONTEXT_WINDOWS
+        <tether.model.context_window.KNOWN_CONTEXT_WINDOWS>`). Raises ``MODEL_CONFIG``
         when the key's variable is missing or empty.
         """
         if isinstance(preset, str):
@@ -192,6 +196,8 @@ class OpenAICompatClient:
             preset = PRESETS[preset]
         base_url, key_env, base_url_env = preset.destination(env, base_url, api_key_env)
         options.setdefault("wire", WireOptions(send_reasoning=preset.sends_reasoning))
+        if options.get("context_window") is None:
+            options["context_window"] = known_context_window(preset.name, model)
         api_key = env.get(key_env, "").strip() if key_env else None
         if key_env and not api_key:
             local = (

@@ -37,6 +37,9 @@ Rules:
   step's argument strings the first group of that pattern in the newest tool or user message
   that matches it (history-derived, so it survives a cold resume). No match is
   ``MODEL_SCRIPT``.
+- **Context window.** A top-level ``"context_window": N`` (tokens) makes the model claim that
+  window (``ScriptedModel.context_window``), so a test can make the agent compact; a
+  configured ``context_window`` (``[models.NAME]``) overrides it. Without either it has none.
 - **Validation.** A malformed script (bad JSON, unknown keys, wrong types, a step with neither
   text nor tool calls, a tool call without a name, arguments that are not an object, a bad
   regular expression) fails at load with ``MODEL_SCRIPT`` naming the file and the reason.
@@ -149,6 +152,8 @@ class ScriptEntry(_Strict):
 
 class Script(_Strict):
     agents: list[ScriptEntry] = Field(min_length=1)
+    context_window: int | None = Field(default=None, gt=0)
+    """The window the scripted model claims, in tokens (tests of compaction set a small one)."""
 
 
 class ScriptedModel:
@@ -156,13 +161,19 @@ class ScriptedModel:
 
     NO_MORE_STEPS: ClassVar[str] = NO_MORE_STEPS
 
-    def __init__(self, script: Script, *, source: str = "<script>") -> None:
+    def __init__(
+        self, script: Script, *, source: str = "<script>", context_window: int | None = None
+    ) -> None:
         self.script = script
         self.source = source
+        self.context_window = context_window or script.context_window
+        """A configured window wins over the script's own ``context_window``."""
         self._cursors: dict[str, int] = {}
 
     @classmethod
-    def from_path(cls, path: str | os.PathLike[str]) -> ScriptedModel:
+    def from_path(
+        cls, path: str | os.PathLike[str], *, context_window: int | None = None
+    ) -> ScriptedModel:
         source = os.fspath(path)
         try:
             with open(source, encoding="utf-8") as f:
@@ -180,10 +191,12 @@ class ScriptedModel:
                 f"(line {exc.lineno}, column {exc.colno})",
                 code="MODEL_SCRIPT",
             ) from exc
-        return cls.from_dict(data, source=source)
+        return cls.from_dict(data, source=source, context_window=context_window)
 
     @classmethod
-    def from_dict(cls, data: object, *, source: str = "<dict>") -> ScriptedModel:
+    def from_dict(
+        cls, data: object, *, source: str = "<dict>", context_window: int | None = None
+    ) -> ScriptedModel:
         try:
             script = Script.model_validate(data)
         except ValidationError as exc:
@@ -191,7 +204,7 @@ class ScriptedModel:
                 f"invalid scripted model file {source}: {_describe_errors(exc)}",
                 code="MODEL_SCRIPT",
             ) from exc
-        return cls(script, source=source)
+        return cls(script, source=source, context_window=context_window)
 
     def __repr__(self) -> str:
         return f"ScriptedModel(source={self.source!r})"

@@ -278,9 +278,9 @@ def resolve_model(
     """
     environ: Mapping[str, str] = os.environ if env is None else env
     chosen = choose_model(spec, environ, config)
-    if chosen.spec.kind == "scripted":
-        return ScriptedModel.from_path(chosen.spec.target)
     profile = chosen.profile
+    if chosen.spec.kind == "scripted":
+        return ScriptedModel.from_path(chosen.spec.target, context_window=profile.context_window)
     preset = PRESETS[chosen.spec.kind]
     options: dict[str, Any] = {
         "wire": profile.wire(stream, preset),

@@ -47,6 +47,8 @@ CORE_EVENT_TYPES: Final = frozenset(
         "hook/invoked",
         "hook/result",
         "session/title",
+        "context/compacted",
+        "context/compact-failed",
     }
 )
 

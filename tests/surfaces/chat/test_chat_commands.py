@@ -1,10 +1,10 @@
-"""Slash commands: /permission, /agents, /approvals, /resume, /help, unknown ones."""
+"""Slash commands: /permission, /agents, /approvals, /compact, /resume, /help, unknown ones."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from chat_support import call, events_of, open_chat, root_steps
+from chat_support import call, events_of, open_chat, root_steps, stored_events
 
 from tether.policy.approval import policy_change_notice
 from tether.policy.modes import ApprovalPolicy
@@ -21,6 +21,8 @@ async def test_help_lists_every_command(tmp_path: Path) -> None:
         "/agents               the lineage tree: every subagent of this session and its "
         "recorded scope",
         "/approvals            approvals waiting for an answer (this chat and the whole store)",
+        "/compact              summarise the conversation so far, to free the model's context "
+        "window",
         "/resume ID            switch to a stored session (an id or a unique prefix)",
         "/help                 this list",
         "/quit                 leave (also Ctrl-D)",
@@ -199,3 +201,43 @@ async def test_resume_option_opens_the_stored_session(tmp_path: Path) -> None:
         await chat.quit()
     assert banner == f"tether chat · resumed session {first}"
     assert reply.splitlines()[0] == "second reply"
+
+
+async def test_compact_summarises_the_conversation_and_says_so(tmp_path: Path) -> None:
+    agents = [
+        root_steps(
+            {"text": "Hello."},
+            {"text": "The user said hi; the agent greeted them.", "expect": "^Summarise"},
+            {"text": "Still here."},
+        )
+    ]
+    async with open_chat(tmp_path, agents) as chat:
+        root = chat.app.root
+        await chat.turn("hi")
+        before = len(root.session)
+        shown = await chat.command("/compact", "are kept.\n")
+        compacted = events_of(chat.harness, root.id)[before:]
+        again = await chat.command("/compact", "\n")
+        answer = await chat.turn("still there?")
+        stored = await stored_events(chat.harness, root.id)
+        await chat.quit()
+    [(kind, data)] = compacted
+    assert kind == "context/compacted"
+    assert (data["trigger"], data["first_seq"], data["last_seq"], data["summary"]) == (
+        "manual",
+        next(i for i, (k, d) in enumerate(stored) if k == "user/message" and d["content"] == "hi"),
+        before - 1,
+        "The user said hi; the agent greeted them.",
+    )
+    assert shown.splitlines() == [
+        f"compacted events {data['first_seq']}-{before - 1} into a summary: about "
+        f"{data['tokens_before']} → {data['tokens_after']} tokens",
+        "Recorded in the session log; the permissions and project instructions are kept.",
+    ]
+    assert again == (
+        "/compact: there is nothing older to summarise: everything since the last "
+        "compaction is kept as it is (the project instructions, the latest runtime context, "
+        "the current step)\n"
+    )
+    assert "Still here." in answer
+    assert ("context/compacted", data) in stored

@@ -206,3 +206,21 @@ def test_what_the_model_and_its_commands_wrote_is_rendered_inert() -> None:
         f"■ turn 1 error ({shown})",
     ]
     assert all(c.isprintable() for c in buffer.getvalue().replace("\n", ""))
+
+
+def test_compaction_is_shown_when_the_agent_does_it_or_fails_to() -> None:
+    buffer = StringIO()
+    console = Console(file=buffer, width=200, color_system=None)
+    renderer = EventRenderer(console, SessionDirectory(root_id=ROOT, sessions={}))
+    compacted = {"first_seq": 4, "last_seq": 17, "tokens_before": 900, "tokens_after": 300}
+    items = stream(
+        (ROOT, "context/compacted", {"trigger": "auto", **compacted}, 1),
+        (ROOT, "context/compacted", {"trigger": "manual", **compacted}, 2),
+        (ROOT, "context/compact-failed", {"trigger": "auto", "error": "empty\x1b[2K"}, 3),
+    )
+    for item in items:
+        renderer.render(item)
+    assert buffer.getvalue().splitlines() == [
+        "context compacted: events 4-17 summarised (about 900 → 300 tokens)",
+        "context compaction failed: empty\\x1b[2K",
+    ]

@@ -1,6 +1,7 @@
 """Slash commands typed at the ``tether chat`` prompt (between turns).
 
-``/permission [PRESET]``, ``/agents``, ``/approvals``, ``/resume ID``, ``/help`` and ``/quit``.
+``/permission [PRESET]``, ``/agents``, ``/approvals``, ``/compact``, ``/resume ID``, ``/help``
+and ``/quit``.
 Each prints what it did; a failure prints one red line and the chat goes on.
 """
 
@@ -29,6 +30,7 @@ HELP: Final = (
     ("/permission [PRESET]", "show the session's permission preset, or switch to PRESET"),
     ("/agents", "the lineage tree: every subagent of this session and its recorded scope"),
     ("/approvals", "approvals waiting for an answer (this chat and the whole store)"),
+    ("/compact", "summarise the conversation so far, to free the model's context window"),
     ("/resume ID", "switch to a stored session (an id or a unique prefix)"),
     ("/help", "this list"),
     ("/quit", "leave (also Ctrl-D)"),
@@ -155,6 +157,26 @@ async def _approvals(host: CommandHost, _arg: str) -> None:
     )
 
 
+async def _compact(host: CommandHost, _arg: str) -> None:
+    root = host.root()
+    event = await root.compact()
+    await host.harness.store.flush(root.session)
+    data = event.data
+    host.console.print(
+        Text(
+            f"compacted events {data['first_seq']}-{data['last_seq']} into a summary: about "
+            f"{data['tokens_before']} → {data['tokens_after']} tokens",
+            style="bold",
+        )
+    )
+    host.console.print(
+        Text(
+            "Recorded in the session log; the permissions and project instructions are kept.",
+            style="dim",
+        )
+    )
+
+
 async def _resolve_id(host: CommandHost, wanted: str) -> str:
     persistence = host.harness.store.persistence
     if persistence is None:
@@ -213,6 +235,7 @@ COMMANDS: Final[dict[str, Handler]] = {
     "/permissions": _permission,
     "/agents": _agents,
     "/approvals": _approvals,
+    "/compact": _compact,
     "/resume": _resume,
     "/quit": _quit,
     "/exit": _quit,

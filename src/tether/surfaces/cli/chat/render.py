@@ -239,6 +239,19 @@ class EventRenderer:
                 self.line(sid, Text(f"▸ turn {data.get('turn')}", style="dim"))
         elif kind == "turn/end":
             self._turn_end(sid, data)
+        elif kind == "context/compacted" and data.get("trigger") == "auto":
+            self.line(
+                sid,
+                Text(
+                    f"context compacted: events {data.get('first_seq')}-{data.get('last_seq')} "
+                    f"summarised (about {data.get('tokens_before')} → "
+                    f"{data.get('tokens_after')} tokens)",
+                    style="dim",
+                ),
+            )
+        elif kind == "context/compact-failed":
+            reason = printable(str(data.get("error")))
+            self.line(sid, Text(f"context compaction failed: {reason}", style="yellow"))
         elif kind in ("sandbox/mode", "approval/policy", "permission/preset"):
             value = data.get("mode") or data.get("policy") or data.get("preset")
             source = data.get("source")
