@@ -49,6 +49,10 @@ class Host:
     outside: Path
     home: Path
 
+    def probe(self, name: str) -> Path:
+        """Where the probe script ``name`` (one of :data:`PROBES`) lies for confined commands."""
+        return self.top / "probes" / name
+
     def policy(self, mode: str) -> SandboxExecutionPolicy:
         return SandboxExecutionPolicy(SandboxMode(mode), str(self.ws), "s-test")
 
@@ -79,6 +83,10 @@ HOST_BASE = "/var/tmp"
 target there would be invisible to the command, and the test would prove less)."""
 
 
+PROBES = ("socket_probe.py", "uring_setxattr.py")
+"""The scripts of this directory that tests run inside the sandbox (:meth:`Host.probe`)."""
+
+
 def make_host(root: Path) -> Host:
     top = Path(os.path.realpath(root))
     ws, outside, home = top / "ws", top / "outside", top / "home"
@@ -94,6 +102,12 @@ def make_host(root: Path) -> Host:
     (ws / ".tether-data").mkdir()
     (ws / ".tether-data" / "store.db").write_text("audit trail\n")
     (ws / "link-out").symlink_to(outside / "secret.txt")
+    # The probe scripts a confined command runs are copied here: beside the tests they may lie
+    # under /tmp (a checkout there), which bubblewrap replaces with a private one, and a
+    # missing script would make an escape attempt fail for the wrong reason.
+    (top / "probes").mkdir()
+    for name in PROBES:
+        shutil.copy(Path(__file__).with_name(name), top / "probes" / name)
     return Host(top, ws, outside, home)
 
 

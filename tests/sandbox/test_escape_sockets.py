@@ -31,7 +31,6 @@ from tether.sandbox import SandboxError, SandboxProvider
 
 pytestmark = pytest.mark.timeout(60)
 
-SOCKET_PROBE = Path(__file__).with_name("socket_probe.py")
 SANDBOX_DIR = Path(__file__).parents[2] / "src" / "tether" / "sandbox"
 
 # The three backend variants, and bubblewrap through its launcher argv (what a caller that
@@ -168,7 +167,7 @@ async def probe(
     """What ``socket_probe.py ARGS`` printed, run confined (``prefix`` goes before it)."""
     if provider is None:
         provider = make_provider("bwrap" if variant == "bwrap-launcher" else variant, host)
-    script = f"{prefix}{PYTHON} {SOCKET_PROBE} {shlex.join(args)}"
+    script = f"{prefix}{PYTHON} {host.probe('socket_probe.py')} {shlex.join(args)}"
     if variant != "bwrap-launcher":
         ran = await run_confined(provider, host.policy(mode), script)
         assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr

@@ -17,7 +17,6 @@ import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from sandbox_support import (
@@ -34,7 +33,6 @@ from sandbox_support import (
 pytestmark = pytest.mark.timeout(60)
 
 TOKEN = uuid.uuid4().hex[:12]
-URING_SETXATTR = Path(__file__).with_name("uring_setxattr.py")
 
 BLOCK_DEVICES = sorted(
     f"/dev/{name}"
@@ -184,7 +182,7 @@ ATTEMPTS = (
     Attempt("loop_control", "exec 3</dev/loop-control"),
     Attempt(
         "xattr_via_io_uring",
-        f"{PYTHON} {URING_SETXATTR} @OUT@/secret.txt user.pwned yes",
+        f"{PYTHON} @PROBES@/uring_setxattr.py @OUT@/secret.txt user.pwned yes",
     ),
     Attempt(
         "write_etc",
@@ -302,6 +300,7 @@ def placeholders(host: Host) -> dict[str, str]:
     return {
         "@WS@": str(host.ws),
         "@OUT@": str(host.outside),
+        "@PROBES@": str(host.top / "probes"),
         "@HOME@": str(host.home),
         "@TOKEN@": TOKEN,
         "@PID@": str(os.getpid()),
