@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from cli_support import TETHER, run_args, tether
+from pty_support import read_until
 from script_support import call
 from script_support import script as steps_script
 
@@ -64,23 +64,6 @@ def assert_no_model_control(output: bytes, prefix: str) -> None:
     assert b"\x07" not in output
     assert not re.search(rb"\xc2[\x80-\x9f]", output)  # no C1 control at all
     assert not re.search(rb"\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]", output)  # no bidi
-
-
-def read_until(fd: int, needle: bytes, seen: bytes = b"", timeout: float = 60) -> bytes:
-    deadline = time.monotonic() + timeout
-    while needle not in seen:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never saw {needle!r}; got {seen!r}")
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen
 
 
 def escalation_steps(outside: Path) -> list[dict[str, Any]]:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from cli_support import TETHER
+from pty_support import read_until
 from tether.surfaces.cli.tty_answerer import parse_reply
 
 
@@ -28,23 +27,6 @@ from tether.surfaces.cli.tty_answerer import parse_reply
 )
 def test_parse_reply(reply: str | None, outcome: str) -> None:
     assert parse_reply(reply) == outcome
-
-
-def read_until(fd: int, needle: bytes, deadline: float) -> bytes:
-    seen = b""
-    while needle not in seen:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never saw {needle!r}; got {seen!r}")
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen
 
 
 @pytest.mark.timeout(60)
@@ -99,12 +81,12 @@ def test_prompt_at_the_terminal_decides_the_write(
     )
     os.close(slave)
     try:
-        shown = read_until(master, b"> ", time.monotonic() + 40)
+        shown = read_until(master, b"> ", timeout=40)
         assert b'Approval needed: tool "write"' in shown
         assert b'reason: run "write": t.txt' in shown
         assert b"path: t.txt" in shown
         os.write(master, answer)
-        rest = read_until(master, b"finished", time.monotonic() + 40)
+        rest = read_until(master, b"finished", timeout=40)
         assert (b"allowed-once" if written else b"rejected") in rest
         assert proc.wait(timeout=30) == 0
     finally:
