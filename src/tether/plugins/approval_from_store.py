@@ -35,6 +35,7 @@ from tether.policy.approval import (
     answer_within,
     register_answerer,
 )
+from tether.policy.events import ApprovalAsked
 from tether.policy.modes import ApprovalOutcome
 from tether.session import Session, SessionStore
 from tether.session.answer_box import AnswerBox, BoxedAnswer
@@ -62,8 +63,8 @@ def asking_session(request: ApprovalRequest) -> Session:
 
 
 def asked_id(request: ApprovalRequest) -> str | None:
-    asked = asking_session(request).last("approval/asked")
-    return str(asked.data.get("id")) if asked is not None else None
+    asked = asking_session(request).last(ApprovalAsked.TYPE)
+    return ApprovalAsked.from_data(asked.data).id if asked is not None else None
 
 
 def answer_command(approval_id: str, store: str) -> str:

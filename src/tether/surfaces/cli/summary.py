@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from tether.harness import SessionEvent
-
-GRANTED = "allowed-once"
+from tether.policy.events import ApprovalDecided
+from tether.policy.modes import ApprovalOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +95,8 @@ def summarize(
             tool_calls += 1
         elif event.type == "approval/asked":
             asked += 1
-        elif event.type == "approval/decided":
-            if event.data.get("outcome") == GRANTED:
+        elif event.type == ApprovalDecided.TYPE:
+            if ApprovalDecided.from_data(event.data).outcome is ApprovalOutcome.ALLOWED_ONCE:
                 granted += 1
             else:
                 denied += 1
