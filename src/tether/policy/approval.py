@@ -48,7 +48,13 @@ from tether.policy.errors import (
     InvalidPolicyError,
     InvalidSourceError,
 )
-from tether.policy.events import ApprovalAsked, ApprovalDecided, ApprovalPolicySet
+from tether.policy.events import (
+    ApprovalAsked,
+    ApprovalDecided,
+    ApprovalPendingClosed,
+    ApprovalPendingOpened,
+    ApprovalPolicySet,
+)
 from tether.policy.modes import (
     ApprovalOutcome,
     ApprovalPolicy,
@@ -387,18 +393,15 @@ class ApprovalService:
         origin = req.origin
         assert origin is not None
         root = req.agent.session
-        root.append(
-            "approval/pending",
-            {
-                "id": request_id,
-                "state": "pending",
-                "child_session": origin.child_session_id,
-                "tool_name": req.tool_name,
-                **({"call_id": req.call_id} if req.call_id is not None else {}),
-                "reason": req.reason or "",
-                "lineage": list(origin.lineage),
-            },
+        opened = ApprovalPendingOpened(
+            request_id,
+            origin.child_session_id,
+            req.tool_name,
+            req.reason or "",
+            origin.lineage,
+            req.call_id,
         )
+        root.append(opened.TYPE, opened.to_data())
         entry = PendingApproval(
             request_id,
             root.id,
@@ -425,10 +428,8 @@ class ApprovalService:
         if req.origin is not None:
             entry = self._pending.pop(request_id, None)
             if entry is not None:
-                req.agent.session.append(
-                    "approval/pending",
-                    {"id": request_id, "state": "decided", "outcome": outcome.value},
-                )
+                closed = ApprovalPendingClosed(request_id, outcome)
+                req.agent.session.append(closed.TYPE, closed.to_data())
                 self._ctx.emit(APPROVAL_RESOLVED, ApprovalResolved(entry, outcome))
 
     async def _flush(self, session: Session) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Final, Self
+from typing import ClassVar, Final, Literal, Self, TypeAlias
 
 from tether.policy.errors import InvalidPolicyEventError
 from tether.policy.modes import (
@@ -32,6 +32,7 @@ APPROVAL_POLICY: Final = "approval/policy"
 PERMISSION_PRESET: Final = "permission/preset"
 APPROVAL_ASKED: Final = "approval/asked"
 APPROVAL_DECIDED: Final = "approval/decided"
+APPROVAL_PENDING: Final = "approval/pending"
 
 
 def _text(data: JsonObject, event_type: str, key: str) -> str:
@@ -45,6 +46,16 @@ def _text(data: JsonObject, event_type: str, key: str) -> str:
 
 def _optional_text(data: JsonObject, event_type: str, key: str) -> str | None:
     return None if data.get(key) is None else _text(data, event_type, key)
+
+
+def _outcome(data: JsonObject, event_type: str) -> ApprovalOutcome:
+    outcome = as_outcome(data.get("outcome"))
+    if outcome is None:
+        raise InvalidPolicyEventError(
+            f"{event_type} payload: outcome {data.get('outcome')!r} is not an approval outcome "
+            f"(accepted: {', '.join(ApprovalOutcome)})"
+        )
+    return outcome
 
 
 def _with_source(data: dict[str, JsonValue], source: PolicySource | None) -> JsonObject:
@@ -159,12 +170,7 @@ class ApprovalDecided:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        outcome = as_outcome(data.get("outcome"))
-        if outcome is None:
-            raise InvalidPolicyEventError(
-                f"{APPROVAL_DECIDED} payload: outcome {data.get('outcome')!r} is not an approval "
-                f"outcome (accepted: {', '.join(ApprovalOutcome)})"
-            )
+        outcome = _outcome(data, APPROVAL_DECIDED)
         repaired = data.get("repaired", False)
         if not isinstance(repaired, bool):
             raise InvalidPolicyEventError(
@@ -186,15 +192,99 @@ class ApprovalDecided:
         return data
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalPendingOpened:
+    """``approval/pending {id, state: "pending", child_session, tool_name, call_id?, reason,
+    lineage}`` on the deciding root's log: a routed question now waits there. ``lineage`` runs
+    from the asking child up to the root."""
+
+    TYPE: ClassVar[str] = APPROVAL_PENDING
+    STATE: ClassVar[Literal["pending"]] = "pending"
+    id: str
+    child_session: str
+    tool_name: str
+    reason: str
+    lineage: tuple[str, ...]
+    call_id: str | None = None
+
+    @classmethod
+    def from_data(cls, data: JsonObject) -> Self:
+        lineage = data.get("lineage")
+        if not isinstance(lineage, list | tuple) or not all(isinstance(s, str) for s in lineage):
+            raise InvalidPolicyEventError(
+                f"{APPROVAL_PENDING} payload: 'lineage' must be a list of session ids, "
+                f"got {lineage!r}"
+            )
+        return cls(
+            _text(data, APPROVAL_PENDING, "id"),
+            _text(data, APPROVAL_PENDING, "child_session"),
+            _text(data, APPROVAL_PENDING, "tool_name"),
+            _text(data, APPROVAL_PENDING, "reason"),
+            tuple(str(s) for s in lineage),
+            _optional_text(data, APPROVAL_PENDING, "call_id"),
+        )
+
+    def to_data(self) -> JsonObject:
+        data: dict[str, JsonValue] = {
+            "id": self.id,
+            "state": self.STATE,
+            "child_session": self.child_session,
+            "tool_name": self.tool_name,
+        }
+        if self.call_id is not None:
+            data["call_id"] = self.call_id
+        data["reason"] = self.reason
+        data["lineage"] = list(self.lineage)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalPendingClosed:
+    """``approval/pending {id, state: "decided", outcome}``: the routed question is settled."""
+
+    TYPE: ClassVar[str] = APPROVAL_PENDING
+    STATE: ClassVar[Literal["decided"]] = "decided"
+    id: str
+    outcome: ApprovalOutcome
+
+    @classmethod
+    def from_data(cls, data: JsonObject) -> Self:
+        return cls(_text(data, APPROVAL_PENDING, "id"), _outcome(data, APPROVAL_PENDING))
+
+    def to_data(self) -> JsonObject:
+        return {"id": self.id, "state": self.STATE, "outcome": self.outcome.value}
+
+
+ApprovalPending: TypeAlias = ApprovalPendingOpened | ApprovalPendingClosed
+"""The two records ``approval/pending`` holds, told apart by ``state``."""
+
+
+def read_approval_pending(data: JsonObject) -> ApprovalPending:
+    """The record a stored ``approval/pending`` payload holds, by its ``state``."""
+    state = data.get("state")
+    if state == ApprovalPendingOpened.STATE:
+        return ApprovalPendingOpened.from_data(data)
+    if state == ApprovalPendingClosed.STATE:
+        return ApprovalPendingClosed.from_data(data)
+    raise InvalidPolicyEventError(
+        f"{APPROVAL_PENDING} payload: state {state!r} is neither 'pending' nor 'decided'"
+    )
+
+
 __all__ = [
     "APPROVAL_ASKED",
     "APPROVAL_DECIDED",
+    "APPROVAL_PENDING",
     "APPROVAL_POLICY",
     "PERMISSION_PRESET",
     "SANDBOX_MODE",
     "ApprovalAsked",
     "ApprovalDecided",
+    "ApprovalPending",
+    "ApprovalPendingClosed",
+    "ApprovalPendingOpened",
     "ApprovalPolicySet",
     "PermissionPresetSet",
     "SandboxModeSet",
+    "read_approval_pending",
 ]
