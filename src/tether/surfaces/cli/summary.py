@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from tether.harness import SessionEvent
-from tether.policy.events import ApprovalDecided
+from tether.policy.events import ApprovalDecided, ApprovalPolicySet, SandboxModeSet
 from tether.policy.modes import ApprovalOutcome
 
 
@@ -64,10 +64,11 @@ def _is_delegation_fact(item: SessionEvent) -> bool:
     event = item.event
     if event.type == "subagent/descriptor":
         return True
-    return (
-        event.type in ("sandbox/mode", "approval/policy")
-        and event.data.get("source") == "delegation"
-    )
+    if event.type == SandboxModeSet.TYPE:
+        return SandboxModeSet.from_data(event.data).source == "delegation"
+    if event.type == ApprovalPolicySet.TYPE:
+        return ApprovalPolicySet.from_data(event.data).source == "delegation"
+    return False
 
 
 def summarize(
