@@ -18,6 +18,7 @@ from tether.policy import (
     fold_sandbox_mode,
 )
 from tether.policy.events import (
+    ApprovalAnswerRefused,
     ApprovalAsked,
     ApprovalDecided,
     ApprovalPendingClosed,
@@ -28,6 +29,7 @@ from tether.policy.events import (
     read_approval_pending,
 )
 from tether.session import Event, JsonObject
+from tether.session.answer_channel import RefusedAnswer
 from tether.session.persistence.repair import plan_repair
 
 Definition = (
@@ -38,6 +40,7 @@ Definition = (
     | ApprovalDecided
     | ApprovalPendingOpened
     | ApprovalPendingClosed
+    | ApprovalAnswerRefused
 )
 
 ROUND_TRIPS: list[tuple[Definition, JsonObject]] = [
@@ -101,6 +104,26 @@ ROUND_TRIPS: list[tuple[Definition, JsonObject]] = [
         ApprovalPendingClosed("ap-5", ApprovalOutcome.CANCELLED),
         {"id": "ap-5", "state": "decided", "outcome": "cancelled"},
     ),
+    (
+        ApprovalAnswerRefused("ap-6", RefusedAnswer("socket", "other-user", "uid 1001", pid=42)),
+        {"id": "ap-6", "via": "socket", "reason": "other-user", "detail": "uid 1001", "pid": 42},
+    ),
+    (
+        ApprovalAnswerRefused(
+            "ap-6",
+            RefusedAnswer(
+                "answer-box", "no-proof", "a file", file="ap-6.json", claimed_outcome="rejected"
+            ),
+        ),
+        {
+            "id": "ap-6",
+            "via": "answer-box",
+            "reason": "no-proof",
+            "detail": "a file",
+            "file": "ap-6.json",
+            "claimed_outcome": "rejected",
+        },
+    ),
 ]
 
 
@@ -151,6 +174,26 @@ REFUSALS: list[tuple[type[Definition], JsonObject, str]] = [
         "INVALID_POLICY_EVENT",
     ),
     (ApprovalPendingClosed, {"id": "a", "outcome": None}, "INVALID_POLICY_EVENT"),
+    (
+        ApprovalAnswerRefused,
+        {"id": "a", "via": "mail", "reason": "malformed", "detail": "d"},
+        "INVALID_POLICY_EVENT",
+    ),
+    (
+        ApprovalAnswerRefused,
+        {"id": "a", "via": "socket", "reason": "forged", "detail": "d"},
+        "INVALID_POLICY_EVENT",
+    ),
+    (
+        ApprovalAnswerRefused,
+        {"id": "a", "via": "socket", "reason": "confined", "detail": "d", "pid": True},
+        "INVALID_POLICY_EVENT",
+    ),
+    (
+        ApprovalAnswerRefused,
+        {"id": "a", "via": "socket", "reason": "confined"},
+        "INVALID_POLICY_EVENT",
+    ),
 ]
 
 

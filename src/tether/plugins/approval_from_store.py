@@ -35,7 +35,7 @@ from tether.policy.approval import (
     answer_within,
     register_answerer,
 )
-from tether.policy.events import ApprovalAsked
+from tether.policy.events import ApprovalAnswerRefused, ApprovalAsked
 from tether.policy.modes import ApprovalOutcome
 from tether.session import Session, SessionStore
 from tether.session.answer_box import AnswerBox, BoxedAnswer
@@ -43,7 +43,6 @@ from tether.session.answer_channel import RefusedAnswer
 from tether.session.persistence import store_location
 from tether.session.store_files import store_url_of
 
-REFUSED_EVENT: Final = "approval/answer-refused"
 DEFAULT_TIMEOUT_SECONDS: Final = 900.0
 
 
@@ -114,7 +113,8 @@ class ApprovalFromStorePlugin:
             session = asking_session(request)
 
             def refused(refusal: RefusedAnswer) -> None:
-                session.append(REFUSED_EVENT, {"id": approval_id, **refusal.fields()})
+                refused_event = ApprovalAnswerRefused(approval_id, refusal)
+                session.append(refused_event.TYPE, refused_event.to_data())
                 _say(f"refused an answer to approval {approval_id}: {refusal.detail}")
 
             limit = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Final, Literal, Self, TypeAlias
+from typing import ClassVar, Final, Literal, Self, TypeAlias, TypeGuard, get_args
 
 from tether.policy.errors import InvalidPolicyEventError
 from tether.policy.modes import (
@@ -26,6 +26,7 @@ from tether.policy.modes import (
     parse_sandbox_mode,
 )
 from tether.session import JsonObject, JsonValue
+from tether.session.answer_channel import RefusalReason, RefusedAnswer
 
 SANDBOX_MODE: Final = "sandbox/mode"
 APPROVAL_POLICY: Final = "approval/policy"
@@ -33,6 +34,10 @@ PERMISSION_PRESET: Final = "permission/preset"
 APPROVAL_ASKED: Final = "approval/asked"
 APPROVAL_DECIDED: Final = "approval/decided"
 APPROVAL_PENDING: Final = "approval/pending"
+APPROVAL_ANSWER_REFUSED: Final = "approval/answer-refused"
+_REFUSAL_REASONS: Final = frozenset(
+    value for alias in get_args(RefusalReason) for value in get_args(alias)
+)
 
 
 def _text(data: JsonObject, event_type: str, key: str) -> str:
@@ -255,6 +260,51 @@ class ApprovalPendingClosed:
         return {"id": self.id, "state": self.STATE, "outcome": self.outcome.value}
 
 
+def _is_refusal_reason(value: object) -> TypeGuard[RefusalReason]:
+    return value in _REFUSAL_REASONS
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswerRefused:
+    """``approval/answer-refused {id, via, reason, detail, pid?, file?, claimed_outcome?}``:
+    an answer to approval ``id`` that counted for nothing, written inside the audit pair by the
+    answerer that refused it (``plugins/approval_from_store.py``)."""
+
+    TYPE: ClassVar[str] = APPROVAL_ANSWER_REFUSED
+    id: str
+    refusal: RefusedAnswer
+
+    @classmethod
+    def from_data(cls, data: JsonObject) -> Self:
+        via, reason, pid = data.get("via"), data.get("reason"), data.get("pid")
+        if via not in ("socket", "answer-box"):
+            raise InvalidPolicyEventError(
+                f"{APPROVAL_ANSWER_REFUSED} payload: 'via' {via!r} is neither 'socket' nor "
+                "'answer-box'"
+            )
+        if not _is_refusal_reason(reason):
+            raise InvalidPolicyEventError(
+                f"{APPROVAL_ANSWER_REFUSED} payload: reason {reason!r} is not a refusal reason "
+                f"(accepted: {', '.join(sorted(_REFUSAL_REASONS))})"
+            )
+        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
+            raise InvalidPolicyEventError(
+                f"{APPROVAL_ANSWER_REFUSED} payload: 'pid' must be an integer, got {pid!r}"
+            )
+        refusal = RefusedAnswer(
+            "socket" if via == "socket" else "answer-box",
+            reason,
+            _text(data, APPROVAL_ANSWER_REFUSED, "detail"),
+            pid,
+            _optional_text(data, APPROVAL_ANSWER_REFUSED, "file"),
+            _optional_text(data, APPROVAL_ANSWER_REFUSED, "claimed_outcome"),
+        )
+        return cls(_text(data, APPROVAL_ANSWER_REFUSED, "id"), refusal)
+
+    def to_data(self) -> JsonObject:
+        return {"id": self.id, **self.refusal.fields()}
+
+
 ApprovalPending: TypeAlias = ApprovalPendingOpened | ApprovalPendingClosed
 """The two records ``approval/pending`` holds, told apart by ``state``."""
 
@@ -272,12 +322,14 @@ def read_approval_pending(data: JsonObject) -> ApprovalPending:
 
 
 __all__ = [
+    "APPROVAL_ANSWER_REFUSED",
     "APPROVAL_ASKED",
     "APPROVAL_DECIDED",
     "APPROVAL_PENDING",
     "APPROVAL_POLICY",
     "PERMISSION_PRESET",
     "SANDBOX_MODE",
+    "ApprovalAnswerRefused",
     "ApprovalAsked",
     "ApprovalDecided",
     "ApprovalPending",
