@@ -28,13 +28,6 @@ from tether.policy.modes import (
 from tether.session import JsonObject, JsonValue
 from tether.session.answer_channel import RefusalReason, RefusedAnswer
 
-SANDBOX_MODE: Final = "sandbox/mode"
-APPROVAL_POLICY: Final = "approval/policy"
-PERMISSION_PRESET: Final = "permission/preset"
-APPROVAL_ASKED: Final = "approval/asked"
-APPROVAL_DECIDED: Final = "approval/decided"
-APPROVAL_PENDING: Final = "approval/pending"
-APPROVAL_ANSWER_REFUSED: Final = "approval/answer-refused"
 _REFUSAL_REASONS: Final = frozenset(
     value for alias in get_args(RefusalReason) for value in get_args(alias)
 )
@@ -73,7 +66,7 @@ def _with_source(data: dict[str, JsonValue], source: PolicySource | None) -> Jso
 class SandboxModeSet:
     """``sandbox/mode {mode, source?}``: the session's sandbox mode from this event on."""
 
-    TYPE: ClassVar[str] = SANDBOX_MODE
+    TYPE: ClassVar[str] = "sandbox/mode"
     mode: SandboxMode
     source: PolicySource | None = None
 
@@ -89,7 +82,7 @@ class SandboxModeSet:
 class ApprovalPolicySet:
     """``approval/policy {policy, source?}``: the session's approval policy from this event on."""
 
-    TYPE: ClassVar[str] = APPROVAL_POLICY
+    TYPE: ClassVar[str] = "approval/policy"
     policy: ApprovalPolicy
     source: PolicySource | None = None
 
@@ -107,12 +100,12 @@ class ApprovalPolicySet:
 class PermissionPresetSet:
     """``permission/preset {preset}``: the label the user chose over the two knobs."""
 
-    TYPE: ClassVar[str] = PERMISSION_PRESET
+    TYPE: ClassVar[str] = "permission/preset"
     preset: str
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        return cls(_text(data, PERMISSION_PRESET, "preset"))
+        return cls(_text(data, cls.TYPE, "preset"))
 
     def to_data(self) -> JsonObject:
         return {"preset": self.preset}
@@ -124,7 +117,7 @@ class ApprovalAsked:
     half of the audit pair. ``routed_to`` is the deciding root's session id; ``action`` is the
     stored form of what would run (``AskedAction.to_data`` in ``policy/approval.py``)."""
 
-    TYPE: ClassVar[str] = APPROVAL_ASKED
+    TYPE: ClassVar[str] = "approval/asked"
     id: str
     tool_name: str
     call_id: str | None = None
@@ -137,14 +130,14 @@ class ApprovalAsked:
         action = data.get("action")
         if action is not None and not isinstance(action, Mapping):
             raise InvalidPolicyEventError(
-                f"{APPROVAL_ASKED} payload: 'action' must be an object, got {action!r}"
+                f"{cls.TYPE} payload: 'action' must be an object, got {action!r}"
             )
         return cls(
-            _text(data, APPROVAL_ASKED, "id"),
-            _text(data, APPROVAL_ASKED, "tool_name"),
-            _optional_text(data, APPROVAL_ASKED, "call_id"),
-            _optional_text(data, APPROVAL_ASKED, "reason"),
-            _optional_text(data, APPROVAL_ASKED, "routed_to"),
+            _text(data, cls.TYPE, "id"),
+            _text(data, cls.TYPE, "tool_name"),
+            _optional_text(data, cls.TYPE, "call_id"),
+            _optional_text(data, cls.TYPE, "reason"),
+            _optional_text(data, cls.TYPE, "routed_to"),
             action,
         )
 
@@ -167,7 +160,7 @@ class ApprovalDecided:
     writes for an ask a crash left open (``session/persistence/repair.py``, a lower layer that
     spells the payload itself)."""
 
-    TYPE: ClassVar[str] = APPROVAL_DECIDED
+    TYPE: ClassVar[str] = "approval/decided"
     id: str
     outcome: ApprovalOutcome
     answered_by: str | None = None
@@ -175,16 +168,16 @@ class ApprovalDecided:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        outcome = _outcome(data, APPROVAL_DECIDED)
+        outcome = _outcome(data, cls.TYPE)
         repaired = data.get("repaired", False)
         if not isinstance(repaired, bool):
             raise InvalidPolicyEventError(
-                f"{APPROVAL_DECIDED} payload: 'repaired' must be a boolean, got {repaired!r}"
+                f"{cls.TYPE} payload: 'repaired' must be a boolean, got {repaired!r}"
             )
         return cls(
-            _text(data, APPROVAL_DECIDED, "id"),
+            _text(data, cls.TYPE, "id"),
             outcome,
-            _optional_text(data, APPROVAL_DECIDED, "answered_by"),
+            _optional_text(data, cls.TYPE, "answered_by"),
             repaired,
         )
 
@@ -203,7 +196,7 @@ class ApprovalPendingOpened:
     lineage}`` on the deciding root's log: a routed question now waits there. ``lineage`` runs
     from the asking child up to the root."""
 
-    TYPE: ClassVar[str] = APPROVAL_PENDING
+    TYPE: ClassVar[str] = "approval/pending"
     STATE: ClassVar[Literal["pending"]] = "pending"
     id: str
     child_session: str
@@ -217,16 +210,15 @@ class ApprovalPendingOpened:
         lineage = data.get("lineage")
         if not isinstance(lineage, list | tuple) or not all(isinstance(s, str) for s in lineage):
             raise InvalidPolicyEventError(
-                f"{APPROVAL_PENDING} payload: 'lineage' must be a list of session ids, "
-                f"got {lineage!r}"
+                f"{cls.TYPE} payload: 'lineage' must be a list of session ids, got {lineage!r}"
             )
         return cls(
-            _text(data, APPROVAL_PENDING, "id"),
-            _text(data, APPROVAL_PENDING, "child_session"),
-            _text(data, APPROVAL_PENDING, "tool_name"),
-            _text(data, APPROVAL_PENDING, "reason"),
+            _text(data, cls.TYPE, "id"),
+            _text(data, cls.TYPE, "child_session"),
+            _text(data, cls.TYPE, "tool_name"),
+            _text(data, cls.TYPE, "reason"),
             tuple(str(s) for s in lineage),
-            _optional_text(data, APPROVAL_PENDING, "call_id"),
+            _optional_text(data, cls.TYPE, "call_id"),
         )
 
     def to_data(self) -> JsonObject:
@@ -247,14 +239,14 @@ class ApprovalPendingOpened:
 class ApprovalPendingClosed:
     """``approval/pending {id, state: "decided", outcome}``: the routed question is settled."""
 
-    TYPE: ClassVar[str] = APPROVAL_PENDING
+    TYPE: ClassVar[str] = "approval/pending"
     STATE: ClassVar[Literal["decided"]] = "decided"
     id: str
     outcome: ApprovalOutcome
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        return cls(_text(data, APPROVAL_PENDING, "id"), _outcome(data, APPROVAL_PENDING))
+        return cls(_text(data, cls.TYPE, "id"), _outcome(data, cls.TYPE))
 
     def to_data(self) -> JsonObject:
         return {"id": self.id, "state": self.STATE, "outcome": self.outcome.value}
@@ -270,7 +262,7 @@ class ApprovalAnswerRefused:
     an answer to approval ``id`` that counted for nothing, written inside the audit pair by the
     answerer that refused it (``plugins/approval_from_store.py``)."""
 
-    TYPE: ClassVar[str] = APPROVAL_ANSWER_REFUSED
+    TYPE: ClassVar[str] = "approval/answer-refused"
     id: str
     refusal: RefusedAnswer
 
@@ -279,27 +271,26 @@ class ApprovalAnswerRefused:
         via, reason, pid = data.get("via"), data.get("reason"), data.get("pid")
         if via not in ("socket", "answer-box"):
             raise InvalidPolicyEventError(
-                f"{APPROVAL_ANSWER_REFUSED} payload: 'via' {via!r} is neither 'socket' nor "
-                "'answer-box'"
+                f"{cls.TYPE} payload: 'via' {via!r} is neither 'socket' nor 'answer-box'"
             )
         if not _is_refusal_reason(reason):
             raise InvalidPolicyEventError(
-                f"{APPROVAL_ANSWER_REFUSED} payload: reason {reason!r} is not a refusal reason "
+                f"{cls.TYPE} payload: reason {reason!r} is not a refusal reason "
                 f"(accepted: {', '.join(sorted(_REFUSAL_REASONS))})"
             )
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
             raise InvalidPolicyEventError(
-                f"{APPROVAL_ANSWER_REFUSED} payload: 'pid' must be an integer, got {pid!r}"
+                f"{cls.TYPE} payload: 'pid' must be an integer, got {pid!r}"
             )
         refusal = RefusedAnswer(
             "socket" if via == "socket" else "answer-box",
             reason,
-            _text(data, APPROVAL_ANSWER_REFUSED, "detail"),
+            _text(data, cls.TYPE, "detail"),
             pid,
-            _optional_text(data, APPROVAL_ANSWER_REFUSED, "file"),
-            _optional_text(data, APPROVAL_ANSWER_REFUSED, "claimed_outcome"),
+            _optional_text(data, cls.TYPE, "file"),
+            _optional_text(data, cls.TYPE, "claimed_outcome"),
         )
-        return cls(_text(data, APPROVAL_ANSWER_REFUSED, "id"), refusal)
+        return cls(_text(data, cls.TYPE, "id"), refusal)
 
     def to_data(self) -> JsonObject:
         return {"id": self.id, **self.refusal.fields()}
@@ -317,18 +308,11 @@ def read_approval_pending(data: JsonObject) -> ApprovalPending:
     if state == ApprovalPendingClosed.STATE:
         return ApprovalPendingClosed.from_data(data)
     raise InvalidPolicyEventError(
-        f"{APPROVAL_PENDING} payload: state {state!r} is neither 'pending' nor 'decided'"
+        f"{ApprovalPendingOpened.TYPE} payload: state {state!r} is neither 'pending' nor 'decided'"
     )
 
 
 __all__ = [
-    "APPROVAL_ANSWER_REFUSED",
-    "APPROVAL_ASKED",
-    "APPROVAL_DECIDED",
-    "APPROVAL_PENDING",
-    "APPROVAL_POLICY",
-    "PERMISSION_PRESET",
-    "SANDBOX_MODE",
     "ApprovalAnswerRefused",
     "ApprovalAsked",
     "ApprovalDecided",
