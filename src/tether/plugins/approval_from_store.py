@@ -35,6 +35,7 @@ from tether.policy.approval import (
     answer_within,
     register_answerer,
 )
+from tether.policy.events import ApprovalAnswerRefused, ApprovalAsked
 from tether.policy.modes import ApprovalOutcome
 from tether.session import Session, SessionStore
 from tether.session.answer_box import AnswerBox, BoxedAnswer
@@ -42,7 +43,6 @@ from tether.session.answer_channel import RefusedAnswer
 from tether.session.persistence import store_location
 from tether.session.store_files import store_url_of
 
-REFUSED_EVENT: Final = "approval/answer-refused"
 DEFAULT_TIMEOUT_SECONDS: Final = 900.0
 
 
@@ -62,8 +62,8 @@ def asking_session(request: ApprovalRequest) -> Session:
 
 
 def asked_id(request: ApprovalRequest) -> str | None:
-    asked = asking_session(request).last("approval/asked")
-    return str(asked.data.get("id")) if asked is not None else None
+    asked = asking_session(request).last(ApprovalAsked.TYPE)
+    return ApprovalAsked.from_data(asked.data).id if asked is not None else None
 
 
 def answer_command(approval_id: str, store: str) -> str:
@@ -113,7 +113,8 @@ class ApprovalFromStorePlugin:
             session = asking_session(request)
 
             def refused(refusal: RefusedAnswer) -> None:
-                session.append(REFUSED_EVENT, {"id": approval_id, **refusal.fields()})
+                refused_event = ApprovalAnswerRefused(approval_id, refusal)
+                session.append(refused_event.TYPE, refused_event.to_data())
                 _say(f"refused an answer to approval {approval_id}: {refusal.detail}")
 
             limit = (

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import AnyServiceKey, Context, Next
 from tether.policy.approval import ApprovalReply, ApprovalRequest, register_answerer
+from tether.policy.events import ApprovalAsked
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError
 from tether.sandbox.paths import path_rules
@@ -47,9 +48,9 @@ def request_payload(request: ApprovalRequest) -> dict[str, JsonValue]:
     (its log holds the audit pair), and ``origin`` says so, with the lineage up to the root."""
     origin = request.origin
     session = (origin.child if origin is not None else request.agent).session
-    asked = session.last("approval/asked")
+    asked = session.last(ApprovalAsked.TYPE)
     payload: dict[str, JsonValue] = {
-        "approval_id": asked.data.get("id") if asked is not None else None,
+        "approval_id": ApprovalAsked.from_data(asked.data).id if asked is not None else None,
         "session_id": session.id,
         "delegation_depth": session.header.delegation_depth,
         "tool_name": request.tool_name,

@@ -46,6 +46,14 @@ from tether.policy.errors import (
     ApprovalOutsideTurnError,
     InvalidPolicyConfigError,
     InvalidPolicyError,
+    InvalidSourceError,
+)
+from tether.policy.events import (
+    ApprovalAsked,
+    ApprovalDecided,
+    ApprovalPendingClosed,
+    ApprovalPendingOpened,
+    ApprovalPolicySet,
 )
 from tether.policy.modes import (
     ApprovalOutcome,
@@ -236,16 +244,16 @@ def fold_approval_policy(events: Iterable[Event]) -> ApprovalPolicy | None:
     """The policy of the last ``approval/policy`` event, or ``None`` (never the config)."""
     last: Event | None = None
     for event in events:
-        if event.type == "approval/policy":
+        if event.type == ApprovalPolicySet.TYPE:
             last = event
     return None if last is None else _policy_of(last)
 
 
 def _policy_of(event: Event) -> ApprovalPolicy:
     try:
-        return parse_approval_policy(event.data.get("policy"))
-    except InvalidPolicyError as err:
-        raise InvalidPolicyError(f"approval/policy event #{event.seq}: {err}") from err
+        return ApprovalPolicySet.from_data(event.data).policy
+    except (InvalidPolicyError, InvalidSourceError) as err:
+        raise type(err)(f"approval/policy event #{event.seq}: {err}") from err
 
 
 def approval_context_text(policy: ApprovalPolicy) -> str:
@@ -288,7 +296,7 @@ class ApprovalService:
     # -- policy fold and writes ------------------------------------------------------------
     def override_of(self, session: Session) -> ApprovalPolicy | None:
         """The session's own policy (its last ``approval/policy``), or ``None``."""
-        last = session.last("approval/policy")
+        last = session.last(ApprovalPolicySet.TYPE)
         return None if last is None else _policy_of(last)
 
     def effective_policy(self, session: Session) -> ApprovalPolicy:
@@ -299,11 +307,8 @@ class ApprovalService:
         self, session: Session, policy: ApprovalPolicy | str, source: PolicySource | None = None
     ) -> Event:
         """Append one ``approval/policy {policy, source?}``: the only write path."""
-        data: dict[str, str] = {"policy": parse_approval_policy(policy).value}
-        checked = parse_policy_source(source)
-        if checked is not None:
-            data["source"] = checked
-        return session.append("approval/policy", data)
+        event = ApprovalPolicySet(parse_approval_policy(policy), parse_policy_source(source))
+        return session.append(event.TYPE, event.to_data())
 
     def set_policy(self, agent: HasSession, policy: ApprovalPolicy | str) -> bool:
         """A user's switch: ``False`` (and nothing written) when the effective policy already is
@@ -344,17 +349,16 @@ class ApprovalService:
                 "enclosed in a turn"
             )
         request_id = str(uuid.uuid4())
-        asked: dict[str, JsonValue] = {"id": request_id, "tool_name": req.tool_name}
-        if req.call_id is not None:
-            asked["call_id"] = req.call_id
-        if req.reason is not None:
-            asked["reason"] = req.reason
-        if req.origin is not None:
-            asked["routed_to"] = decider.id
         action = AskedAction.of(req)
-        if action.names_anything():
-            asked["action"] = action.to_data()
-        session.append("approval/asked", asked)
+        asked = ApprovalAsked(
+            request_id,
+            req.tool_name,
+            req.call_id,
+            req.reason,
+            decider.id if req.origin is not None else None,
+            action.to_data() if action.names_anything() else None,
+        )
+        session.append(asked.TYPE, asked.to_data())
         if req.origin is not None:
             try:
                 self._open_pending(req, request_id)
@@ -389,18 +393,15 @@ class ApprovalService:
         origin = req.origin
         assert origin is not None
         root = req.agent.session
-        root.append(
-            "approval/pending",
-            {
-                "id": request_id,
-                "state": "pending",
-                "child_session": origin.child_session_id,
-                "tool_name": req.tool_name,
-                **({"call_id": req.call_id} if req.call_id is not None else {}),
-                "reason": req.reason or "",
-                "lineage": list(origin.lineage),
-            },
+        opened = ApprovalPendingOpened(
+            request_id,
+            origin.child_session_id,
+            req.tool_name,
+            req.reason or "",
+            origin.lineage,
+            req.call_id,
         )
+        root.append(opened.TYPE, opened.to_data())
         entry = PendingApproval(
             request_id,
             root.id,
@@ -422,17 +423,13 @@ class ApprovalService:
         outcome: ApprovalOutcome,
         answered_by: str | None = None,
     ) -> None:
-        decided = {"id": request_id, "outcome": outcome.value}
-        if answered_by is not None:
-            decided["answered_by"] = answered_by
-        session.append("approval/decided", decided)
+        decided = ApprovalDecided(request_id, outcome, answered_by)
+        session.append(decided.TYPE, decided.to_data())
         if req.origin is not None:
             entry = self._pending.pop(request_id, None)
             if entry is not None:
-                req.agent.session.append(
-                    "approval/pending",
-                    {"id": request_id, "state": "decided", "outcome": outcome.value},
-                )
+                closed = ApprovalPendingClosed(request_id, outcome)
+                req.agent.session.append(closed.TYPE, closed.to_data())
                 self._ctx.emit(APPROVAL_RESOLVED, ApprovalResolved(entry, outcome))
 
     async def _flush(self, session: Session) -> None:

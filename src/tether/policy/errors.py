@@ -27,6 +27,13 @@ class InvalidSourceError(PolicyError):
     code = "INVALID_POLICY_SOURCE"
 
 
+class InvalidPolicyEventError(PolicyError):
+    """A stored policy event whose payload does not fit its definition (``policy/events.py``)
+    in a field other than the mode, the policy or the source, which keep their own codes."""
+
+    code = "INVALID_POLICY_EVENT"
+
+
 class InvalidPolicyConfigError(PolicyError):
     """A policy service was configured with a value it cannot use (say, a negative timeout)."""
 
@@ -60,6 +67,7 @@ __all__ = [
     "InvalidModeError",
     "InvalidPolicyConfigError",
     "InvalidPolicyError",
+    "InvalidPolicyEventError",
     "InvalidSourceError",
     "PolicyError",
     "PolicyServiceUnavailableError",

@@ -21,7 +21,13 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
 from tether.policy.approval import APPROVAL_SERVICE, fold_approval_policy
-from tether.policy.errors import PolicyServiceUnavailableError, PresetTableError, UnknownPresetError
+from tether.policy.errors import (
+    InvalidPolicyEventError,
+    PolicyServiceUnavailableError,
+    PresetTableError,
+    UnknownPresetError,
+)
+from tether.policy.events import PermissionPresetSet
 from tether.policy.modes import ApprovalPolicy, SandboxMode
 from tether.policy.protocols import HasSession
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE, fold_sandbox_mode
@@ -74,16 +80,30 @@ def validate_table(table: PresetTable) -> PresetTable:
     return MappingProxyType(rows)
 
 
+def _label_of(event: Event) -> str | None:
+    # A stored label is only ever a hint over the knobs, which stay the truth: one that does not
+    # fit is read as no label, and the preset is derived from the knobs alone.
+    try:
+        return PermissionPresetSet.from_data(event.data).preset
+    except InvalidPolicyEventError:
+        return None
+
+
+def _append_label(session: Session, name: str) -> Event:
+    event = PermissionPresetSet(name)
+    return session.append(event.TYPE, event.to_data())
+
+
 def _derive(
     table: PresetTable,
-    last_preset: object,
+    last_preset: str | None,
     mode: SandboxMode | None,
     policy: ApprovalPolicy | None,
 ) -> str:
     if mode is None or policy is None:
         return CUSTOM_PRESET
     knobs = Preset(mode, policy)
-    if isinstance(last_preset, str) and table.get(last_preset) == knobs:
+    if last_preset is not None and table.get(last_preset) == knobs:
         return last_preset
     return next((name for name, row in table.items() if row == knobs), CUSTOM_PRESET)
 
@@ -101,10 +121,10 @@ def derive_preset(
     deployment defaults; a knob with neither is unknown and derives ``custom``.
     """
     events = tuple(events)
-    last_preset: object = None
+    last_preset: str | None = None
     for event in events:
-        if event.type == "permission/preset":
-            last_preset = event.data.get("preset")
+        if event.type == PermissionPresetSet.TYPE:
+            last_preset = _label_of(event)
     mode = fold_sandbox_mode(events) or sandbox_default
     policy = fold_approval_policy(events) or approval_default
     return _derive(table, last_preset, mode, policy)
@@ -140,10 +160,10 @@ class PermissionPresetsService:
     def current(self, session: Session) -> str:
         """The session's derived preset name (``custom`` when the knobs match no row)."""
         sandbox, approval = self._services()
-        last = session.last("permission/preset")
+        last = session.last(PermissionPresetSet.TYPE)
         return _derive(
             self.table,
-            None if last is None else last.data.get("preset"),
+            None if last is None else _label_of(last),
             sandbox.override_of(session) or sandbox.default_mode,
             approval.effective_policy(session),
         )
@@ -158,7 +178,7 @@ class PermissionPresetsService:
         session = agent.session
         changed = False
         if self.current(session) != name:
-            session.append("permission/preset", {"preset": name})
+            _append_label(session, name)
             changed = True
         if (sandbox.override_of(session) or sandbox.default_mode) is not row.sandbox:
             sandbox.set_sandbox_mode(session, row.sandbox)
@@ -182,7 +202,7 @@ class PermissionPresetsService:
         policy = approval.override_of(session)
         appended: list[Event] = []
         delegated = session.header.delegation_depth > 0
-        if session.last("permission/preset") is None and not (delegated and mode is None):
+        if session.last(PermissionPresetSet.TYPE) is None and not (delegated and mode is None):
             knobs = Preset(mode or default.sandbox, policy or default.approval)
             name = (
                 self.default
@@ -190,7 +210,7 @@ class PermissionPresetsService:
                 else _derive(self.table, None, knobs.sandbox, knobs.approval)
             )
             if name != CUSTOM_PRESET:
-                appended.append(session.append("permission/preset", {"preset": name}))
+                appended.append(_append_label(session, name))
         if session.header.delegation_depth > 0:
             # A delegated child's knobs come only from its delegation events: filling one from
             # the deployment's default preset could give it a mode its parent never had.

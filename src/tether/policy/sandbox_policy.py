@@ -18,7 +18,8 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import AnyServiceKey, Context, ServiceKey
-from tether.policy.errors import InvalidModeError, InvalidPolicyConfigError
+from tether.policy.errors import InvalidModeError, InvalidPolicyConfigError, InvalidSourceError
+from tether.policy.events import SandboxModeSet
 from tether.policy.modes import (
     PolicySource,
     SandboxMode,
@@ -59,16 +60,16 @@ def fold_sandbox_mode(events: Iterable[Event]) -> SandboxMode | None:
     """
     last: Event | None = None
     for event in events:
-        if event.type == "sandbox/mode":
+        if event.type == SandboxModeSet.TYPE:
             last = event
     return None if last is None else _mode_of(last)
 
 
 def _mode_of(event: Event) -> SandboxMode:
     try:
-        return parse_sandbox_mode(event.data.get("mode"))
-    except InvalidModeError as err:
-        raise InvalidModeError(f"sandbox/mode event #{event.seq}: {err}") from err
+        return SandboxModeSet.from_data(event.data).mode
+    except (InvalidModeError, InvalidSourceError) as err:
+        raise type(err)(f"sandbox/mode event #{event.seq}: {err}") from err
 
 
 class SandboxPolicyService:
@@ -96,7 +97,7 @@ class SandboxPolicyService:
     # -- reading -------------------------------------------------------------------------
     def override_of(self, session: Session) -> SandboxMode | None:
         """The session's own mode (its last ``sandbox/mode``), or ``None``."""
-        last = session.last("sandbox/mode")
+        last = session.last(SandboxModeSet.TYPE)
         return None if last is None else _mode_of(last)
 
     def resolve(
@@ -124,11 +125,8 @@ class SandboxPolicyService:
         capped child's mode (``source="delegation"``) even where no sandbox policy service is
         composed.
         """
-        data: dict[str, str] = {"mode": parse_sandbox_mode(mode).value}
-        checked = parse_policy_source(source)
-        if checked is not None:
-            data["source"] = checked
-        return session.append("sandbox/mode", data)
+        event = SandboxModeSet(parse_sandbox_mode(mode), parse_policy_source(source))
+        return session.append(event.TYPE, event.to_data())
 
     # -- runtime context -----------------------------------------------------------------
     def context_text(self, agent: HasSession | None) -> str:

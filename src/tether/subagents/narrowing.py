@@ -20,6 +20,7 @@ from tether.policy import (
     fold_sandbox_mode,
     parse_sandbox_mode,
 )
+from tether.policy.events import SandboxModeSet
 from tether.session import Event, Persistence, wall_clock_ms
 
 NOTICE_SOURCE: Final = {"kind": "plugin", "plugin": "subagents", "form": "notice"}
@@ -91,11 +92,7 @@ async def narrow_stored(persistence: Persistence, session_id: str, mode: Sandbox
             "was interrupted); narrow it from the process that runs it, or repair it first "
             "with `tether sessions fsck --repair`"
         )
-    event = Event.make(
-        "sandbox/mode",
-        len(stored.events),
-        wall_clock_ms(),
-        {"mode": target.value, "source": "parent"},
-    )
+    narrowed = SandboxModeSet(target, "parent")
+    event = Event.make(narrowed.TYPE, len(stored.events), wall_clock_ms(), narrowed.to_data())
     await persistence.append(session_id, [event])
     return True

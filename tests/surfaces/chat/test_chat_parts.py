@@ -14,6 +14,7 @@ from tether.surfaces.cli.chat.render import (
     SessionDirectory,
     SessionInfo,
     args_summary,
+    knob_change,
 )
 from tether.surfaces.cli.chat.status import (
     ChildStatus,
@@ -224,3 +225,36 @@ def test_compaction_is_shown_when_the_agent_does_it_or_fails_to() -> None:
         "context compacted: events 4-17 summarised (about 900 → 300 tokens)",
         "context compaction failed: empty\\x1b[2K",
     ]
+
+
+def test_permission_changes_and_decisions_are_shown_from_their_payloads() -> None:
+    buffer = StringIO()
+    console = Console(file=buffer, width=200, color_system=None)
+    renderer = EventRenderer(console, SessionDirectory(root_id=ROOT, sessions={}))
+    items = stream(
+        (ROOT, "sandbox/mode", {"mode": "workspace-write", "source": "delegation"}, 1),
+        (ROOT, "approval/policy", {"policy": "never"}, 2),
+        (ROOT, "permission/preset", {"preset": "danger-full-access"}, 3),
+        (ROOT, "approval/decided", {"id": "a1", "outcome": "allowed-once", "answered_by": "ci"}, 4),
+        (ROOT, "approval/decided", {"id": "a2", "outcome": "rejected"}, 5),
+        (
+            ROOT,
+            "approval/decided",
+            {"id": "a3", "outcome": "allowed-once", "answered_by": "tether chat (ann)"},
+            6,
+        ),
+    )
+    for item in items:
+        renderer.render(item)
+    assert buffer.getvalue().splitlines() == [
+        "sandbox: workspace-write (delegation)",
+        "approval: never",
+        "permission preset: danger-full-access",
+        "approval allowed-once by ci",
+        "approval rejected",
+    ]
+    assert knob_change("approval/policy", {"policy": "ask", "source": "parent"}) == (
+        "approval",
+        "ask",
+        "parent",
+    )

@@ -31,9 +31,11 @@ from tether.harness import Harness, SessionEvent
 from tether.kernel import PluginEntry
 from tether.kernel.printable import printable, printable_block
 from tether.policy.approval import ApprovalRequest
+from tether.policy.events import ApprovalPolicySet, SandboxModeSet
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session.json import thaw
 from tether.subagents.lineage import lineage_tree, render_tree
+from tether.surfaces.cli.chat.render import knob_change
 from tether.surfaces.cli.common import JsonOption, StoreOption, run, store_url
 
 SCRIPT = "demo_story.json"
@@ -176,16 +178,12 @@ def _narrate(console: Console, item: SessionEvent, labels: dict[str, str]) -> No
         console.print(
             f"{indent}[magenta]{who} {event.type} {escape(json.dumps(thaw(data)))}[/magenta]"
         )
-    elif event.type == "sandbox/mode" and data.get("source"):
-        console.print(
-            f"{indent}[blue]{who} scope: sandbox/mode {data.get('mode')} "
-            f"(source {data.get('source')})[/blue]"
-        )
-    elif event.type == "approval/policy" and data.get("source"):
-        console.print(
-            f"{indent}[blue]{who} scope: approval/policy {data.get('policy')} "
-            f"(source {data.get('source')})[/blue]"
-        )
+    elif event.type in (SandboxModeSet.TYPE, ApprovalPolicySet.TYPE):
+        _, value, source = knob_change(event.type, data)
+        if source is not None:
+            console.print(
+                f"{indent}[blue]{who} scope: {event.type} {value} (source {source})[/blue]"
+            )
 
 
 def _short(value: object, limit: int = 160) -> str:

@@ -26,6 +26,7 @@ from rich.status import Status
 from tether.agent import TEXT_DELTA, StreamedText
 from tether.harness import Harness, SessionEvent
 from tether.kernel.printable import printable, printable_block
+from tether.policy.events import ApprovalAsked, ApprovalDecided
 
 
 class RunProgress:
@@ -39,7 +40,7 @@ class RunProgress:
         self._status: Status | None = None
         self._activity = "thinking"
         self._paused = False
-        self._asking: set[object] = set()
+        self._asking: set[str] = set()
         """Ids of the approvals being asked: the spinner stays stopped while any is open."""
         self._disposers: list[Callable[[], None]] = []
 
@@ -82,11 +83,12 @@ class RunProgress:
         if self._status is None:
             return
         event = item.event
-        if event.type == "approval/asked":
-            self._asking.add(event.data.get("id"))
+        asked = ApprovalAsked.from_data(event.data) if event.type == ApprovalAsked.TYPE else None
+        if asked is not None:
+            self._asking.add(asked.id)
             self._status.stop()
-        elif event.type == "approval/decided":
-            self._asking.discard(event.data.get("id"))
+        elif event.type == ApprovalDecided.TYPE:
+            self._asking.discard(ApprovalDecided.from_data(event.data).id)
             if not self._asking and not self._paused:
                 self._status.start()
         if self._paused and event.type in ("tool/call", "step/start", "turn/end"):
@@ -101,8 +103,8 @@ class RunProgress:
             self._activity = f"{who}: running {printable(str(event.data.get('name')))}"
         elif event.type in ("tool/result", "request/header", "step/start"):
             self._activity = f"{who}: thinking"
-        elif event.type == "approval/asked":
-            tool = printable(str(event.data.get("tool_name")))
+        elif asked is not None:
+            tool = printable(asked.tool_name)
             self._activity = f"{who}: waiting for approval of {tool}"
         self._status.update(self._line())
 

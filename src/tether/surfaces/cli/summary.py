@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from tether.harness import SessionEvent
-
-GRANTED = "allowed-once"
+from tether.policy.events import ApprovalDecided, ApprovalPolicySet, SandboxModeSet
+from tether.policy.modes import ApprovalOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +64,11 @@ def _is_delegation_fact(item: SessionEvent) -> bool:
     event = item.event
     if event.type == "subagent/descriptor":
         return True
-    return (
-        event.type in ("sandbox/mode", "approval/policy")
-        and event.data.get("source") == "delegation"
-    )
+    if event.type == SandboxModeSet.TYPE:
+        return SandboxModeSet.from_data(event.data).source == "delegation"
+    if event.type == ApprovalPolicySet.TYPE:
+        return ApprovalPolicySet.from_data(event.data).source == "delegation"
+    return False
 
 
 def summarize(
@@ -95,8 +96,8 @@ def summarize(
             tool_calls += 1
         elif event.type == "approval/asked":
             asked += 1
-        elif event.type == "approval/decided":
-            if event.data.get("outcome") == GRANTED:
+        elif event.type == ApprovalDecided.TYPE:
+            if ApprovalDecided.from_data(event.data).outcome is ApprovalOutcome.ALLOWED_ONCE:
                 granted += 1
             else:
                 denied += 1

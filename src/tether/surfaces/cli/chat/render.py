@@ -33,6 +33,13 @@ from rich.text import Text
 from tether.agent.context_snapshot import is_snapshot
 from tether.harness import SessionEvent
 from tether.kernel.printable import printable, printable_block
+from tether.policy.events import (
+    ApprovalDecided,
+    ApprovalPolicySet,
+    PermissionPresetSet,
+    SandboxModeSet,
+)
+from tether.policy.modes import ApprovalOutcome
 from tether.session import Event, JsonValue, Session
 from tether.subagents.descriptor import fold_descriptor
 from tether.subagents.visibility import SANDBOX_MARKER
@@ -98,6 +105,18 @@ class SessionDirectory:
         if info is not None and info.label:
             return printable(info.label)
         return session_id[:8]
+
+
+def knob_change(kind: str, data: Mapping[str, JsonValue]) -> tuple[str, str, str | None]:
+    """``(knob, value, source)`` of a ``sandbox/mode``, ``approval/policy`` or
+    ``permission/preset`` event, as the chat names them."""
+    if kind == SandboxModeSet.TYPE:
+        mode = SandboxModeSet.from_data(data)
+        return "sandbox", mode.mode.value, mode.source
+    if kind == ApprovalPolicySet.TYPE:
+        policy = ApprovalPolicySet.from_data(data)
+        return "approval", policy.policy.value, policy.source
+    return "permission preset", PermissionPresetSet.from_data(data).preset, None
 
 
 def one_line(text: str, limit: int = ARG_VALUE_LIMIT) -> str:
@@ -252,12 +271,8 @@ class EventRenderer:
         elif kind == "context/compact-failed":
             reason = printable(str(data.get("error")))
             self.line(sid, Text(f"context compaction failed: {reason}", style="yellow"))
-        elif kind in ("sandbox/mode", "approval/policy", "permission/preset"):
-            value = data.get("mode") or data.get("policy") or data.get("preset")
-            source = data.get("source")
-            name = {"sandbox/mode": "sandbox", "approval/policy": "approval"}.get(
-                kind, "permission preset"
-            )
+        elif kind in (SandboxModeSet.TYPE, ApprovalPolicySet.TYPE, PermissionPresetSet.TYPE):
+            name, value, source = knob_change(kind, data)
             self.line(
                 sid,
                 Text(f"{name}: {value}" + (f" ({source})" if source else ""), style="magenta"),
@@ -306,15 +321,18 @@ class EventRenderer:
             self.line(sid, diff_text(diff))
 
     def _decided(self, sid: str, data: Mapping[str, JsonValue]) -> None:
-        answered_by = data.get("answered_by")
-        if isinstance(answered_by, str) and answered_by.startswith(CHAT_ANSWERER):
+        decided = ApprovalDecided.from_data(data)
+        answered_by = decided.answered_by
+        if answered_by is not None and answered_by.startswith(CHAT_ANSWERER):
             return  # the prompt already showed the answer
-        outcome = str(data.get("outcome"))
-        granted = outcome == "allowed-once"
-        by = f" by {printable(answered_by)}" if isinstance(answered_by, str) else ""
+        granted = decided.outcome is ApprovalOutcome.ALLOWED_ONCE
+        by = f" by {printable(answered_by)}" if answered_by is not None else ""
         self.line(
             sid,
-            Text(f"approval {outcome}{by}", style="green" if granted else ERROR_STYLE),
+            Text(
+                f"approval {decided.outcome.value}{by}",
+                style="green" if granted else ERROR_STYLE,
+            ),
         )
 
     def _turn_end(self, sid: str, data: Mapping[str, JsonValue]) -> None:
