@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tether.agent import AGENTS_SERVICE, AgentRegistry
 from tether.kernel import SESSIONS_SERVICE, Context, Kernel, Next
@@ -13,7 +14,7 @@ from tether.policy.approval import ApprovalRequest, approval_plugin, register_an
 from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.sandbox import SANDBOX_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
-from tether.tools.base import Tool
+from tether.tools.base import Tool, ToolArgs, ToolCall, ToolResult
 from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 
@@ -87,3 +88,20 @@ def compose_kernel(
     if registry is not None:
         kernel.ctx.provide(AGENTS_SERVICE, registry)
     return Composition(kernel, store, runtime, workspace, registry, asked)
+
+
+class FollowUpArgs(ToolArgs):
+    pass
+
+
+class FollowUpTool:
+    """Queues a follow-up turn on the calling agent, as a ``Stop`` hook's continuation does."""
+
+    name = "follow_up"
+    description = "Queue another turn."
+    Args = FollowUpArgs
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        agent: Any = call.agent
+        agent.followup("keep going")
+        return ToolResult("queued")

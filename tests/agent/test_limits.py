@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from compose_support import FollowUpTool
 from script_support import call, script
 from tether import Harness
 from tether.harness import InvalidLimitError
 from tether.kernel import WorkspaceTrust
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
 
 STEPS_DETAIL = (
     "the turn reached its limit of 2 steps and stopped before step 3 "
@@ -70,23 +70,6 @@ async def test_tether_toml_sets_the_limits_and_the_caller_overrides_them(tmp_pat
             "the turn reached its limit of 1 steps and stopped before step 2 "
             "(raise it with --max-steps, or max_steps in tether.toml)"
         )
-
-
-class FollowUpArgs(ToolArgs):
-    pass
-
-
-class FollowUpTool:
-    """Queues a follow-up turn on the calling agent, as a ``Stop`` hook's continuation does."""
-
-    name = "follow_up"
-    description = "Queue another turn."
-    Args = FollowUpArgs
-
-    async def run(self, call: ToolCall) -> ToolResult:
-        agent: Any = call.agent
-        agent.followup("keep going")
-        return ToolResult("queued")
 
 
 async def test_max_turns_ends_a_run_that_keeps_queueing_turns(tmp_path: Path) -> None:

@@ -3,29 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from chat_support import call, open_chat, root_steps
 
+from compose_support import FollowUpTool
 from tether.harness import Harness
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
-
-
-class FollowUpArgs(ToolArgs):
-    pass
-
-
-class FollowUpTool:
-    """Queues a follow-up turn on the calling agent, as a ``Stop`` hook's continuation does."""
-
-    name = "follow_up"
-    description = "Queue another turn."
-    Args = FollowUpArgs
-
-    async def run(self, call: ToolCall) -> ToolResult:
-        agent: Any = call.agent
-        agent.followup("keep going")
-        return ToolResult("queued")
 
 
 def with_follow_up(harness: Harness) -> None:
