@@ -13,7 +13,6 @@ from tether.agent.agent import (
     CancelCause,
     PreStep,
     PreStepDecision,
-    StopReason,
     StreamedText,
     TurnEnded,
     TurnResult,
@@ -23,11 +22,11 @@ from tether.agent.compaction import (
     COMPACT_AT,
     CompactionError,
     CompactionErrorCode,
-    CompactTrigger,
     estimate_tokens,
 )
 from tether.agent.context_snapshot import SNAPSHOT_HEAD, SNAPSHOT_NONE
-from tether.agent.inbox import InboxItem, InboxTarget
+from tether.agent.events import CompactTrigger, InboxTarget, StopReason
+from tether.agent.inbox import InboxItem
 from tether.agent.instructions import (
     PROJECT_INSTRUCTIONS,
     LoadedInstructions,

@@ -31,8 +31,20 @@ from tether.agent.context_snapshot import (
     append_snapshot_if_changed,
     render_system,
 )
+from tether.agent.events import (
+    AssistantMessage,
+    InboxTarget,
+    StepClosed,
+    StepOpened,
+    StopReason,
+    ToolCalled,
+    ToolResulted,
+    TurnClosed,
+    TurnOpened,
+    UserMessage,
+)
 from tether.agent.history import history, model_replies_since
-from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem, InboxTarget
+from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem
 from tether.agent.instructions import PROJECT_INSTRUCTIONS, is_instructions
 from tether.kernel import Context, Gather, Notice, Waterfall
 from tether.model import (
@@ -51,7 +63,6 @@ from tether.tools.pipeline import ToolRuntime
 
 log = logging.getLogger(__name__)
 
-StopReason = Literal["completed", "aborted", "error", "max-tokens", "max-steps", "blocked"]
 """How a turn ended.
 
 - ``completed``: the model answered without further tool calls.
@@ -289,25 +300,22 @@ class Agent:
         # log's order).
         loaded = source.load(cwd)
         if loaded.used:
-            self.session.append(
-                "user/message",
-                {"content": loaded.message(), "source": loaded.source()},
-                surface_op="append",
-            )
+            message = UserMessage(loaded.message(), loaded.source())
+            self.session.append(message.TYPE, message.to_data(), surface_op="append")
 
     def _next_turn_number(self) -> int:
-        last = self.session.last("turn/start")
+        last = self.session.last(TurnOpened.TYPE)
         if last is None:
             return 1
-        number = last.data.get("turn", 0)
-        return (number if isinstance(number, int) else 0) + 1
+        started = TurnOpened.parse(last.data)
+        return (started.turn if started is not None else 0) + 1
 
     async def _run_turn(self, prompt: InboxItem | None) -> TurnResult:
         turn = self._next_turn_number()
         first_own_turn = self._first_own_turn()
         state = _TurnState()
         self._turn = state
-        self.session.append("turn/start", {"turn": turn})
+        self.session.append(TurnOpened.TYPE, TurnOpened(turn).to_data())
         output = ""
         reason: StopReason = "completed"
         error: str | None = None
@@ -328,23 +336,20 @@ class Agent:
                     reason, detail = "blocked", f"a pre-step gate returned {decision!r}"
                     break
                 step += 1
-                self.session.append("step/start", {"step": step})
+                self.session.append(StepOpened.TYPE, StepOpened(step).to_data())
                 if step == 1 and first_own_turn:
                     self._append_instructions()
                 claimed = [prompt] if prompt is not None and step == 1 else []
                 claimed += self.inbox.take_step_items()
                 for item in claimed:
-                    self.session.append(
-                        "user/message",
-                        {"content": item.content, "source": item.source},
-                        surface_op="append",
-                    )
+                    claim = UserMessage(item.content, item.source)
+                    self.session.append(claim.TYPE, claim.to_data(), surface_op="append")
                 completion = await self._request(state.signal)
                 output = completion.text
                 self._append_reply(completion)
                 for call in completion.tool_calls:
                     await self._call_tool(call.id, call.name, call.arguments, state.signal)
-                self.session.append("step/end", {"step": step})
+                self.session.append(StepClosed.TYPE, StepClosed(step).to_data())
                 if state.signal.aborted:
                     raise AbortedError(state.cause)
                 if completion.tool_calls or self.inbox.pending("next-step"):
@@ -365,20 +370,15 @@ class Agent:
             self._close_step(step)
         finally:
             self._turn = None
-        end: dict[str, JsonValue] = {"turn": turn, "reason": reason}
-        if reason == "aborted":
-            end["cause"] = state.cause or "user"
-        if error is not None:
-            end["error"] = error
-        if detail is not None:
-            end["detail"] = detail
-        self.session.append("turn/end", end)
+        cause = (state.cause or "user") if reason == "aborted" else None
+        end = TurnClosed(turn, reason, cause, error, detail)
+        self.session.append(end.TYPE, end.to_data())
         return TurnResult(turn, reason, output, error or detail, state.cause)
 
     def _close_step(self, step: int) -> None:
         last_start, last_end = self.session.last("step/start"), self.session.last("step/end")
         if step and last_start is not None and (last_end is None or last_end.seq < last_start.seq):
-            self.session.append("step/end", {"step": step, "reason": "interrupted"})
+            self.session.append(StepClosed.TYPE, StepClosed(step, "interrupted").to_data())
 
     def _tool_schemas(self) -> list[ToolSchema]:
         if self.tools is None:
@@ -483,25 +483,19 @@ class Agent:
         return final
 
     def _append_reply(self, completion: Completion) -> None:
-        data: dict[str, JsonValue] = {"content": completion.text}
-        if completion.reasoning is not None:  # empty too: DeepSeek wants it back (model/)
-            data["reasoning"] = completion.reasoning
-        if completion.tool_calls:
-            data["tool_calls"] = [
-                {"id": c.id, "name": c.name, "arguments": c.arguments}
-                for c in completion.tool_calls
-            ]
-        data["finish_reason"] = completion.finish_reason
-        data["usage"] = {
-            "prompt_tokens": completion.usage.prompt_tokens,
-            "completion_tokens": completion.usage.completion_tokens,
-        }
-        self.session.append("assistant/message", data, surface_op="append")
+        reply = AssistantMessage(
+            completion.text,
+            completion.finish_reason,
+            completion.usage,
+            completion.reasoning,  # empty too: DeepSeek wants it back (model/)
+            completion.tool_calls,
+        )
+        self.session.append(reply.TYPE, reply.to_data(), surface_op="append")
 
     async def _call_tool(
         self, call_id: str, name: str, arguments: str, signal: AbortSignal
     ) -> None:
-        self.session.append("tool/call", {"call_id": call_id, "name": name, "arguments": arguments})
+        self.session.append(ToolCalled.TYPE, ToolCalled(call_id, name, arguments).to_data())
         if self.tools is None:
             content, is_error = f'Error: unknown tool "{name}"', True
         else:
@@ -517,11 +511,8 @@ class Agent:
             self._append_result(call_id, name, unstorable_result(name, err), True)
 
     def _append_result(self, call_id: str, name: str, content: str, is_error: bool) -> None:
-        self.session.append(
-            "tool/result",
-            {"call_id": call_id, "name": name, "content": content, "is_error": is_error},
-            surface_op="append",
-        )
+        result = ToolResulted(call_id, name, content, is_error)
+        self.session.append(result.TYPE, result.to_data(), surface_op="append")
 
 
 def unstorable_result(name: str, err: PayloadError) -> str:

@@ -16,14 +16,19 @@ before and after.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from tether.agent.context_snapshot import is_snapshot
+from tether.agent.events import (
+    AssistantMessage,
+    CompactFailed,
+    CompactTrigger,
+    ContextCompacted,
+    UserMessage,
+)
 from tether.agent.history import (
-    COMPACT_FAILED,
-    COMPACTED,
     compacted_range,
     history,
     latest_compaction,
@@ -34,7 +39,7 @@ from tether.agent.instructions import is_instructions
 from tether.errors import TetherError
 from tether.model import Completion, Message, ModelClient, ModelError, ModelRequest, ToolSchema
 from tether.model.client import complete
-from tether.session import SURFACE_EVENT_TYPES, Event, JsonValue, Session
+from tether.session import SURFACE_EVENT_TYPES, Event, Session
 from tether.signals import AbortSignal
 
 COMPACT_AT: Final = 0.85
@@ -55,9 +60,6 @@ SUMMARY_REQUEST: Final = (
     "(sandbox mode, approval policy): tether keeps those itself."
 )
 
-CompactTrigger = Literal["auto", "manual"]
-"""Who asked: the agent before a request (``auto``), or the user (``/compact``,
-``Harness.compact``)."""
 
 CompactionErrorCode = Literal[
     "CONTEXT_OVERFLOW", "COMPACTION_FAILED", "NOTHING_TO_COMPACT", "COMPACTION_BUSY"
@@ -106,9 +108,10 @@ def estimate_tokens(events: Sequence[Event], system: str, tools: Sequence[ToolSc
     for event in reversed(events):
         if event.seq <= floor:
             break
-        if event.type != "assistant/message":
+        if event.type != AssistantMessage.TYPE:
             continue
-        prompt, completion = _usage(event)
+        usage = AssistantMessage.parse(event.data).usage
+        prompt, completion = usage.prompt_tokens, usage.completion_tokens
         if prompt <= 0:
             break
         since = (to_message(e) for e in events[event.seq + 1 :])
@@ -118,17 +121,6 @@ def estimate_tokens(events: Sequence[Event], system: str, tools: Sequence[ToolSc
     )
     fixed = len(system.encode("utf-8", "surrogatepass")) + len(schemas.encode("utf-8"))
     return tokens_of(fixed + sum(message_bytes(m) for m in history(events)))
-
-
-def _usage(event: Event) -> tuple[int, int]:
-    usage = event.data.get("usage")
-    if not isinstance(usage, Mapping):
-        return 0, 0
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (
-        prompt if isinstance(prompt, int) else 0,
-        completion if isinstance(completion, int) else 0,
-    )
 
 
 def plan_compaction(events: Sequence[Event], turn_start: int | None) -> CompactionPlan | None:
@@ -148,7 +140,7 @@ def plan_compaction(events: Sequence[Event], turn_start: int | None) -> Compacti
     if turn_start is None:
         tails: list[int] = [len(events)]
     else:
-        replies = [e.seq for e in events[turn_start:] if e.type == "assistant/message"]
+        replies = [e.seq for e in events[turn_start:] if e.type == AssistantMessage.TYPE]
         tails = [turn_start, *replies[-1:]]
     for tail in tails:
         if tail <= floor:
@@ -158,7 +150,7 @@ def plan_compaction(events: Sequence[Event], turn_start: int | None) -> Compacti
             for e in events[:tail]
             if is_instructions(e)
             or e.seq == snapshot
-            or (turn_start is not None and e.seq > turn_start and e.type == "user/message")
+            or (turn_start is not None and e.seq > turn_start and e.type == UserMessage.TYPE)
         }
         summarised = [
             e.seq for e in events[:tail] if e.type in SURFACE_EVENT_TYPES and e.seq not in kept
@@ -224,23 +216,20 @@ async def compact(
     problem = _unusable(completion)
     if problem is not None:
         raise _failed(asker, trigger, before, problem, replied=True)
-    data: dict[str, JsonValue] = {
-        "trigger": trigger,
-        "first_seq": plan.first_seq,
-        "last_seq": plan.last_seq,
-        "kept_seqs": list(plan.kept_seqs),
-        "summary": completion.text.strip(),
-        "tokens_before": before,
-        "tokens_after": 0,
-        "context_window": asker.window,
-        "usage": {
-            "prompt_tokens": completion.usage.prompt_tokens,
-            "completion_tokens": completion.usage.completion_tokens,
-        },
-    }
-    provisional = Event.make(COMPACTED, len(events), 0, data)
-    data["tokens_after"] = estimate_tokens([*events, provisional], asker.system, asker.tools)
-    return session.append(COMPACTED, data)
+    compacted = ContextCompacted(
+        trigger,
+        plan.first_seq,
+        plan.last_seq,
+        plan.kept_seqs,
+        completion.text.strip(),
+        before,
+        0,
+        asker.window,
+        completion.usage,
+    )
+    provisional = Event.make(compacted.TYPE, len(events), 0, compacted.to_data())
+    after = estimate_tokens([*events, provisional], asker.system, asker.tools)
+    return session.append(compacted.TYPE, replace(compacted, tokens_after=after).to_data())
 
 
 def _unusable(completion: Completion) -> str | None:
@@ -258,16 +247,8 @@ def _unusable(completion: Completion) -> str | None:
 def _failed(
     asker: Summariser, trigger: CompactTrigger, before: int, reason: str, *, replied: bool
 ) -> CompactionError:
-    asker.session.append(
-        COMPACT_FAILED,
-        {
-            "trigger": trigger,
-            "error": reason,
-            "replied": replied,
-            "tokens_before": before,
-            "context_window": asker.window,
-        },
-    )
+    failed = CompactFailed(trigger, reason, replied, before, asker.window)
+    asker.session.append(failed.TYPE, failed.to_data())
     return CompactionError(
         f"the model did not summarise the conversation: {reason}", code="COMPACTION_FAILED"
     )

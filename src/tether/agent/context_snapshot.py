@@ -9,9 +9,9 @@ order: ``docs/design.md`` §4).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Final
 
+from tether.agent.events import RequestHeader, UserMessage
 from tether.kernel import PromptRegistry
 from tether.session import Event, HasSession, JsonValue, Session
 
@@ -25,11 +25,8 @@ SNAPSHOT_PLUGIN: Final = "system-prompt"
 
 
 def is_snapshot(event: Event) -> bool:
-    source = event.data.get("source")
-    return (
-        event.type == "user/message"
-        and isinstance(source, Mapping)
-        and source.get("form") == "snapshot"
+    return event.type == UserMessage.TYPE and UserMessage.parse(event.data).from_plugin(
+        form="snapshot"
     )
 
 
@@ -55,7 +52,7 @@ def append_snapshot_if_changed(
 ) -> None:
     text, sections = render_snapshot(registry, agent)
     retained = retained_snapshot(session)
-    retained_text = retained.data.get("content") if retained is not None else None
+    retained_text = UserMessage.parse(retained.data).content if retained is not None else None
     if not text:
         if retained is None or retained_text == SNAPSHOT_NONE:
             return
@@ -68,7 +65,8 @@ def append_snapshot_if_changed(
         "form": "snapshot",
         "sections": sections,
     }
-    session.append("user/message", {"content": text, "source": source}, surface_op="append")
+    snapshot = UserMessage(text, source)
+    session.append(snapshot.TYPE, snapshot.to_data(), surface_op="append")
 
 
 def render_system(registry: PromptRegistry, agent: HasSession | None) -> tuple[str, list[str]]:
@@ -77,18 +75,9 @@ def render_system(registry: PromptRegistry, agent: HasSession | None) -> tuple[s
 
 
 def append_header_if_changed(session: Session, system: str, tools: list[str]) -> None:
-    header: dict[str, JsonValue] = {"system": system, "tools": tools}
-    last = session.last("request/header")
-    if last is not None:
-        previous = last.data.get("header")
-        if (
-            isinstance(previous, Mapping)
-            and previous.get("system") == system
-            and list(
-                previous.get("tools", ())  # type: ignore[arg-type]
-            )
-            == tools
-        ):
-            return
-    reason = "initial" if last is None else "change"
-    session.append("request/header", {"header": header, "reason": reason})
+    last = session.last(RequestHeader.TYPE)
+    previous = RequestHeader.parse(last.data) if last is not None else None
+    if previous is not None and previous.system == system and list(previous.tools) == tools:
+        return
+    header = RequestHeader(system, tuple(tools), "initial" if last is None else "change")
+    session.append(header.TYPE, header.to_data())

@@ -10,14 +10,18 @@ replayed as usual.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final
 
-from tether.model import Message, ToolCall
+from tether.agent.events import (
+    AssistantMessage,
+    CompactFailed,
+    ContextCompacted,
+    ToolResulted,
+    UserMessage,
+)
+from tether.model import Message
 from tether.session import Event
-
-COMPACTED: Final = "context/compacted"
-COMPACT_FAILED: Final = "context/compact-failed"
 
 SUMMARY_HEAD: Final = (
     "Summary of the earlier conversation, written by the model when tether shortened the "
@@ -35,34 +39,29 @@ def summary_message(summary: str) -> Message:
 
 def latest_compaction(events: Sequence[Event]) -> Event | None:
     for event in reversed(events):
-        if event.type == COMPACTED:
+        if event.type == ContextCompacted.TYPE:
             return event
     return None
 
 
 def compacted_range(event: Event) -> tuple[int, int, frozenset[int]]:
     """``(first_seq, last_seq, kept_seqs)`` of a ``context/compacted`` event."""
-    data = event.data
-    first, last, kept = data.get("first_seq"), data.get("last_seq"), data.get("kept_seqs", ())
-    return (
-        first if isinstance(first, int) else 0,
-        last if isinstance(last, int) else -1,
-        frozenset(
-            s for s in (kept if isinstance(kept, tuple | list) else ()) if isinstance(s, int)
-        ),
-    )
+    compacted = ContextCompacted.parse(event.data)
+    return compacted.first_seq, compacted.last_seq, frozenset(compacted.kept_seqs)
 
 
 def history(events: Sequence[Event]) -> list[Message]:
-    compaction = latest_compaction(events)
-    first, last, kept = (
-        compacted_range(compaction) if compaction is not None else (0, -1, frozenset[int]())
-    )
+    latest = latest_compaction(events)
+    compaction = ContextCompacted.parse(latest.data) if latest is not None else None
     messages: list[Message] = []
     for event in events:
-        if compaction is not None and first <= event.seq <= last and event.seq not in kept:
-            if event.seq == first:
-                messages.append(summary_message(str(compaction.data.get("summary", ""))))
+        if (
+            compaction is not None
+            and compaction.first_seq <= event.seq <= compaction.last_seq
+            and event.seq not in compaction.kept_seqs
+        ):
+            if event.seq == compaction.first_seq:
+                messages.append(summary_message(compaction.summary))
             continue
         message = to_message(event)
         if message is not None:
@@ -72,32 +71,24 @@ def history(events: Sequence[Event]) -> list[Message]:
 
 def to_message(event: Event) -> Message | None:
     """The message a surface event adds to the history, ``None`` for any other event."""
-    data = event.data
-    if event.type == "user/message":
-        return Message.user(str(data.get("content", "")))
-    if event.type == "assistant/message":
-        raw_calls = data.get("tool_calls", ())
-        calls = tuple(
-            ToolCall(str(c.get("id")), str(c.get("name")), str(c.get("arguments")))
-            for c in (raw_calls if isinstance(raw_calls, tuple | list) else ())
-            if isinstance(c, Mapping)
-        )
-        reasoning = data.get("reasoning")
+    if event.type == UserMessage.TYPE:
+        return Message.user(UserMessage.parse(event.data).content)
+    if event.type == AssistantMessage.TYPE:
+        reply = AssistantMessage.parse(event.data)
         return Message.assistant(
-            str(data.get("content", "")),
-            tool_calls=calls,
-            reasoning=reasoning if isinstance(reasoning, str) else None,
+            reply.content, tool_calls=reply.tool_calls, reasoning=reply.reasoning
         )
-    if event.type == "tool/result":
-        return Message.tool(str(data.get("call_id")), str(data.get("content", "")))
+    if event.type == ToolResulted.TYPE:
+        result = ToolResulted.parse(event.data)
+        return Message.tool(result.call_id, result.content)
     return None
 
 
 def is_model_reply(event: Event) -> bool:
     """An event that records one answered model request: a reply, a summary, or a summary the
     model answered but that was refused (so the scripted model's cursor survives a resume)."""
-    return event.type in ("assistant/message", COMPACTED) or (
-        event.type == COMPACT_FAILED and event.data.get("replied") is True
+    return event.type in (AssistantMessage.TYPE, ContextCompacted.TYPE) or (
+        event.type == CompactFailed.TYPE and CompactFailed.parse(event.data).replied
     )
 
 

@@ -16,12 +16,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
+from tether.agent.events import InboxSpliced, InboxTarget
 from tether.session import JsonValue, Session
-
-InboxTarget = Literal["next-turn", "next-step", "inject"]
-"""Where a queued message goes; see the module docstring."""
 
 USER_SOURCE: Mapping[str, JsonValue] = {"kind": "user"}
 
@@ -43,9 +40,8 @@ class Inbox:
 
     def put(self, target: InboxTarget, item: InboxItem) -> None:
         queue = self._queues[target]
-        self._session.append(
-            "agent/inbox/spliced", {"target": target, "start": len(queue), "inserted": 1}
-        )
+        spliced = InboxSpliced(target, len(queue), inserted=1)
+        self._session.append(spliced.TYPE, spliced.to_data())
         queue.append(item)
 
     def pending(self, target: InboxTarget) -> int:
@@ -69,8 +65,6 @@ class Inbox:
     def clear(self) -> None:
         for target, queue in self._queues.items():
             if queue:
-                self._session.append(
-                    "agent/inbox/spliced",
-                    {"target": target, "start": 0, "removed_count": len(queue)},
-                )
+                spliced = InboxSpliced(target, 0, removed_count=len(queue))
+                self._session.append(spliced.TYPE, spliced.to_data())
                 queue.clear()

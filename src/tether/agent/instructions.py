@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from tether.agent.events import UserMessage
 from tether.dirs import config_dir
 from tether.kernel import ServiceKey
 from tether.kernel.printable import printable
@@ -126,12 +127,8 @@ class LoadedInstructions:
 
 
 def is_instructions(event: Event) -> bool:
-    source = event.data.get("source")
-    return (
-        event.type == "user/message"
-        and isinstance(source, Mapping)
-        and source.get("plugin") == INSTRUCTIONS_PLUGIN
-        and source.get("form") == INSTRUCTIONS_FORM
+    return event.type == UserMessage.TYPE and UserMessage.parse(event.data).from_plugin(
+        INSTRUCTIONS_PLUGIN, INSTRUCTIONS_FORM
     )
 
 
