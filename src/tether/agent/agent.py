@@ -286,7 +286,7 @@ class Agent:
 
     def _first_own_turn(self) -> bool:
         """No turn of this session's own has started yet (a fork seed's turns are not)."""
-        last = self.session.last("turn/start")
+        last = self.session.last(TurnOpened.TYPE)
         return last is None or last.seq < (self.session.header.seed_length or 0)
 
     def _append_instructions(self) -> None:
@@ -376,7 +376,10 @@ class Agent:
         return TurnResult(turn, reason, output, error or detail, state.cause)
 
     def _close_step(self, step: int) -> None:
-        last_start, last_end = self.session.last("step/start"), self.session.last("step/end")
+        last_start, last_end = (
+            self.session.last(StepOpened.TYPE),
+            self.session.last(StepClosed.TYPE),
+        )
         if step and last_start is not None and (last_end is None or last_end.seq < last_start.seq):
             self.session.append(StepClosed.TYPE, StepClosed(step, "interrupted").to_data())
 
@@ -427,7 +430,7 @@ class Agent:
         tokens = estimate_tokens(self.session.events, system, schemas)
         if tokens < compact_threshold(window):
             return
-        turn = self.session.last("turn/start")
+        turn = self.session.last(TurnOpened.TYPE)
         try:
             await compact(
                 self._summariser(system, schemas),

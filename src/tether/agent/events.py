@@ -393,7 +393,8 @@ class ToolCalled:
         return cls(
             _lenient_text(data.get("call_id")),
             _lenient_text(data.get("name")),
-            _lenient_text(data.get("arguments")),
+            # Arguments that are not text summarise as none (``args_summary`` in the chat).
+            arguments if isinstance(arguments := data.get("arguments"), str) else "",
         )
 
     def to_data(self) -> JsonObject:

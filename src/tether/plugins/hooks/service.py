@@ -21,6 +21,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from tether.agent.events import TurnOpened
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
 from tether.plugins.hooks.payload import base_payload, encode_payload
@@ -314,9 +315,9 @@ class HookService:
 def _open_turn(session: Session | None) -> int | None:
     if session is None or not session.has_open_turn():
         return None
-    start = session.last("turn/start")
-    turn = start.data.get("turn") if start is not None else None
-    return turn if isinstance(turn, int) else None
+    start = session.last(TurnOpened.TYPE)
+    opened = TurnOpened.parse(start.data) if start is not None else None
+    return opened.turn if opened is not None else None
 
 
 def _record(

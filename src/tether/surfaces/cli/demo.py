@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tether.agent.context_snapshot import is_snapshot
+from tether.agent.events import AssistantMessage, ToolCalled, ToolResulted, UserMessage
 from tether.harness import Harness, SessionEvent
 from tether.kernel import PluginEntry
 from tether.kernel.printable import printable, printable_block
@@ -159,21 +160,22 @@ def _narrate(console: Console, item: SessionEvent, labels: dict[str, str]) -> No
     event, data = item.event, item.event.data
     who = labels.get(item.session_id, item.session_id[:8])
     indent = "" if who == "root" else "    "
-    if event.type == "user/message":
+    if event.type == UserMessage.TYPE:
         if is_snapshot(event):
             return
-        console.print(f"{indent}[cyan]{who} ← {_short(data.get('content'))}[/cyan]")
-    elif event.type == "assistant/message" and data.get("content"):
-        content = escape(printable_block(str(data.get("content"))))
+        console.print(f"{indent}[cyan]{who} ← {_short(UserMessage.parse(data).content)}[/cyan]")
+    elif event.type == AssistantMessage.TYPE and (reply := AssistantMessage.parse(data)).content:
+        content = escape(printable_block(reply.content))
         console.print(f"{indent}[green]{who}: {content}[/green]")
-    elif event.type == "tool/call":
+    elif event.type == ToolCalled.TYPE:
+        call = ToolCalled.parse(data)
         console.print(
-            f"{indent}[yellow]{who} calls {_short(data.get('name'))}[/yellow] "
-            f"{_short(data.get('arguments'))}"
+            f"{indent}[yellow]{who} calls {_short(call.name)}[/yellow] {_short(call.arguments)}"
         )
-    elif event.type == "tool/result":
-        style = "red" if data.get("is_error") else "dim"
-        console.print(f"{indent}[{style}]  → {_short(data.get('content'))}[/{style}]")
+    elif event.type == ToolResulted.TYPE:
+        result = ToolResulted.parse(data)
+        style = "red" if result.is_error else "dim"
+        console.print(f"{indent}[{style}]  → {_short(result.content)}[/{style}]")
     elif event.type in ("approval/asked", "approval/decided", "approval/pending"):
         console.print(
             f"{indent}[magenta]{who} {event.type} {escape(json.dumps(thaw(data)))}[/magenta]"

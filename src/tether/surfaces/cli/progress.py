@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from tether.agent import TEXT_DELTA, StreamedText
+from tether.agent.events import RequestHeader, StepOpened, ToolCalled, ToolResulted, TurnClosed
 from tether.harness import Harness, SessionEvent
 from tether.kernel.printable import printable, printable_block
 from tether.policy.events import ApprovalAsked, ApprovalDecided
@@ -91,7 +92,7 @@ class RunProgress:
             self._asking.discard(ApprovalDecided.from_data(event.data).id)
             if not self._asking and not self._paused:
                 self._status.start()
-        if self._paused and event.type in ("tool/call", "step/start", "turn/end"):
+        if self._paused and event.type in (ToolCalled.TYPE, StepOpened.TYPE, TurnClosed.TYPE):
             sys.stdout.write("\n")
             sys.stdout.flush()
             self._paused = False
@@ -99,9 +100,9 @@ class RunProgress:
                 self._status.start()
         root = self.harness.root
         who = "root" if root is not None and item.session_id == root.id else item.session_id[:8]
-        if event.type == "tool/call":
-            self._activity = f"{who}: running {printable(str(event.data.get('name')))}"
-        elif event.type in ("tool/result", "request/header", "step/start"):
+        if event.type == ToolCalled.TYPE:
+            self._activity = f"{who}: running {printable(ToolCalled.parse(event.data).name)}"
+        elif event.type in (ToolResulted.TYPE, RequestHeader.TYPE, StepOpened.TYPE):
             self._activity = f"{who}: thinking"
         elif asked is not None:
             tool = printable(asked.tool_name)

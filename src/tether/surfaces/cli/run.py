@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from typing import Annotated, Final, NamedTuple
 
 import typer
 
 from tether.agent import is_instructions
+from tether.agent.events import UserMessage
 from tether.errors import TetherError
 from tether.harness import Harness, RunResult, RunStopReason, SessionEvent
 from tether.kernel import ConfigFileError, PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
@@ -319,9 +320,8 @@ async def _run(
                 typer.echo(shown)
             for item in progress.events:
                 if item.session_id == result.session_id and is_instructions(item.event):
-                    source = item.event.data["source"]
-                    assert isinstance(source, Mapping)
-                    typer.echo(f"tether: {source['summary']}", err=True)
+                    loaded = UserMessage.parse(item.event.data).source_text("summary")
+                    typer.echo(f"tether: {loaded}", err=True)
             summary = summarize(
                 progress.events, root_id=result.session_id, elapsed=progress.elapsed()
             )

@@ -17,11 +17,12 @@ reuse it: ``tether run`` can sum the same stream. Counting rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from tether.agent.events import AssistantMessage, ToolCalled, TurnClosed
 from tether.harness import SessionEvent
-from tether.policy.events import ApprovalDecided, ApprovalPolicySet, SandboxModeSet
+from tether.policy.events import ApprovalAsked, ApprovalDecided, ApprovalPolicySet, SandboxModeSet
 from tether.policy.modes import ApprovalOutcome
 
 
@@ -47,17 +48,6 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "tokens": self.tokens}
-
-
-def _usage(data: Mapping[str, object]) -> tuple[int, int]:
-    usage = data.get("usage")
-    if not isinstance(usage, Mapping):
-        return 0, 0
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (
-        prompt if isinstance(prompt, int) and not isinstance(prompt, bool) else 0,
-        completion if isinstance(completion, int) and not isinstance(completion, bool) else 0,
-    )
 
 
 def _is_delegation_fact(item: SessionEvent) -> bool:
@@ -87,24 +77,24 @@ def summarize(
             root_id = item.session_id
         first_time = event.time if first_time is None else min(first_time, event.time)
         last_time = event.time if last_time is None else max(last_time, event.time)
-        if event.type == "turn/end":
+        if event.type == TurnClosed.TYPE:
             if item.session_id == root_id:
                 turns += 1
             else:
                 child_turns += 1
-        elif event.type == "tool/call":
+        elif event.type == ToolCalled.TYPE:
             tool_calls += 1
-        elif event.type == "approval/asked":
+        elif event.type == ApprovalAsked.TYPE:
             asked += 1
         elif event.type == ApprovalDecided.TYPE:
             if ApprovalDecided.from_data(event.data).outcome is ApprovalOutcome.ALLOWED_ONCE:
                 granted += 1
             else:
                 denied += 1
-        elif event.type == "assistant/message":
-            used = _usage(event.data)
-            prompt_tokens += used[0]
-            completion_tokens += used[1]
+        elif event.type == AssistantMessage.TYPE:
+            used = AssistantMessage.parse(event.data).usage
+            prompt_tokens += used.prompt_tokens
+            completion_tokens += used.completion_tokens
         if item.session_id != root_id and _is_delegation_fact(item):
             children.add(item.session_id)
     if elapsed is None:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tether.agent import Agent
+from tether.agent.events import ContextCompacted
 from tether.errors import TetherError
 from tether.harness import Harness
 from tether.kernel.printable import printable
@@ -161,11 +162,11 @@ async def _compact(host: CommandHost, _arg: str) -> None:
     root = host.root()
     event = await root.compact()
     await host.harness.store.flush(root.session)
-    data = event.data
+    compacted = ContextCompacted.from_data(event.data)
     host.console.print(
         Text(
-            f"compacted events {data['first_seq']}-{data['last_seq']} into a summary: about "
-            f"{data['tokens_before']} → {data['tokens_after']} tokens",
+            f"compacted events {compacted.first_seq}-{compacted.last_seq} into a summary: "
+            f"about {compacted.tokens_before} → {compacted.tokens_after} tokens",
             style="bold",
         )
     )

@@ -31,6 +31,16 @@ from rich.table import Table
 from rich.text import Text
 
 from tether.agent.context_snapshot import is_snapshot
+from tether.agent.events import (
+    AssistantMessage,
+    CompactFailed,
+    ContextCompacted,
+    ToolCalled,
+    ToolResulted,
+    TurnClosed,
+    TurnOpened,
+    UserMessage,
+)
 from tether.harness import SessionEvent
 from tether.kernel.printable import printable, printable_block
 from tether.policy.events import (
@@ -235,41 +245,46 @@ class EventRenderer:
         event, data, sid = item.event, item.event.data, item.session_id
         is_root = sid == self.directory.root_id
         kind = event.type
-        if kind == "assistant/message":
-            self._assistant(sid, data)
-        elif kind == "user/message":
+        if kind == AssistantMessage.TYPE:
+            self._assistant(sid, AssistantMessage.parse(data))
+        elif kind == UserMessage.TYPE:
             self._user(sid, event, is_root)
-        elif kind == "tool/call":
-            name = printable(str(data.get("name")))
-            self.running[sid] = (str(data.get("call_id")), name)
-            summary = args_summary(data.get("arguments"))
+        elif kind == ToolCalled.TYPE:
+            call = ToolCalled.parse(data)
+            name = printable(call.name)
+            self.running[sid] = (call.call_id, name)
+            summary = args_summary(call.arguments)
             self.line(
                 sid,
                 Text.assemble(("⚙ ", "yellow"), (name, "bold yellow"), (" " + summary, "yellow"))
                 if summary
                 else Text.assemble(("⚙ ", "yellow"), (name, "bold yellow")),
             )
-        elif kind == "tool/result":
-            self._tool_result(sid, data)
-        elif kind == "approval/decided":
+        elif kind == ToolResulted.TYPE:
+            self._tool_result(sid, ToolResulted.parse(data))
+        elif kind == ApprovalDecided.TYPE:
             self._decided(sid, data)
-        elif kind == "turn/start":
+        elif kind == TurnOpened.TYPE:
             if not is_root:
-                self.line(sid, Text(f"▸ turn {data.get('turn')}", style="dim"))
-        elif kind == "turn/end":
-            self._turn_end(sid, data)
-        elif kind == "context/compacted" and data.get("trigger") == "auto":
-            self.line(
-                sid,
-                Text(
-                    f"context compacted: events {data.get('first_seq')}-{data.get('last_seq')} "
-                    f"summarised (about {data.get('tokens_before')} → "
-                    f"{data.get('tokens_after')} tokens)",
-                    style="dim",
-                ),
-            )
-        elif kind == "context/compact-failed":
-            reason = printable(str(data.get("error")))
+                opened = TurnOpened.parse(data)
+                number = opened.turn if opened is not None else None
+                self.line(sid, Text(f"▸ turn {number}", style="dim"))
+        elif kind == TurnClosed.TYPE:
+            self._turn_end(sid, TurnClosed.parse(data))
+        elif kind == ContextCompacted.TYPE:
+            compacted = ContextCompacted.parse(data)
+            if compacted.trigger == "auto":
+                self.line(
+                    sid,
+                    Text(
+                        f"context compacted: events {compacted.first_seq}-{compacted.last_seq} "
+                        f"summarised (about {compacted.tokens_before} → "
+                        f"{compacted.tokens_after} tokens)",
+                        style="dim",
+                    ),
+                )
+        elif kind == CompactFailed.TYPE:
+            reason = printable(CompactFailed.parse(data).error)
             self.line(sid, Text(f"context compaction failed: {reason}", style="yellow"))
         elif kind in (SandboxModeSet.TYPE, ApprovalPolicySet.TYPE, PermissionPresetSet.TYPE):
             name, value, source = knob_change(kind, data)
@@ -278,14 +293,14 @@ class EventRenderer:
                 Text(f"{name}: {value}" + (f" ({source})" if source else ""), style="magenta"),
             )
 
-    def _assistant(self, sid: str, data: Mapping[str, JsonValue]) -> None:
-        content = str(data.get("content") or "")
+    def _assistant(self, sid: str, reply: AssistantMessage) -> None:
+        content = reply.content
         streamed = self.live.pop(sid, "")
         if streamed.startswith(content) and len(streamed) > len(content):
             # The next step's deltas already arrived: keep them for the status area.
             self.live[sid] = streamed[len(content) :]
-        reasoning = data.get("reasoning")
-        if isinstance(reasoning, str) and reasoning.strip():
+        reasoning = reply.reasoning
+        if reasoning is not None and reasoning.strip():
             self.line(sid, Text("thinking: " + one_line(reasoning, 200), style="dim italic"))
         if content.strip():
             cut = content if len(content) <= TEXT_LIMIT else content[:TEXT_LIMIT] + "…"
@@ -296,25 +311,21 @@ class EventRenderer:
     def _user(self, sid: str, event: Event, is_root: bool) -> None:
         if is_snapshot(event):
             return
-        data = event.data
-        source = data.get("source")
-        source_kind = source.get("kind") if isinstance(source, Mapping) else None
-        content = str(data.get("content") or "")
-        if source_kind == "user":
+        message = UserMessage.parse(event.data)
+        content = message.content
+        if message.source_text("kind") == "user":
             if not is_root:  # a child's task, from its parent
                 self.line(sid, Text("task: " + one_line(content, 200), style="dim"))
             return  # the root's prompt is what was just typed
-        summary = source.get("summary") if isinstance(source, Mapping) else None
-        shown = summary if isinstance(summary, str) and summary else content
+        shown = message.source_text("summary") or content
         self.line(sid, Text("◂ " + one_line(shown, 300), style="blue"))
 
-    def _tool_result(self, sid: str, data: Mapping[str, JsonValue]) -> None:
-        call_id = str(data.get("call_id"))
+    def _tool_result(self, sid: str, result: ToolResulted) -> None:
+        call_id, is_error = result.call_id, result.is_error
         if self.running.get(sid, ("", ""))[0] == call_id:
             del self.running[sid]
-        is_error = bool(data.get("is_error"))
         body = Text("  → ", style=ERROR_STYLE if is_error else "dim")
-        body.append_text(result_text(str(data.get("content") or ""), is_error))
+        body.append_text(result_text(result.content, is_error))
         self.line(sid, body)
         diff = self.diffs.pop((sid, call_id), None)
         if diff is not None and not is_error:
@@ -335,17 +346,20 @@ class EventRenderer:
             ),
         )
 
-    def _turn_end(self, sid: str, data: Mapping[str, JsonValue]) -> None:
-        reason = str(data.get("reason"))
+    def _turn_end(self, sid: str, end: TurnClosed | None) -> None:
         self.running.pop(sid, None)
         self.live.pop(sid, None)
-        turn = data.get("turn")
+        if end is None:
+            # A turn/end this view cannot read still ends the turn on screen.
+            self.line(sid, Text("■ turn ended (its turn/end is unreadable)", style="yellow"))
+            return
+        turn, reason = end.turn, end.reason
         if reason == "completed":
             if sid != self.directory.root_id:
                 self.line(sid, Text(f"✓ turn {turn} completed", style="dim green"))
             return
-        detail = data.get("cause") or data.get("error") or data.get("detail")
-        text = f"■ turn {turn} {reason}" + (f" ({printable(str(detail))})" if detail else "")
+        detail = end.cause or end.error or end.detail
+        text = f"■ turn {turn} {reason}" + (f" ({printable(detail)})" if detail else "")
         self.line(sid, Text(text, style=ERROR_STYLE if reason == "error" else "yellow"))
 
 
