@@ -22,7 +22,8 @@ from tether.subagents.continuation import (
     ContinuationManager,
     UserAuthority,
 )
-from tether.subagents.descriptor import Descriptor, ToolFilter, fold_descriptor
+from tether.subagents.descriptor import fold_descriptor
+from tether.subagents.events import Descriptor, ToolFilter
 from tether.subagents.oneshot import OneShotRequest, run_child, run_one_shot
 from tether.subagents.results import SubagentResult
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal, TypeAlias
 
 from tether.agent import Agent, AgentOptions
+from tether.agent.events import TurnClosed
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context
 from tether.policy import (
@@ -42,7 +43,7 @@ from tether.policy import (
     is_strictly_wider,
 )
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
-from tether.subagents.descriptor import Descriptor, DescriptorMode, ToolFilter
+from tether.subagents.events import Descriptor, DescriptorMode, ToolFilter
 
 DELEGATION_CONTEXT_NAME: Final = "subagent:delegation"
 DELEGATION_CONTEXT_ORDER: Final = 120
@@ -155,7 +156,7 @@ def child_session_meta(parent: Agent, depth: int, seed_length: int = 0) -> Sessi
 
 def fork_seed(parent: Session) -> list[Event]:
     """The parent's log up to and including its last ``turn/end`` (empty if none)."""
-    last_end = parent.last("turn/end")
+    last_end = parent.last(TurnClosed.TYPE)
     return [] if last_end is None else list(parent.events[: last_end.seq + 1])
 
 
@@ -221,7 +222,7 @@ def _seed(child_id: str, prefix: list[Event], descriptor: Descriptor) -> list[Ev
     if descriptor.mode == "one-shot":
         return prefix
     staging = Session(SessionHeader(id=child_id, created_at=0), prefix)
-    staging.append("subagent/descriptor", descriptor.to_data())
+    staging.append(descriptor.TYPE, descriptor.to_data())
     return list(staging.events)
 
 

@@ -42,7 +42,8 @@ from tether.subagents.composition import (
     prepare_child,
     require_store,
 )
-from tether.subagents.descriptor import Descriptor, ToolFilter, fold_descriptor
+from tether.subagents.descriptor import fold_descriptor
+from tether.subagents.events import Descriptor, ToolFilter
 from tether.subagents.lifecycle import SubagentLifecycle
 from tether.subagents.narrowing import narrow_live, narrow_stored
 from tether.subagents.results import SubagentResult, result_from_events

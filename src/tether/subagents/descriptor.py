@@ -1,100 +1,18 @@
-"""The ``subagent/descriptor`` event (version 2), model-hidden.
-
-One-shot descriptors carry ``{version, mode: "one-shot", provider, label?}``; continuable ones
-add ``persona?`` and ``tool_filter?`` so a cold resume recomposes the child exactly as it was
-created. The first descriptor in the child's *own* suffix (after ``seed_length``) is
-authoritative, so an ancestor's descriptor inherited through a fork seed is ignored.
-
-:class:`ToolFilter` lives here because its JSON form is part of the descriptor.
+"""The child's descriptor, folded from its log: the first ``subagent/descriptor`` in the
+child's *own* suffix (after ``seed_length``) is authoritative, so an ancestor's descriptor
+inherited through a fork seed is ignored. The payload is defined in ``subagents/events.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final, Literal
+from collections.abc import Sequence
 
-from tether.session import Event, JsonValue
-
-DESCRIPTOR_VERSION: Final = 2
-DescriptorMode = Literal["one-shot", "continuable"]
-"""``one-shot``: runs one task and is disposed. ``continuable``: resumable by its parent."""
-
-_FIELDS: Final = frozenset({"version", "mode", "provider", "label", "persona", "tool_filter"})
-
-
-@dataclass(frozen=True, slots=True)
-class ToolFilter:
-    allow: tuple[str, ...] | None = None
-    deny: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        if self.allow is not None:
-            out["allow"] = list(self.allow)
-        if self.deny:
-            out["deny"] = list(self.deny)
-        return out
-
-    @classmethod
-    def from_json(cls, raw: object) -> ToolFilter | None:
-        if not isinstance(raw, Mapping):
-            return None
-        allow = raw.get("allow")
-        deny = raw.get("deny", ())
-        return cls(
-            tuple(str(x) for x in allow) if isinstance(allow, Sequence) else None,
-            tuple(str(x) for x in deny) if isinstance(deny, Sequence) else (),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Descriptor:
-    mode: DescriptorMode
-    provider: str
-    label: str | None = None
-    persona: str | None = None
-    tool_filter: ToolFilter | None = None
-
-    def to_data(self) -> dict[str, JsonValue]:
-        data: dict[str, JsonValue] = {
-            "version": DESCRIPTOR_VERSION,
-            "mode": self.mode,
-            "provider": self.provider,
-        }
-        if self.label is not None:
-            data["label"] = self.label
-        if self.mode == "continuable":
-            if self.persona is not None:
-                data["persona"] = self.persona
-            if self.tool_filter is not None:
-                data["tool_filter"] = self.tool_filter.to_json()
-        return data
-
-
-def parse_descriptor(data: Mapping[str, JsonValue]) -> Descriptor | None:
-    """``None`` for a different version, unknown fields, or a malformed value."""
-    if data.get("version") != DESCRIPTOR_VERSION or set(data) - _FIELDS:
-        return None
-    mode, provider, label = data.get("mode"), data.get("provider"), data.get("label")
-    persona = data.get("persona")
-    if mode not in ("one-shot", "continuable") or not isinstance(provider, str):
-        return None
-    if label is not None and not isinstance(label, str):
-        return None
-    if persona is not None and not isinstance(persona, str):
-        return None
-    return Descriptor(
-        mode,
-        provider,
-        label,
-        persona,
-        ToolFilter.from_json(data.get("tool_filter")),
-    )
+from tether.session import Event
+from tether.subagents.events import Descriptor
 
 
 def fold_descriptor(events: Sequence[Event], seed_length: int) -> Descriptor | None:
     for event in events[seed_length:]:
-        if event.type == "subagent/descriptor":
-            return parse_descriptor(event.data)
+        if event.type == Descriptor.TYPE:
+            return Descriptor.parse(event.data)
     return None

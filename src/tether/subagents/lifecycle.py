@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tether.subagents.descriptor import DescriptorMode
+from tether.subagents.events import DescriptorMode
 
 if TYPE_CHECKING:
     from tether.agent import Agent

@@ -10,6 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from tether.agent.events import TurnClosed, TurnOpened
+from tether.policy.errors import PolicyError
+from tether.policy.events import ApprovalDecided, ApprovalPolicySet, SandboxModeSet
 from tether.session import Event, Persistence, SessionHeader
 from tether.session.lease import Leases
 from tether.subagents.descriptor import fold_descriptor
@@ -62,18 +65,30 @@ class LineageNode:
 
 def status_of(events: Sequence[Event]) -> str:
     for event in reversed(events):
-        if event.type == "turn/start":
+        if event.type == TurnOpened.TYPE:
             return "running"
-        if event.type == "turn/end":
-            return str(event.data.get("reason", "ended"))
+        if event.type == TurnClosed.TYPE:
+            end = TurnClosed.parse(event.data)
+            return end.reason if end is not None else "ended"
     return "new"
 
 
-def _knob(events: Sequence[Event], event_type: str, key: str) -> tuple[str | None, str | None]:
+UNREADABLE: Final = "unreadable"
+"""A knob whose stored event does not fit its definition: the tree shows the session anyway
+(it is a view; resuming the session refuses the event with its own error)."""
+
+
+def _knob(
+    events: Sequence[Event], knob: type[SandboxModeSet | ApprovalPolicySet]
+) -> tuple[str | None, str | None]:
     for event in reversed(events):
-        if event.type == event_type:
-            source = event.data.get("source")
-            return str(event.data.get(key)), str(source) if source is not None else None
+        if event.type == knob.TYPE:
+            try:
+                read = knob.from_data(event.data)
+            except PolicyError:
+                return UNREADABLE, None
+            value = read.mode if isinstance(read, SandboxModeSet) else read.policy
+            return value.value, read.source
     return None, None
 
 
@@ -88,8 +103,8 @@ async def node_for(persistence: Persistence, header: SessionHeader) -> LineageNo
         kind = "fork" if header.parent_session else "root"
     else:
         kind = descriptor.mode if descriptor is not None else "subagent"
-    mode, mode_source = _knob(events, "sandbox/mode", "mode")
-    approval, approval_source = _knob(events, "approval/policy", "policy")
+    mode, mode_source = _knob(events, SandboxModeSet)
+    approval, approval_source = _knob(events, ApprovalPolicySet)
     return LineageNode(
         header.id,
         header.delegation_depth,
@@ -103,8 +118,19 @@ async def node_for(persistence: Persistence, header: SessionHeader) -> LineageNo
         last_denial(own),
         None,
         pending_from_log(events),
-        decided={str(e.data.get("id")) for e in events if e.type == "approval/decided"},
+        decided=decided_ids(events),
     )
+
+
+def decided_ids(events: Sequence[Event]) -> set[str]:
+    decided = set()
+    for event in events:
+        if event.type == ApprovalDecided.TYPE:
+            try:
+                decided.add(ApprovalDecided.from_data(event.data).id)
+            except PolicyError:
+                continue  # as in _knob: the tree is a view
+    return decided
 
 
 STOPPED: Final = "stopped mid-turn"

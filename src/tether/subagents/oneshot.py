@@ -69,7 +69,7 @@ async def run_child(
         decision = await next_()
         if decision == "enter" and not written:
             written = True
-            agent.session.append("subagent/descriptor", descriptor.to_data())
+            agent.session.append(descriptor.TYPE, descriptor.to_data())
         return decision
 
     child_ctx.on(PRE_STEP, descriptor_gate, scope=agent)

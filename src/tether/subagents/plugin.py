@@ -22,7 +22,7 @@ from tether.kernel import SESSIONS_SERVICE, AnyServiceKey, Context
 from tether.policy import SandboxMode
 from tether.subagents.composition import DEFAULT_MAX_DEPTH, ChildSpec, Provider
 from tether.subagents.continuation import SUBAGENTS_SERVICE, ContinuationManager
-from tether.subagents.descriptor import ToolFilter
+from tether.subagents.events import ToolFilter
 from tether.subagents.tools import (
     BackgroundMode,
     InterruptAgentTool,

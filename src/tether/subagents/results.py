@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from tether.agent.events import AssistantMessage, TurnClosed
 from tether.session import Event
 
 SubagentStopReason = Literal["completed", "aborted", "error", "max-tokens", "max-steps", "refusal"]
@@ -48,17 +49,18 @@ def result_from_events(
 ) -> SubagentResult:
     """Read the result from the child's own events (those after its seed)."""
     output = ""
-    turn_end: Event | None = None
+    turn_end: TurnClosed | None = None
     for event in events:
-        if event.type == "assistant/message" and event.data.get("content"):
-            output = str(event.data["content"])
-        elif event.type == "turn/end":
-            turn_end = event
-    reason = map_stop_reason(turn_end.data.get("reason") if turn_end else None, cancelled=cancelled)
+        if event.type == AssistantMessage.TYPE:
+            output = AssistantMessage.parse(event.data).content or output
+        elif event.type == TurnClosed.TYPE:
+            # A turn/end this reader cannot read ends the run as an error, as a missing one.
+            turn_end = TurnClosed.parse(event.data)
+    reason = map_stop_reason(turn_end.reason if turn_end else None, cancelled=cancelled)
     diagnostic = None
     if reason != "completed":
-        detail = (turn_end.data.get("error") or turn_end.data.get("detail")) if turn_end else None
-        diagnostic = sanitize(str(detail or f"the child run ended {reason}"))
+        detail = (turn_end.error or turn_end.detail) if turn_end else None
+        diagnostic = sanitize(detail or f"the child run ended {reason}")
     return SubagentResult(child_id, reason, output, diagnostic)
 
 

@@ -11,6 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from tether.agent.events import ToolResulted
+from tether.policy.errors import PolicyError
+from tether.policy.events import ApprovalPendingOpened, read_approval_pending
 from tether.session import Event
 
 SANDBOX_MARKER = "[sandbox: file access denied"
@@ -57,20 +60,20 @@ def pending_from_log(events: Sequence[Event]) -> list[PendingQuestion]:
     """Routed questions recorded on a root's log that have no decision yet."""
     open_questions: dict[str, PendingQuestion] = {}
     for event in events:
-        if event.type != "approval/pending":
+        if event.type != ApprovalPendingOpened.TYPE:
             continue
-        data = event.data
-        question_id = str(data.get("id"))
-        if data.get("state") == "pending":
-            lineage = data.get("lineage")
-            open_questions[question_id] = PendingQuestion(
-                question_id,
-                str(data.get("child_session")),
-                str(data.get("reason", "")),
-                tuple(str(x) for x in lineage) if isinstance(lineage, Sequence) else (),
+        try:
+            record = read_approval_pending(event.data)
+        except PolicyError:
+            # A view, not a fold: a record it cannot read shows no question (resume and the
+            # approval service read the log strictly).
+            continue
+        if isinstance(record, ApprovalPendingOpened):
+            open_questions[record.id] = PendingQuestion(
+                record.id, record.child_session, record.reason, record.lineage
             )
         else:
-            open_questions.pop(question_id, None)
+            open_questions.pop(record.id, None)
     return list(open_questions.values())
 
 
@@ -79,7 +82,7 @@ def is_denial(content: str) -> bool:
     return content.startswith("Error: ") and any(m in content for m in DENIAL_MARKERS)
 
 
-def denial_label(tool: object, content: str) -> str:
+def denial_label(tool: str, content: str) -> str:
     """``denied: <tool> (<reason>)``: the first line of reasoning, without the retry hint."""
     reason = " ".join(content.removeprefix("Error: ").split())
     first = reason.split(" If this ", 1)[0].split(" Escalation is unavailable", 1)[0]
@@ -89,9 +92,9 @@ def denial_label(tool: object, content: str) -> str:
 def last_denial(events: Sequence[Event]) -> str | None:
     """``denied: <tool> (<reason>)`` for the newest scope denial in ``events``."""
     for event in reversed(events):
-        if event.type != "tool/result" or not event.data.get("is_error"):
+        if event.type != ToolResulted.TYPE:
             continue
-        content = str(event.data.get("content", ""))
-        if is_denial(content):
-            return denial_label(event.data.get("name"), content)
+        result = ToolResulted.parse(event.data)
+        if result.is_error and is_denial(result.content):
+            return denial_label(result.name, result.content)
     return None

@@ -18,7 +18,7 @@ from tether.agent import Agent
 from tether.policy import SandboxMode
 from tether.signals import AbortSignal
 from tether.subagents.composition import Provider
-from tether.subagents.descriptor import ToolFilter
+from tether.subagents.events import ToolFilter
 from tether.subagents.oneshot import OneShotRequest, run_one_shot
 from tether.subagents.results import SubagentResult
 

@@ -24,6 +24,7 @@ from tether.agent.events import AssistantMessage, ToolCalled, TurnClosed
 from tether.harness import SessionEvent
 from tether.policy.events import ApprovalAsked, ApprovalDecided, ApprovalPolicySet, SandboxModeSet
 from tether.policy.modes import ApprovalOutcome
+from tether.subagents.events import Descriptor
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,7 @@ class RunSummary:
 
 def _is_delegation_fact(item: SessionEvent) -> bool:
     event = item.event
-    if event.type == "subagent/descriptor":
+    if event.type == Descriptor.TYPE:
         return True
     if event.type == SandboxModeSet.TYPE:
         return SandboxModeSet.from_data(event.data).source == "delegation"

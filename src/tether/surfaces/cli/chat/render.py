@@ -52,6 +52,7 @@ from tether.policy.events import (
 from tether.policy.modes import ApprovalOutcome
 from tether.session import Event, JsonValue, Session
 from tether.subagents.descriptor import fold_descriptor
+from tether.subagents.events import Descriptor
 from tether.subagents.visibility import SANDBOX_MARKER
 
 ARG_VALUE_LIMIT: Final = 60
@@ -93,8 +94,10 @@ class SessionDirectory:
                 descriptor.label if descriptor is not None else None,
             )
             self.sessions[session.id] = info
-        if event.type == "subagent/descriptor" and isinstance(event.data.get("label"), str):
-            info.label = str(event.data.get("label"))
+        if event.type == Descriptor.TYPE:
+            described = Descriptor.parse(event.data)
+            if described is not None and described.label is not None:
+                info.label = described.label
 
     def learn_label(self, session_id: str, label: str | None) -> None:
         if label is None:
