@@ -17,13 +17,14 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from tether.agent.events import TurnOpened
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
+from tether.plugins.hooks.events import HookInvoked, HookResult
 from tether.plugins.hooks.payload import base_payload, encode_payload
 from tether.plugins.hooks.protocol import (
     FAILED,
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HOOKS_SERVICE: Final[ServiceKey[HookService]] = ServiceKey("hooks")
-DIALECT: Final = "claude-code"
+DIALECT: Final = HookInvoked.DIALECT
 PLUGIN_NAME: Final = "hooks"
 
 MATCHED_EVENTS: Final = frozenset(
@@ -202,13 +203,11 @@ class HookService:
         background: bool,
     ) -> HookReply:
         point = handler.event.value
-        invoked: dict[str, JsonValue] = {"point": point, "dialect": DIALECT}
-        if handler.matcher.pattern is not None:
-            invoked["matcher"] = handler.matcher.pattern
-        invoked["handler_id"] = handler.handler_id
-        turn = (
-            _open_turn(session) if background else _record(session, None, "hook/invoked", invoked)
-        )
+
+        def invoked(turn: int) -> HookInvoked:
+            return HookInvoked(turn, handler.event, handler.handler_id, handler.matcher.pattern)
+
+        turn = _open_turn(session) if background else _record(session, None, invoked)
         started = time.monotonic()
         confined = self._confine(handler.command, session, env)
         try:
@@ -228,31 +227,30 @@ class HookService:
             _close(confined)
             # Torn down mid-hook (the group is already killed): close the pair we opened.
             if turn is not None and not background:
-                closing: dict[str, JsonValue] = {
-                    "point": point,
-                    "handler_id": handler.handler_id,
-                    "decision": "cancelled",
-                    "duration_ms": int((time.monotonic() - started) * 1000),
-                }
-                _record(session, turn, "hook/result", closing)
+                took = int((time.monotonic() - started) * 1000)
+                _record(
+                    session,
+                    turn,
+                    lambda at: HookResult(at, handler.event, handler.handler_id, "cancelled", took),
+                )
             raise
         _close(confined)
         reply = interpret(handler.event, run)
-        result: dict[str, JsonValue] = {
-            "point": point,
-            "handler_id": handler.handler_id,
-            "decision": reply.decision,
-        }
-        if run.exit_code is not None:
-            result["exit_code"] = run.exit_code
         summary = stderr_summary(run.stderr) or run.error
-        if summary:
-            result["stderr_summary"] = summary
-        result["duration_ms"] = run.duration_ms
-        if turn is not None and (
-            not background or _record(session, turn, "hook/invoked", invoked) is not None
-        ):
-            _record(session, turn, "hook/result", result)
+
+        def result(at: int) -> HookResult:
+            return HookResult(
+                at,
+                handler.event,
+                handler.handler_id,
+                reply.decision,
+                run.duration_ms,
+                run.exit_code,
+                summary or None,
+            )
+
+        if turn is not None and (not background or _record(session, turn, invoked) is not None):
+            _record(session, turn, result)
         if reply.decision in FAILED:
             log.warning("%s hook %s: %s", point, handler.handler_id, reply.problem)
             if self.settings.fail_closed and handler.event is HookEvent.PRE_TOOL_USE:
@@ -321,7 +319,7 @@ def _open_turn(session: Session | None) -> int | None:
 
 
 def _record(
-    session: Session | None, turn: int | None, event_type: str, data: dict[str, JsonValue]
+    session: Session | None, turn: int | None, record: Callable[[int], HookInvoked | HookResult]
 ) -> int | None:
     """Append a hook record inside the open turn (``turn``: the one the pair started in);
     returns that turn, or ``None`` when there is no open turn to put it in. A result is only
@@ -330,10 +328,11 @@ def _record(
     current = _open_turn(session)
     if session is None or current is None or (turn is not None and current != turn):
         return None
+    event = record(current)
     try:
-        session.append(event_type, {"turn": current, **data})
+        session.append(event.TYPE, event.to_data())
     except Exception:
-        log.exception("hooks: cannot append %s to session %s", event_type, session.id)
+        log.exception("hooks: cannot append %s to session %s", event.TYPE, session.id)
         return None
     return current
 
