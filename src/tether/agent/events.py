@@ -7,9 +7,12 @@ logs do not change; ``from_data`` reads a stored payload and fails closed with
 
 Most readers of these events are lenient on purpose and use ``parse`` instead: the history
 replays old and hand-edited logs, and the terminal views show what a log holds; a malformed
-field there reads as its empty value (text ``""``, a count ``0``), never as an error, exactly as
-those readers always read it. ``parse`` returns ``None`` where no empty value is meaningful
-(a turn without a number, a header without its text).
+field there reads as its empty value (text ``""``, a count ``0``), never as an error.
+``parse`` returns ``None`` where no empty value is meaningful (a turn without a number, a turn
+end outside its vocabulary, a header without its text), and each reader says what that means
+to it. ``from_data`` is the contract a writer must meet
+(``tests/agent/test_events.py`` holds the real writers to it) and the reading of a caller that
+needs the event whole (the ``/compact`` report).
 
 The session layer sits below this one and writes its own crash-repair closers (``tool/result``,
 ``step/end``, ``turn/end`` in ``session/persistence/repair.py``); ``tests/agent/test_events.py``

@@ -433,6 +433,8 @@ def _rows(
 ) -> list[PendingRow]:
     wanted = set(unmatched)
     rows = []
+    # This layer sits below policy, so it reads ``approval/asked`` by key; the definition is
+    # ``ApprovalAsked`` in policy/events.py.
     for event in events:
         if event.type == "approval/asked" and event.data.get("id") in wanted:
             routed = event.data.get("routed_to")
