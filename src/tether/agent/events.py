@@ -11,11 +11,11 @@ field there reads as its empty value (text ``""``, a count ``0``), never as an e
 ``parse`` returns ``None`` where no empty value is meaningful (a turn without a number, a turn
 end outside its vocabulary, a header without its text), and each reader says what that means
 to it. ``from_data`` is the contract a writer must meet
-(``tests/agent/test_events.py`` holds the real writers to it) and the reading of a caller that
+(``tests/agent/test_agent_events.py`` holds the real writers to it) and the reading of a caller that
 needs the event whole (the ``/compact`` report).
 
 The session layer sits below this one and writes its own crash-repair closers (``tool/result``,
-``step/end``, ``turn/end`` in ``session/persistence/repair.py``); ``tests/agent/test_events.py``
+``step/end``, ``turn/end`` in ``session/persistence/repair.py``); ``tests/agent/test_agent_events.py``
 holds them to these definitions.
 """
 
@@ -126,6 +126,10 @@ def _lenient_text(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _lenient_optional_text(value: object) -> str | None:
+    return None if value is None else _lenient_text(value)
+
+
 def _lenient_int(value: object, default: int = 0) -> int:
     return value if _is_int(value) else default
 
@@ -216,10 +220,15 @@ class TurnClosed:
 
     @classmethod
     def parse(cls, data: JsonObject) -> Self | None:
-        try:
-            return cls.from_data(data)
-        except InvalidAgentEventError:
+        """``None`` for a reason outside the vocabulary; other fields read as empty."""
+        reason = data.get("reason")
+        if not _is_stop(reason):
             return None
+        return cls(
+            _lenient_int(data.get("turn")),
+            reason,
+            *(_lenient_optional_text(data.get(key)) for key in ("cause", "error", "detail")),
+        )
 
     def to_data(self) -> JsonObject:
         data: dict[str, JsonValue] = {"turn": self.turn, "reason": self.reason}
@@ -292,10 +301,18 @@ class RequestHeader:
 
     @classmethod
     def parse(cls, data: JsonObject) -> Self | None:
-        try:
-            return cls.from_data(data)
-        except InvalidAgentEventError:
+        """``None`` for a header without its system text; a malformed tool list reads as
+        none, a reason other than ``initial`` as ``change``."""
+        header = data.get("header")
+        system = header.get("system") if isinstance(header, Mapping) else None
+        if not isinstance(header, Mapping) or not isinstance(system, str):
             return None
+        tools = header.get("tools", ())
+        return cls(
+            system,
+            tuple(str(t) for t in tools) if isinstance(tools, list | tuple) else (),
+            "initial" if data.get("reason") == "initial" else "change",
+        )
 
     def to_data(self) -> JsonObject:
         return {"header": {"system": self.system, "tools": list(self.tools)}, "reason": self.reason}

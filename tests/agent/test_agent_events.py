@@ -329,6 +329,12 @@ def test_the_lenient_readers_read_a_malformed_payload_as_its_empty_values() -> N
     assert TurnOpened.parse({"turn": "1"}) is None
     assert TurnClosed.parse({"turn": 1, "reason": "done"}) is None
     assert RequestHeader.parse({"header": "sys", "reason": "initial"}) is None
+    assert TurnClosed.parse({"turn": "x", "reason": "error", "error": 5}) == TurnClosed(
+        0, "error", None, "5"
+    )
+    assert RequestHeader.parse({"header": {"system": "s", "tools": "t"}}) == RequestHeader(
+        "s", (), "change"
+    )
     assert AssistantMessage.parse(
         {"content": 3, "finish_reason": "done", "usage": [], "tool_calls": [{"id": 1}, "x"]}
     ) == AssistantMessage("3", "error", Usage(), None, (ToolCall("1", "None", "None"),))
