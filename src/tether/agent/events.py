@@ -11,12 +11,12 @@ field there reads as its empty value (text ``""``, a count ``0``), never as an e
 ``parse`` returns ``None`` where no empty value is meaningful (a turn without a number, a turn
 end outside its vocabulary, a header without its text), and each reader says what that means
 to it. ``from_data`` is the contract a writer must meet
-(``tests/agent/test_agent_events.py`` holds the real writers to it) and the reading of a caller that
-needs the event whole (the ``/compact`` report).
+(``tests/agent/test_agent_events.py`` holds the real writers to it) and the reading of a
+caller that needs the event whole (the ``/compact`` report).
 
-The session layer sits below this one and writes its own crash-repair closers (``tool/result``,
-``step/end``, ``turn/end`` in ``session/persistence/repair.py``); ``tests/agent/test_agent_events.py``
-holds them to these definitions.
+The session layer sits below this one and writes its own crash-repair closers
+(``tool/result``, ``step/end``, ``turn/end`` in ``session/persistence/repair.py``);
+``tests/agent/test_agent_events.py`` holds them to these definitions.
 """
 
 from __future__ import annotations
