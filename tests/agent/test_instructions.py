@@ -289,7 +289,9 @@ async def test_instructions_that_claim_a_wider_scope_change_nothing(tmp_path: Pa
 
 
 @pytest.mark.parametrize("origin", ["user", "project"])
-async def test_a_spawned_child_reads_its_own_at_its_first_turn(tmp_path: Path, origin: str) -> None:
+async def test_a_spawned_child_gets_the_same_instructions_as_its_parent(
+    tmp_path: Path, origin: str
+) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     where = config_dir() if origin == "user" else workspace

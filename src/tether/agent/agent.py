@@ -33,7 +33,7 @@ from tether.agent.context_snapshot import (
 )
 from tether.agent.history import history, model_replies_since
 from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem, InboxTarget
-from tether.agent.instructions import PROJECT_INSTRUCTIONS, is_instructions
+from tether.agent.instructions import PROJECT_INSTRUCTIONS
 from tether.kernel import Context, Gather, Notice, Waterfall
 from tether.model import (
     Completion,
@@ -281,19 +281,11 @@ class Agent:
     def _append_instructions(self) -> None:
         """The project instructions, once, at the start of the session's first own turn."""
         source = self.ctx.get(PROJECT_INSTRUCTIONS)
-        cwd = self.session.header.cwd
-        if source is None or cwd is None or any(map(is_instructions, self.session.events)):
-            return
-        # Read in place, not in a worker thread: a few small files once per session, and the
-        # first step must not yield to other agents where it never did (their order is the
-        # log's order).
-        loaded = source.load(cwd)
-        if loaded.used:
-            self.session.append(
-                "user/message",
-                {"content": loaded.message(), "source": loaded.source()},
-                surface_op="append",
-            )
+        if source is not None:
+            # Read in place, not in a worker thread: a few small files once per session, and
+            # the first step must not yield to other agents where it never did (their order is
+            # the log's order).
+            source.give(self.session)
 
     def _next_turn_number(self) -> int:
         last = self.session.last("turn/start")
