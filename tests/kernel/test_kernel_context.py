@@ -34,11 +34,6 @@ W = Waterfall[object, object]("w")
 NOTHING = Gather[object, object]("nothing")
 
 
-@pytest.fixture
-def ctx() -> Context:
-    return Runtime().root
-
-
 class Agent:
     """Stands in for an agent: scopes are compared by identity."""
 

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-
-from tether.kernel import Context, PromptPart, PromptRegistry, Runtime
+from tether.kernel import Context, PromptPart, PromptRegistry
 
 
 class Agent:
     def __init__(self, name: str) -> None:
         self.name = name
-
-
-@pytest.fixture
-def ctx() -> Context:
-    return Runtime().root
 
 
 def test_sections_render_in_order(ctx: Context) -> None:

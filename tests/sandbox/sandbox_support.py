@@ -87,6 +87,11 @@ PROBES = ("socket_probe.py", "uring_setxattr.py")
 """The scripts of this directory that tests run inside the sandbox (:meth:`Host.probe`)."""
 
 
+def changed(before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]]) -> list:
+    """The paths whose :meth:`Host.snapshot` entry differs between ``before`` and ``after``."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
 def make_host(root: Path) -> Host:
     top = Path(os.path.realpath(root))
     ws, outside, home = top / "ws", top / "outside", top / "home"

@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sandbox_support import PYTHON, RESTRICTED, VARIANTS, Host, make_provider, run_confined
+from sandbox_support import (
+    PYTHON,
+    RESTRICTED,
+    VARIANTS,
+    Host,
+    changed,
+    make_provider,
+    run_confined,
+)
 
 from tether.sandbox import paths
 
@@ -24,10 +32,6 @@ pytestmark = pytest.mark.timeout(120)
 
 def tree(host: Host) -> dict[str, tuple[object, ...]]:
     return host.snapshot(include_ws=True)
-
-
-def changed(before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]]) -> list:
-    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 def on_import_path(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,14 +3,14 @@ the child's own log before its first turn, never read again (decision 0041)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from subagent_support import NEVER, delegated
 
 from event_support import events_of, kinds, plain, type_data
-from script_support import call
+from script_support import call, write_script
 from tether import Harness
 from tether.agent import PROJECT_INSTRUCTIONS, Agent
 from tether.agent.instructions import instructions_data, is_instructions
@@ -19,14 +19,8 @@ from tether.session import SessionMeta
 from tether.session.json import thaw
 from tether.subagents import SUBAGENTS_SERVICE, ContinuationManager
 
-DELEGATION = [
-    ("sandbox/mode", {"mode": "workspace-write", "source": "delegation"}),
-    ("approval/policy", {"policy": "never", "source": "delegation"}),
-]
-ONE_SHOT_TURN = [
-    "agent/inbox/spliced",
-    "turn/start",
-    "subagent/descriptor",
+DELEGATION = [delegated("workspace-write"), NEVER]
+TURN = [
     "step/start",
     "user/message",  # the prompt
     "user/message",  # the runtime-context snapshot
@@ -35,24 +29,17 @@ ONE_SHOT_TURN = [
     "step/end",
     "turn/end",
 ]
+"""A one-step turn's events from its first step on."""
 
 
 def instruction_data(source: object) -> list[dict[str, Any]]:
     return [plain(e) for e in events_of(source) if is_instructions(e)]
 
 
-def write_script(path: Path, root: list[dict[str, Any]], child: list[dict[str, Any]]) -> str:
-    path.write_text(
-        json.dumps(
-            {
-                "agents": [
-                    {"match": {"depth": 0}, "steps": root},
-                    {"match": {"depth": 1}, "steps": child},
-                ]
-            }
-        )
-    )
-    return f"scripted:{path}"
+def scripted(path: Path, root: list[dict[str, Any]], child: list[dict[str, Any]]) -> str:
+    """The model of a root (``root``) and its children (``child``)."""
+    entries = [{"match": {"depth": 0}, "steps": root}, {"match": {"depth": 1}, "steps": child}]
+    return f"scripted:{write_script(path, entries)}"
 
 
 def rules(workspace: Path) -> None:
@@ -66,7 +53,7 @@ async def test_a_spawned_child_gets_its_parents_record_in_its_own_log(tmp_path: 
     workspace.mkdir()
     rules(workspace)
     delegate = call("subagent", prompt="go", description="c", run_in_background=False)
-    model = write_script(
+    model = scripted(
         tmp_path / "script.json",
         [{"text": "first"}, delegate, {"text": "done"}],
         [{"text": "child done"}],
@@ -87,7 +74,12 @@ async def test_a_spawned_child_gets_its_parents_record_in_its_own_log(tmp_path: 
         parent = await harness.store.inspect(first.session_id)
     assert thaw(expected) == instruction_data(parent.events)[0]
     assert type_data(child.events)[:3] == [*DELEGATION, ("user/message", thaw(expected))]
-    assert kinds(child.events, 3) == ONE_SHOT_TURN
+    assert kinds(child.events, 3) == [
+        "agent/inbox/spliced",
+        "turn/start",
+        "subagent/descriptor",
+        *TURN,
+    ]
     assert [plain(e)["content"] for e in child.events if e.type == "user/message"][1] == "go"
     # The only scope events are the delegation's: the instructions fix nothing.
     assert [t for t, _ in type_data(child.events) if t in ("sandbox/mode", "approval/policy")] == [
@@ -108,9 +100,7 @@ async def test_children_of_a_root_that_has_not_begun_share_its_one_read(
     workspace.mkdir()
     if files == "present":
         rules(workspace)
-    model = write_script(
-        tmp_path / "script.json", [{"text": "noted"}] * 3, [{"text": "child done"}]
-    )
+    model = scripted(tmp_path / "script.json", [{"text": "noted"}] * 3, [{"text": "child done"}])
     store = f"sqlite:///{tmp_path / 'store.db'}"
     async with Harness.open(
         workspace=workspace, model=model, store=store, sandbox="workspace-write"
@@ -139,13 +129,7 @@ async def test_children_of_a_root_that_has_not_begun_share_its_one_read(
             *records,
             "agent/inbox/spliced",
             "turn/start",
-            "step/start",
-            "user/message",  # the prompt
-            "user/message",  # the runtime-context snapshot
-            "request/header",
-            "assistant/message",
-            "step/end",
-            "turn/end",
+            *TURN,
         ]
         assert type_data(child.events)[2 : 4 + len(expected)] == [
             *DELEGATION,
@@ -158,7 +142,7 @@ async def test_a_cold_resumed_child_replays_its_own_record(tmp_path: Path) -> No
     workspace = tmp_path / "ws"
     workspace.mkdir()
     rules(workspace)
-    model = write_script(
+    model = scripted(
         tmp_path / "script.json",
         [{"text": "noted"}] * 4,
         [{"text": "child done"}, {"text": "again done"}],
@@ -196,7 +180,7 @@ async def test_a_child_in_another_working_directory_reads_its_own(tmp_path: Path
     elsewhere.mkdir()
     (workspace / "AGENTS.md").write_text("The parent's rule.\n")
     (elsewhere / "AGENTS.md").write_text("The other directory's rule.\n")
-    model = write_script(tmp_path / "script.json", [{"text": "first"}], [{"text": "child"}])
+    model = scripted(tmp_path / "script.json", [{"text": "first"}], [{"text": "child"}])
     store = f"sqlite:///{tmp_path / 'store.db'}"
     async with Harness.open(workspace=workspace, model=model, store=store) as harness:
         service = harness.ctx.require(PROJECT_INSTRUCTIONS)

@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from subagent_support import plain, world
+from subagent_support import NEVER, delegated, plain, world
 
 from tether.agent import Agent, AgentOptions
 from tether.kernel import SESSIONS_SERVICE, Kernel
@@ -35,11 +35,6 @@ from tether.subagents.composition import UnknownToolError
 
 UNUSED = [{"match": {}, "steps": []}]
 """No test here runs a model; the scripted model still needs one entry."""
-NEVER = ("approval/policy", {"policy": "never", "source": "delegation"})
-
-
-def delegated(mode: str) -> tuple[str, dict[str, str]]:
-    return ("sandbox/mode", {"mode": mode, "source": "delegation"})
 
 
 def layout(session: Session) -> list[tuple[str, dict[str, object]]]:
