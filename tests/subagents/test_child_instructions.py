@@ -211,3 +211,30 @@ async def test_a_child_in_another_working_directory_reads_its_own(tmp_path: Path
         "user/message",
     ]
     assert "The parent's rule" not in str(instruction_data(child.events))
+
+
+async def test_a_fork_has_its_parents_record_in_its_seed_and_gets_no_copy(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    rules(workspace)
+    fork = call("subagent_fork", prompt="go on", description="f")
+    model = scripted(
+        tmp_path / "script.json", [{"text": "first"}, fork, {"text": "done"}], [{"text": "child"}]
+    )
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    async with Harness.open(
+        workspace=workspace, model=model, store=store, sandbox="workspace-write"
+    ) as harness:
+        first = await harness.run("one")
+        second = await harness.run("fork now", resume=first.session_id)
+        assert second.stop_reason == "completed", second.error
+        listed = await harness.store.persistence.list()  # type: ignore[union-attr]
+        child = await harness.store.inspect(next(m.id for m in listed if m.id != first.session_id))
+        parent = await harness.store.inspect(first.session_id)
+    seed = child.header.seed_length
+    assert seed is not None
+    (record,) = [e for e in child.events if is_instructions(e)]
+    assert record.seq < seed
+    assert plain(record) == instruction_data(parent.events)[0]
+    assert type_data(child.events)[seed : seed + 3] == [("session/end-seed", {}), *DELEGATION]
+    assert kinds(child.events, seed + 3)[:2] == ["agent/inbox/spliced", "turn/start"]
