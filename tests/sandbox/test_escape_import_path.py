@@ -12,17 +12,15 @@ host is compared with a snapshot taken before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sandbox_support import (
     PYTHON,
-    RESTRICTED,
     VARIANTS,
     Host,
     changed,
     make_provider,
     run_confined,
+    variant_mode_cases,
 )
 
 from tether.sandbox import paths
@@ -79,15 +77,7 @@ ATTACKS = (
 )
 
 
-def cases() -> Iterator[object]:
-    for variant in VARIANTS:
-        for mode in RESTRICTED:
-            yield pytest.param(
-                variant.values[0], mode, marks=variant.marks, id=f"{variant.id}-{mode}"
-            )
-
-
-@pytest.mark.parametrize(("variant", "mode"), list(cases()))
+@pytest.mark.parametrize(("variant", "mode"), list(variant_mode_cases()))
 async def test_what_python_runs_at_start_cannot_be_planted(
     host: Host, variant: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,7 +116,7 @@ async def test_the_projects_code_on_the_import_path_stays_writable(
     assert "nor in src (on the harness's Python import path)" in denied.command.denial_note
 
 
-@pytest.mark.parametrize(("variant", "mode"), list(cases()))
+@pytest.mark.parametrize(("variant", "mode"), list(variant_mode_cases()))
 async def test_the_base_installation_is_the_harness_code_too(
     host: Host, variant: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

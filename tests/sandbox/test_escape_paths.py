@@ -27,6 +27,7 @@ from sandbox_support import (
     changed,
     make_provider,
     run_confined,
+    variant_mode_cases,
 )
 
 from hidden_support import TOKENS_AND_HISTORIES
@@ -469,15 +470,7 @@ GIT_ATTACKS = (
 )
 
 
-def git_cases() -> Iterator[object]:
-    for variant in VARIANTS:
-        for mode in RESTRICTED:
-            yield pytest.param(
-                variant.values[0], mode, marks=variant.marks, id=f"{variant.id}-{mode}"
-            )
-
-
-@pytest.mark.parametrize(("variant", "mode"), list(git_cases()))
+@pytest.mark.parametrize(("variant", "mode"), list(variant_mode_cases()))
 async def test_a_real_repository_cannot_be_changed(host: Host, variant: str, mode: str) -> None:
     """``git`` itself, in a real repository: its config, hooks and the ``.git`` directory
     stay as they are, so nothing runs unconfined at the user's next ``git`` command."""
