@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
+from kernel_support import Agent
+
 from tether.kernel import Context, PromptPart, PromptRegistry
-
-
-class Agent:
-    def __init__(self, name: str) -> None:
-        self.name = name
 
 
 def test_sections_render_in_order(ctx: Context) -> None:
