@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from event_support import instruction_records as instruction_events
 from script_support import call, script
 from tether import Harness
 from tether.agent import ProjectInstructions
@@ -19,8 +20,6 @@ from tether.agent.instructions import INSTRUCTIONS_HEAD, MAX_FILE_BYTES, MAX_TOT
 from tether.dirs import config_dir
 from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import default_rules
-from tether.session import Session
-from tether.session.json import thaw
 
 
 def instructions() -> ProjectInstructions:
@@ -200,14 +199,6 @@ def test_a_link_to_a_hidden_path_inside_the_repository_is_skipped(tmp_path: Path
 
 
 # -- in a session --------------------------------------------------------------------------
-
-
-def instruction_events(session: Session | Any) -> list[dict[str, Any]]:
-    return [
-        thaw(e.data)
-        for e in session.events
-        if e.type == "user/message" and e.data["source"].get("form") == "instructions"
-    ]
 
 
 async def test_the_session_records_them_once_and_a_resume_sends_the_recorded_text(

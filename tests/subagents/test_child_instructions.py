@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from subagent_support import NEVER, delegated
 
-from event_support import events_of, kinds, plain, type_data
+from event_support import instruction_records, kinds, plain, type_data
 from script_support import call, write_script
 from tether import Harness
 from tether.agent import PROJECT_INSTRUCTIONS, Agent
@@ -30,10 +30,6 @@ TURN = [
     "turn/end",
 ]
 """A one-step turn's events from its first step on."""
-
-
-def instruction_data(source: object) -> list[dict[str, Any]]:
-    return [plain(e) for e in events_of(source) if is_instructions(e)]
 
 
 def scripted(path: Path, root: list[dict[str, Any]], child: list[dict[str, Any]]) -> str:
@@ -72,7 +68,7 @@ async def test_a_spawned_child_gets_its_parents_record_in_its_own_log(tmp_path: 
         child_id = next(m.id for m in listed if m.id != first.session_id)
         child = await harness.store.inspect(child_id)
         parent = await harness.store.inspect(first.session_id)
-    assert thaw(expected) == instruction_data(parent.events)[0]
+    assert thaw(expected) == instruction_records(parent.events)[0]
     assert type_data(child.events)[:3] == [*DELEGATION, ("user/message", thaw(expected))]
     assert kinds(child.events, 3) == [
         "agent/inbox/spliced",
@@ -118,7 +114,7 @@ async def test_children_of_a_root_that_has_not_begun_share_its_one_read(
         children = [await harness.store.inspect(i) for i in (a, b)]
         parent = await harness.store.inspect(root.id)
     expected = [thaw(instructions_data(loaded))] if files == "present" else []
-    assert instruction_data(parent.events) == expected
+    assert instruction_records(parent.events) == expected
     records = ["user/message"] * len(expected)
     for child in children:
         assert kinds(child.events) == [
@@ -135,7 +131,7 @@ async def test_children_of_a_root_that_has_not_begun_share_its_one_read(
             *DELEGATION,
             *(("user/message", e) for e in expected),
         ]
-        assert instruction_data(child.events) == expected
+        assert instruction_records(child.events) == expected
 
 
 async def test_a_cold_resumed_child_replays_its_own_record(tmp_path: Path) -> None:
@@ -186,7 +182,7 @@ async def test_a_child_in_another_working_directory_reads_its_own(tmp_path: Path
         service = harness.ctx.require(PROJECT_INSTRUCTIONS)
         first = await harness.run("one")
         parent = harness.store.get(first.session_id)
-        assert parent is not None and len(instruction_data(parent.events)) == 1
+        assert parent is not None and len(instruction_records(parent.events)) == 1
         child = harness.store.prepare(
             meta=SessionMeta(
                 cwd=str(elsewhere),
@@ -203,14 +199,14 @@ async def test_a_child_in_another_working_directory_reads_its_own(tmp_path: Path
         agent.followup("go")
         await harness.settle()
         expected = instructions_data(service.load(str(elsewhere)))
-    assert instruction_data(child.events) == [thaw(expected)]
+    assert instruction_records(child.events) == [thaw(expected)]
     assert kinds(child.events)[:4] == [
         "agent/inbox/spliced",
         "turn/start",
         "step/start",
         "user/message",
     ]
-    assert "The parent's rule" not in str(instruction_data(child.events))
+    assert "The parent's rule" not in str(instruction_records(child.events))
 
 
 async def test_a_fork_has_its_parents_record_in_its_seed_and_gets_no_copy(tmp_path: Path) -> None:
@@ -235,6 +231,6 @@ async def test_a_fork_has_its_parents_record_in_its_seed_and_gets_no_copy(tmp_pa
     assert seed is not None
     (record,) = [e for e in child.events if is_instructions(e)]
     assert record.seq < seed
-    assert plain(record) == instruction_data(parent.events)[0]
+    assert plain(record) == instruction_records(parent.events)[0]
     assert type_data(child.events)[seed : seed + 3] == [("session/end-seed", {}), *DELEGATION]
     assert kinds(child.events, seed + 3)[:2] == ["agent/inbox/spliced", "turn/start"]
