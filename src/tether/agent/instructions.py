@@ -337,6 +337,7 @@ __all__ = [
     "SkippedFile",
     "UsedFile",
     "instruction_dirs",
+    "instructions_data",
     "is_instructions",
     "recorded_instructions",
 ]
