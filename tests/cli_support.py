@@ -13,6 +13,11 @@ TETHER: Final = str(Path(sys.executable).parent / "tether")
 """The console script installed beside the interpreter running the tests."""
 
 
+def sqlite_store(directory: Path) -> str:
+    """The URL of a SQLite store in ``directory`` (``--store``, ``Harness.open(store=...)``)."""
+    return f"sqlite:///{directory / 'store.db'}"
+
+
 def tether(
     *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

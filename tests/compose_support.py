@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.agent import AGENTS_SERVICE, AgentRegistry
+from tether.agent import AGENTS_SERVICE, Agent, AgentRegistry
 from tether.kernel import SESSIONS_SERVICE, Context, Kernel, Next
 from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
 from tether.policy.sandbox_policy import sandbox_policy_plugin
 from tether.sandbox import SANDBOX_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
+from tether.subagents import SUBAGENTS_SERVICE
 from tether.tools.base import Tool, ToolArgs, ToolCall, ToolResult
 from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
@@ -105,3 +107,47 @@ class FollowUpTool:
         agent: Any = call.agent
         agent.followup("keep going")
         return ToolResult("queued")
+
+
+class HoldArgs(ToolArgs):
+    key: str
+
+
+class Hold:
+    """A real tool that blocks its caller until the test opens ``gates[key]``: it keeps an agent
+    *running* at a known point (busy parent, running child) without timing assumptions.
+    ``entered`` holds the keys of the calls that have reached it."""
+
+    name = "hold"
+    description = "Wait until released."
+    Args = HoldArgs
+
+    def __init__(self) -> None:
+        self.gates: dict[str, asyncio.Event] = {}
+        self.entered: set[str] = set()
+
+    def gate(self, key: str) -> asyncio.Event:
+        return self.gates.setdefault(key, asyncio.Event())
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        args = call.args
+        assert isinstance(args, HoldArgs)
+        self.entered.add(args.key)
+        await self.gate(args.key).wait()
+        return ToolResult(f"released {args.key}")
+
+
+async def settle_agents(ctx: Context, agents: Iterable[Agent]) -> None:
+    """Wait until every agent of ``agents`` is idle and no continuable child is resident (as
+    ``Harness.settle`` does)."""
+    manager = ctx.get(SUBAGENTS_SERVICE)
+    while True:
+        for agent in list(agents):
+            await agent.when_idle()
+        if manager is not None:
+            await manager.when_quiescent()
+        await asyncio.sleep(0)
+        if all(a.status == "idle" and not a.inbox.has_work() for a in agents) and (
+            manager is None or not manager.resident()
+        ):
+            return

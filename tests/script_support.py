@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -14,6 +14,12 @@ ROOT: Final[Mapping[str, Any]] = {"depth": 0}
 def script(path: Path, steps: list[dict[str, Any]], *, match: Mapping[str, Any] = ROOT) -> Path:
     """Write a script of one entry, ``steps`` for the sessions ``match`` selects, to ``path``."""
     path.write_text(json.dumps({"agents": [{"match": dict(match), "steps": steps}]}))
+    return path
+
+
+def write_script(path: Path, agents: Sequence[Mapping[str, Any]]) -> Path:
+    """Write a script of several entries (each a ``match`` and its ``steps``) to ``path``."""
+    path.write_text(json.dumps({"agents": list(agents)}))
     return path
 
 

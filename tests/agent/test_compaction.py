@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from cli_support import sqlite_store
 from tether import Harness
 from tether.agent.compaction import COMPACT_AT, SUMMARY_REQUEST, SUMMARY_SYSTEM, CompactionError
 from tether.agent.history import SUMMARY_HEAD
@@ -77,10 +78,6 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
-def store(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'store.db'}"
-
-
 def of_type(session: Session, event_type: str) -> list[Event]:
     return [e for e in session.events if e.type == event_type]
 
@@ -119,7 +116,7 @@ async def test_a_request_that_would_overflow_compacts_the_older_turns_first(
 ) -> None:
     recording = model(tmp_path, 12_000, TWO_TURNS)
     async with Harness.open(
-        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=recording, store=sqlite_store(tmp_path)
     ) as harness:
         first = await harness.run("read big.txt")
         second = await harness.run("again")
@@ -190,7 +187,7 @@ async def test_a_request_that_would_overflow_compacts_the_older_turns_first(
 async def test_the_conversation_goes_on_after_compaction(tmp_path: Path) -> None:
     recording = model(tmp_path, 12_000, [*TWO_TURNS, {"text": "Still here."}])
     async with Harness.open(
-        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=recording, store=sqlite_store(tmp_path)
     ) as harness:
         await harness.run("read big.txt")
         await harness.run("again")
@@ -215,7 +212,7 @@ async def test_permission_events_stay_and_a_cold_resume_folds_and_sends_the_same
     async with Harness.open(
         workspace=workspace(tmp_path),
         model=recording,
-        store=store(tmp_path),
+        store=sqlite_store(tmp_path),
         sandbox="read-only",
         approval="ask",
     ) as harness:
@@ -240,7 +237,7 @@ async def test_permission_events_stay_and_a_cold_resume_folds_and_sends_the_same
 
     resumed = Recording(ScriptedModel.from_path(tmp_path / "script.json"))
     async with Harness.open(
-        workspace=workspace(tmp_path), model=resumed, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=resumed, store=sqlite_store(tmp_path)
     ) as harness:
         result = await harness.run("resumed?", resume=first.session_id)
         events = harness.agents.get(first.session_id).session.events  # type: ignore[union-attr]
@@ -256,7 +253,7 @@ async def test_a_long_first_turn_compacts_its_older_steps_without_parting_a_call
 ) -> None:
     recording = model(tmp_path, 14_000, [read_big(), read_big(), summarise(), {"text": "Done."}])
     async with Harness.open(
-        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=recording, store=sqlite_store(tmp_path)
     ) as harness:
         result = await harness.run("read big.txt twice")
         session = harness.store.get(result.session_id)
@@ -288,7 +285,7 @@ def short_then_read(answer: str) -> list[dict[str, Any]]:
 async def test_a_failed_summary_lets_a_request_that_still_fits_go_on(tmp_path: Path) -> None:
     recording = model(tmp_path, 8_000, short_then_read("   "))
     async with Harness.open(
-        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=recording, store=sqlite_store(tmp_path)
     ) as harness:
         await harness.run("hi")
         result = await harness.run("read big.txt")
@@ -318,7 +315,7 @@ async def test_a_failed_summary_ends_a_request_that_does_not_fit_with_context_ov
 ) -> None:
     recording = model(tmp_path, 7_000, short_then_read(" "))
     async with Harness.open(
-        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=recording, store=sqlite_store(tmp_path)
     ) as harness:
         await harness.run("hi")
         result = await harness.run("read big.txt")
@@ -346,7 +343,7 @@ async def test_a_failed_summary_ends_a_request_that_does_not_fit_with_context_ov
 async def test_harness_compact_summarises_everything_between_runs(tmp_path: Path) -> None:
     recording = model(tmp_path, 100_000, [{"text": "Hello."}, summarise()])
     async with Harness.open(
-        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=recording, store=sqlite_store(tmp_path)
     ) as harness:
         result = await harness.run("hi")
         event = await harness.compact()
@@ -367,7 +364,7 @@ async def test_the_project_instructions_are_never_summarised(tmp_path: Path) -> 
     ws = workspace(tmp_path)
     (ws / "AGENTS.md").write_text("Always answer in English.\n")
     recording = model(tmp_path, 12_000, TWO_TURNS)
-    async with Harness.open(workspace=ws, model=recording, store=store(tmp_path)) as harness:
+    async with Harness.open(workspace=ws, model=recording, store=sqlite_store(tmp_path)) as harness:
         await harness.run("read big.txt")
         result = await harness.run("again")
         session = harness.store.get(result.session_id)
@@ -410,7 +407,7 @@ async def test_compact_during_a_turn_is_refused_and_changes_nothing(tmp_path: Pa
     ]
     recording = model(tmp_path, 100_000, steps)
     async with Harness.open(
-        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=recording, store=sqlite_store(tmp_path)
     ) as harness:
         harness.tools.register(CompactNowTool())
         result = await harness.run("compact yourself")
@@ -429,7 +426,7 @@ async def test_compact_during_a_turn_is_refused_and_changes_nothing(tmp_path: Pa
 async def test_harness_compact_before_any_run_opens_no_session(tmp_path: Path) -> None:
     recording = model(tmp_path, 100_000, [{"text": "Hello."}])
     async with Harness.open(
-        workspace=workspace(tmp_path), model=recording, store=store(tmp_path)
+        workspace=workspace(tmp_path), model=recording, store=sqlite_store(tmp_path)
     ) as harness:
         try:
             await harness.compact()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from event_support import instruction_records as instruction_events
 from script_support import call, script
 from tether import Harness
 from tether.agent import ProjectInstructions
@@ -19,8 +20,6 @@ from tether.agent.instructions import INSTRUCTIONS_HEAD, MAX_FILE_BYTES, MAX_TOT
 from tether.dirs import config_dir
 from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import default_rules
-from tether.session import Session
-from tether.session.json import thaw
 
 
 def instructions() -> ProjectInstructions:
@@ -202,14 +201,6 @@ def test_a_link_to_a_hidden_path_inside_the_repository_is_skipped(tmp_path: Path
 # -- in a session --------------------------------------------------------------------------
 
 
-def instruction_events(session: Session | Any) -> list[dict[str, Any]]:
-    return [
-        thaw(e.data)
-        for e in session.events
-        if e.type == "user/message" and e.data["source"].get("form") == "instructions"
-    ]
-
-
 async def test_the_session_records_them_once_and_a_resume_sends_the_recorded_text(
     tmp_path: Path,
 ) -> None:
@@ -289,7 +280,9 @@ async def test_instructions_that_claim_a_wider_scope_change_nothing(tmp_path: Pa
 
 
 @pytest.mark.parametrize("origin", ["user", "project"])
-async def test_a_spawned_child_reads_its_own_at_its_first_turn(tmp_path: Path, origin: str) -> None:
+async def test_a_spawned_child_gets_the_same_instructions_as_its_parent(
+    tmp_path: Path, origin: str
+) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     where = config_dir() if origin == "user" else workspace

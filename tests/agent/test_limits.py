@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from cli_support import sqlite_store
 from compose_support import FollowUpTool
 from script_support import call, script
 from tether import Harness
@@ -23,10 +24,6 @@ def looping(tmp_path: Path, count: int) -> Path:
     return script(tmp_path / "script.json", [call("ls", path=".") for _ in range(count)])
 
 
-def store(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'store.db'}"
-
-
 def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "ws"
     path.mkdir(exist_ok=True)
@@ -36,7 +33,10 @@ def workspace(tmp_path: Path) -> Path:
 async def test_max_steps_ends_the_turn_max_steps(tmp_path: Path) -> None:
     model = looping(tmp_path, 5)
     async with Harness.open(
-        workspace=workspace(tmp_path), model=f"scripted:{model}", store=store(tmp_path), max_steps=2
+        workspace=workspace(tmp_path),
+        model=f"scripted:{model}",
+        store=sqlite_store(tmp_path),
+        max_steps=2,
     ) as harness:
         result = await harness.run("loop")
         session = harness.store.get(result.session_id)
@@ -55,14 +55,14 @@ async def test_tether_toml_sets_the_limits_and_the_caller_overrides_them(tmp_pat
     async with Harness.open(
         workspace=ws,
         model=f"scripted:{model}",
-        store=store(tmp_path),
+        store=sqlite_store(tmp_path),
         workspace_trust=WorkspaceTrust.ONCE,
     ) as harness:
         assert (await harness.run("loop")).error == STEPS_DETAIL
     async with Harness.open(
         workspace=ws,
         model=f"scripted:{model}",
-        store=store(tmp_path),
+        store=sqlite_store(tmp_path),
         workspace_trust=WorkspaceTrust.ONCE,
         max_steps=1,
     ) as harness:
@@ -78,7 +78,10 @@ async def test_max_turns_ends_a_run_that_keeps_queueing_turns(tmp_path: Path) ->
         steps += [call("follow_up"), {"text": f"turn {turn + 1} done"}]
     model = script(tmp_path / "script.json", steps)
     async with Harness.open(
-        workspace=workspace(tmp_path), model=f"scripted:{model}", store=store(tmp_path), max_turns=2
+        workspace=workspace(tmp_path),
+        model=f"scripted:{model}",
+        store=sqlite_store(tmp_path),
+        max_turns=2,
     ) as harness:
         harness.tools.register(FollowUpTool())
         result = await harness.run("start")
@@ -107,7 +110,10 @@ async def test_max_turns_ends_a_run_that_keeps_queueing_turns(tmp_path: Path) ->
 async def test_a_run_within_its_turn_limit_completes(tmp_path: Path) -> None:
     model = script(tmp_path / "script.json", [call("follow_up"), {"text": "a"}, {"text": "b"}])
     async with Harness.open(
-        workspace=workspace(tmp_path), model=f"scripted:{model}", store=store(tmp_path), max_turns=2
+        workspace=workspace(tmp_path),
+        model=f"scripted:{model}",
+        store=sqlite_store(tmp_path),
+        max_turns=2,
     ) as harness:
         harness.tools.register(FollowUpTool())
         result = await harness.run("start")
@@ -122,7 +128,7 @@ async def test_a_limit_below_one_is_refused(tmp_path: Path, option: str, value: 
         async with Harness.open(
             workspace=workspace(tmp_path),
             model="scripted:/none.json",
-            store=store(tmp_path),
+            store=sqlite_store(tmp_path),
             **{option: value},
         ):
             pass

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from cli_support import sqlite_store
 from script_support import call, script
 from tether import Harness
 from tether.agent import Agent, AgentOptions
@@ -47,10 +48,6 @@ def headers(session: Session) -> list[dict[str, Any]]:
     return [dict(e.data["header"]) for e in session.events if e.type == "request/header"]  # type: ignore[arg-type]
 
 
-def stores(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'store.db'}"
-
-
 async def test_a_parent_and_its_child_send_the_same_tether_prompt(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -77,7 +74,7 @@ async def test_a_parent_and_its_child_send_the_same_tether_prompt(tmp_path: Path
         )
     )
     async with Harness.open(
-        workspace=workspace, model=f"scripted:{model}", store=stores(tmp_path)
+        workspace=workspace, model=f"scripted:{model}", store=sqlite_store(tmp_path)
     ) as harness:
         result = await harness.run("delegate")
         assert result.stop_reason == "completed", result.error
@@ -138,7 +135,7 @@ async def test_the_python_api_replaces_and_extends_the_prompt(tmp_path: Path) ->
     async with Harness.open(
         workspace=workspace,
         model=f"scripted:{model}",
-        store=stores(tmp_path),
+        store=sqlite_store(tmp_path),
         system_prompt="You review Go code.",
         append_system_prompt="Answer in French.",
     ) as harness:
@@ -156,7 +153,7 @@ async def test_appending_keeps_tethers_prompt_first(tmp_path: Path) -> None:
     async with Harness.open(
         workspace=workspace,
         model=f"scripted:{model}",
-        store=stores(tmp_path),
+        store=sqlite_store(tmp_path),
         append_system_prompt="Answer in French.",
     ) as harness:
         result = await harness.run("hi")
@@ -180,7 +177,7 @@ async def test_tether_toml_sets_the_prompt_only_once_trusted(tmp_path: Path) -> 
     model = script(tmp_path / "script.json", [{"text": "ok"}])
     with pytest.raises(WorkspaceUntrustedError) as refused:
         async with Harness.open(
-            workspace=workspace, model=f"scripted:{model}", store=stores(tmp_path)
+            workspace=workspace, model=f"scripted:{model}", store=sqlite_store(tmp_path)
         ):
             pass
     # The prompt file is part of what the user trusts, beside tether.toml.
@@ -191,7 +188,7 @@ async def test_tether_toml_sets_the_prompt_only_once_trusted(tmp_path: Path) -> 
     async with Harness.open(
         workspace=workspace,
         model=f"scripted:{model}",
-        store=stores(tmp_path),
+        store=sqlite_store(tmp_path),
         workspace_trust=WorkspaceTrust.ONCE,
     ) as harness:
         result = await harness.run("hi")
@@ -206,7 +203,7 @@ async def test_a_caller_value_wins_over_tether_toml(tmp_path: Path) -> None:
     async with Harness.open(
         workspace=workspace,
         model=f"scripted:{model}",
-        store=stores(tmp_path),
+        store=sqlite_store(tmp_path),
         workspace_trust=WorkspaceTrust.ONCE,
         system_prompt="Mine.",
     ) as harness:
@@ -223,7 +220,7 @@ async def test_a_missing_prompt_file_fails_closed_before_anything_runs(tmp_path:
         async with Harness.open(
             workspace=workspace,
             model="scripted:/nonexistent.json",
-            store=stores(tmp_path),
+            store=sqlite_store(tmp_path),
             workspace_trust=WorkspaceTrust.ONCE,
         ):
             pass

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from cli_support import tether
+from tether.model import user_config_path
 
 
 class JsonRun:
@@ -73,3 +75,12 @@ def stored(env: dict[str, Any], session: str) -> list[dict[str, Any]]:
     proc = tether("sessions", "show", session, "--store", env["store"], "--json")
     assert proc.returncode == 0, proc.stderr
     return list(json.loads(proc.stdout)["events"])
+
+
+def write_user_config(text: str) -> Path:
+    """Write the user's configuration file (``tether.toml`` in the test's own config
+    directory) and return its path."""
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_support import write_user_config
 
 from model.strict_servers import DEEPSEEK_MISSING_REASONING, Answer, DeepSeekServer
 from tether import Harness
-from tether.model import user_config_path
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,12 +39,6 @@ async def deepseek() -> AsyncIterator[DeepSeekServer]:
         await server.stop()
 
 
-def configure(text: str) -> None:
-    path = user_config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-
-
 def env_for(server: DeepSeekServer) -> dict[str, str]:
     return {**os.environ, "DEEPSEEK_API_KEY": "sk-ds", "DEEPSEEK_BASE_URL": server.base_url}
 
@@ -58,7 +52,7 @@ async def test_a_thinking_tool_loop_of_three_requests_then_a_resumed_turn(
 ) -> None:
     (ws / "a.txt").write_text("alpha\n")
     (ws / "b.txt").write_text("beta\n")
-    configure(
+    write_user_config(
         '[model]\ndefault = "thinker"\n\n[models.thinker]\nmodel = "deepseek:deepseek-chat"\n'
         'thinking = "enabled"\nreasoning_effort = "high"\n'
     )
@@ -103,7 +97,7 @@ async def test_without_reasoning_sent_back_the_run_ends_with_deepseeks_400(
     ws: Path, deepseek: DeepSeekServer
 ) -> None:
     (ws / "a.txt").write_text("alpha\n")
-    configure('[models.plain]\nmodel = "deepseek:deepseek-chat"\nsend_reasoning = false\n')
+    write_user_config('[models.plain]\nmodel = "deepseek:deepseek-chat"\nsend_reasoning = false\n')
     store = f"sqlite:///{ws.parent / 'store.db'}"
     async with Harness.open(
         workspace=ws, model="plain", store=store, env=env_for(deepseek)

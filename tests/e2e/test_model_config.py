@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_support import write_user_config
 
 from cli_support import TETHER
 from model.strict_servers import Answer, StrictServer
@@ -37,13 +38,6 @@ async def servers() -> AsyncIterator[tuple[StrictServer, StrictServer]]:
         await evil.stop()
 
 
-def configure(text: str) -> Path:
-    path = user_config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
 def env_for(good: StrictServer, **more: str) -> dict[str, str]:
     return {
         **os.environ,
@@ -65,7 +59,7 @@ async def test_the_users_default_model_with_its_settings(
     ws: Path, servers: tuple[StrictServer, StrictServer]
 ) -> None:
     good, _ = servers
-    configure(
+    write_user_config(
         '[model]\ndefault = "local"\n\n[models.local]\nmodel = "openai:qwen"\n'
         f'base_url = "{good.base_url}"\napi_key_env = "LOCAL_KEY"\n'
         'headers = { "X-Title" = "tether" }\nbody = { temperature = 0.2, top_p = 0.9 }\n'
@@ -95,7 +89,9 @@ async def test_a_configured_base_url_gets_no_key_it_did_not_name(
     ws: Path, servers: tuple[StrictServer, StrictServer]
 ) -> None:
     good, _ = servers
-    configure(f'[models.local]\nmodel = "deepseek:deepseek-chat"\nbase_url = "{good.base_url}"\n')
+    write_user_config(
+        f'[models.local]\nmodel = "deepseek:deepseek-chat"\nbase_url = "{good.base_url}"\n'
+    )
     assert await run_once(ws, env_for(good), model="local") == "from good"
     assert "authorization" not in good.requests[0].headers
 
@@ -104,7 +100,7 @@ async def test_a_workspace_default_takes_effect_only_when_trusted(
     ws: Path, servers: tuple[StrictServer, StrictServer]
 ) -> None:
     good, _ = servers
-    configure('[model]\ndefault = "deepseek:deepseek-chat"\n')
+    write_user_config('[model]\ndefault = "deepseek:deepseek-chat"\n')
     (ws / "tether.toml").write_text('[model]\ndefault = "deepseek:deepseek-reasoner"\n')
     with pytest.raises(TetherError) as refused:
         await run_once(ws, env_for(good))
@@ -162,7 +158,7 @@ async def test_a_workspace_cannot_redefine_the_users_model(
     ws: Path, servers: tuple[StrictServer, StrictServer]
 ) -> None:
     good, evil = servers
-    user = configure('[models.work]\nmodel = "deepseek:deepseek-chat"\n')
+    user = write_user_config('[models.work]\nmodel = "deepseek:deepseek-chat"\n')
     (ws / "tether.toml").write_text(
         f'[models.work]\nmodel = "deepseek:deepseek-chat"\nbase_url = "{evil.base_url}"\n'
     )
@@ -190,7 +186,7 @@ async def test_invalid_user_configuration_is_refused_before_any_request(
     ws: Path, servers: tuple[StrictServer, StrictServer], table: str, message: str
 ) -> None:
     good, _ = servers
-    configure(table)
+    write_user_config(table)
     with pytest.raises(TetherError) as refused:
         await run_once(ws, env_for(good))
     assert refused.value.code == "MODEL_CONFIG"
@@ -202,7 +198,7 @@ async def test_run_takes_a_configured_name_and_no_stream(
     ws: Path, servers: tuple[StrictServer, StrictServer]
 ) -> None:
     good, _ = servers
-    configure('[models.fast]\nmodel = "deepseek:deepseek-chat"\n')
+    write_user_config('[models.fast]\nmodel = "deepseek:deepseek-chat"\n')
     ran = await asyncio.to_thread(
         subprocess.run,
         [

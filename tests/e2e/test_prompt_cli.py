@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import stat
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +16,6 @@ from script_support import call, script
 from tether.dirs import config_dir
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, Any]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    return {"workspace": workspace, "store": f"sqlite:///{tmp_path / 'store.db'}", "tmp": tmp_path}
 
 
 def lines_of(stdout: str) -> list[dict[str, Any]]:

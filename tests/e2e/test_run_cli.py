@@ -18,17 +18,6 @@ from script_support import write as write_call
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, Any]:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    return {
-        "workspace": workspace,
-        "store": f"sqlite:///{tmp_path / 'store.db'}",
-        "tmp": tmp_path,
-    }
-
-
 def run_json(
     env: dict[str, Any], steps: list[dict[str, Any]], *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:

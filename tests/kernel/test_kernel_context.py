@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytest
+from kernel_support import Agent
 
 from tether.kernel import (
     Context,
@@ -32,18 +33,6 @@ NOBODY = Notice[object]("nobody")
 ASK = Notice[object]("ask")
 W = Waterfall[object, object]("w")
 NOTHING = Gather[object, object]("nothing")
-
-
-@pytest.fixture
-def ctx() -> Context:
-    return Runtime().root
-
-
-class Agent:
-    """Stands in for an agent: scopes are compared by identity."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
 
 
 # -- services ---------------------------------------------------------------------------------

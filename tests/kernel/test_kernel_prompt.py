@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
+from kernel_support import Agent
 
-from tether.kernel import Context, PromptPart, PromptRegistry, Runtime
-
-
-class Agent:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-@pytest.fixture
-def ctx() -> Context:
-    return Runtime().root
+from tether.kernel import Context, PromptPart, PromptRegistry
 
 
 def test_sections_render_in_order(ctx: Context) -> None:

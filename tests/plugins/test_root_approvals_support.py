@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from compose_support import compose_kernel
+from compose_support import Hold as Hold
+from compose_support import compose_kernel, settle_agents
 from event_support import plain
 from script_support import call as call
 from script_support import write as write
@@ -27,8 +28,6 @@ from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE
 from tether.policy.approval import ApprovalRequest, register_answerer
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
-from tether.subagents import SUBAGENTS_SERVICE
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
 
 NOTICE = {"kind": "plugin", "plugin": "root_approvals", "form": "notice"}
@@ -210,42 +209,6 @@ async def eventually(predicate: Callable[[], bool], what: str, seconds: float = 
         await asyncio.sleep(0.005)
 
 
-class HoldArgs(ToolArgs):
-    key: str
-
-
-class Hold:
-    """Blocks its caller until the test opens ``gates[key]``: keeps an agent running at a
-    known point without timing assumptions."""
-
-    name = "hold"
-    description = "Wait until released."
-    Args = HoldArgs
-
-    def __init__(self) -> None:
-        self.gates: dict[str, asyncio.Event] = {}
-        self.entered: set[str] = set()
-
-    def gate(self, key: str) -> asyncio.Event:
-        return self.gates.setdefault(key, asyncio.Event())
-
-    async def run(self, call: ToolCall) -> ToolResult:
-        assert isinstance(call.args, HoldArgs)
-        self.entered.add(call.args.key)
-        await self.gate(call.args.key).wait()
-        return ToolResult(f"released {call.args.key}")
-
-
 async def settle(rig: Rig) -> None:
     """Until every live agent is idle and no continuable child is resident."""
-    manager = rig.ctx.get(SUBAGENTS_SERVICE)
-    while True:
-        for agent in list(rig.registry):
-            await agent.when_idle()
-        await manager.when_quiescent()
-        await asyncio.sleep(0)
-        if (
-            all(a.status == "idle" and not a.inbox.has_work() for a in rig.registry)
-            and not manager.resident()
-        ):
-            return
+    await settle_agents(rig.ctx, rig.registry)

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,20 @@ target there would be invisible to the command, and the test would prove less)."
 
 PROBES = ("socket_probe.py", "uring_setxattr.py")
 """The scripts of this directory that tests run inside the sandbox (:meth:`Host.probe`)."""
+
+
+def variant_mode_cases() -> Iterator[object]:
+    """``(variant, mode)`` parameters: every sandbox variant under every restricted mode."""
+    for variant in VARIANTS:
+        for mode in RESTRICTED:
+            yield pytest.param(
+                variant.values[0], mode, marks=variant.marks, id=f"{variant.id}-{mode}"
+            )
+
+
+def changed(before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]]) -> list:
+    """The paths whose :meth:`Host.snapshot` entry differs between ``before`` and ``after``."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 def make_host(root: Path) -> Host:

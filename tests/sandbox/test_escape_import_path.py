@@ -12,10 +12,16 @@ host is compared with a snapshot taken before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from sandbox_support import PYTHON, RESTRICTED, VARIANTS, Host, make_provider, run_confined
+from sandbox_support import (
+    PYTHON,
+    VARIANTS,
+    Host,
+    changed,
+    make_provider,
+    run_confined,
+    variant_mode_cases,
+)
 
 from tether.sandbox import paths
 
@@ -24,10 +30,6 @@ pytestmark = pytest.mark.timeout(120)
 
 def tree(host: Host) -> dict[str, tuple[object, ...]]:
     return host.snapshot(include_ws=True)
-
-
-def changed(before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]]) -> list:
-    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 def on_import_path(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,15 +77,7 @@ ATTACKS = (
 )
 
 
-def cases() -> Iterator[object]:
-    for variant in VARIANTS:
-        for mode in RESTRICTED:
-            yield pytest.param(
-                variant.values[0], mode, marks=variant.marks, id=f"{variant.id}-{mode}"
-            )
-
-
-@pytest.mark.parametrize(("variant", "mode"), list(cases()))
+@pytest.mark.parametrize(("variant", "mode"), list(variant_mode_cases()))
 async def test_what_python_runs_at_start_cannot_be_planted(
     host: Host, variant: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,7 +116,7 @@ async def test_the_projects_code_on_the_import_path_stays_writable(
     assert "nor in src (on the harness's Python import path)" in denied.command.denial_note
 
 
-@pytest.mark.parametrize(("variant", "mode"), list(cases()))
+@pytest.mark.parametrize(("variant", "mode"), list(variant_mode_cases()))
 async def test_the_base_installation_is_the_harness_code_too(
     host: Host, variant: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,8 +19,18 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from sandbox_support import PYTHON, RESTRICTED, VARIANTS, Host, make_provider, run_confined
+from sandbox_support import (
+    PYTHON,
+    RESTRICTED,
+    VARIANTS,
+    Host,
+    changed,
+    make_provider,
+    run_confined,
+    variant_mode_cases,
+)
 
+from hidden_support import TOKENS_AND_HISTORIES
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import CREDENTIAL_PATHS, SandboxError, SandboxProvider
 from tether.sandbox.environment import FALLBACK_PATH
@@ -31,10 +41,6 @@ pytestmark = pytest.mark.timeout(120)
 
 def tree(host: Host, *, include_ws: bool = True) -> dict[str, tuple[object, ...]]:
     return host.snapshot(include_ws=include_ws)
-
-
-def changed(before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]]) -> list:
-    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 # -- control files ------------------------------------------------------------------------------
@@ -281,23 +287,6 @@ async def test_no_credential_path_is_readable(host: Host, variant: str, mode: st
     assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr
 
 
-TOKENS_AND_HISTORIES = (
-    ".claude/.credentials.json",
-    ".codex/auth.json",
-    ".config/github-copilot/hosts.json",
-    ".config/github-copilot/apps.json",
-    ".m2/settings.xml",
-    ".gradle/gradle.properties",
-    ".bash_history",
-    ".zsh_history",
-    ".python_history",
-    ".psql_history",
-    ".mysql_history",
-    ".node_repl_history",
-)
-"""Agent tokens, build tools' credentials and the histories passwords get typed into."""
-
-
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("mode", RESTRICTED)
 async def test_tokens_and_histories_are_not_readable(host: Host, variant: str, mode: str) -> None:
@@ -481,15 +470,7 @@ GIT_ATTACKS = (
 )
 
 
-def git_cases() -> Iterator[object]:
-    for variant in VARIANTS:
-        for mode in RESTRICTED:
-            yield pytest.param(
-                variant.values[0], mode, marks=variant.marks, id=f"{variant.id}-{mode}"
-            )
-
-
-@pytest.mark.parametrize(("variant", "mode"), list(git_cases()))
+@pytest.mark.parametrize(("variant", "mode"), list(variant_mode_cases()))
 async def test_a_real_repository_cannot_be_changed(host: Host, variant: str, mode: str) -> None:
     """``git`` itself, in a real repository: its config, hooks and the ``.git`` directory
     stay as they are, so nothing runs unconfined at the user's next ``git`` command."""

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compose_support import compose_kernel
+from compose_support import Hold, compose_kernel, settle_agents
+from compose_support import HoldArgs as HoldArgs
 from event_support import kinds as kinds
 from event_support import plain
 from script_support import call
@@ -22,7 +23,6 @@ from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
 from tether.subagents import SUBAGENTS_SERVICE
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
 from tether.tools.fs import file_tools
 from tether.tools.pipeline import ToolRuntime
 
@@ -79,6 +79,15 @@ def world(
     return World(rig.kernel, rig.store, rig.tools, rig.agents, model, workspace)
 
 
+NEVER = ("approval/policy", {"policy": "never", "source": "delegation"})
+"""The approval pin every delegated child's log holds."""
+
+
+def delegated(mode: str) -> tuple[str, dict[str, str]]:
+    """The ``sandbox/mode`` event a delegation writes for ``mode``."""
+    return ("sandbox/mode", {"mode": mode, "source": "delegation"})
+
+
 def data(session: Session, event_type: str) -> list[dict[str, Any]]:
     # ``plain`` thaws nested payloads; ``json.dumps(default=list)`` turned them into key lists.
     return [plain(e) for e in session.events if e.type == event_type]
@@ -96,21 +105,7 @@ def subagents(w: World, config: dict[str, Any] | None = None) -> Any:
 
 
 async def settle(w: World) -> None:
-    """Wait until every live agent is idle and no continuable child is resident (as
-    ``Harness.settle`` does)."""
-    import asyncio
-
-    manager = w.ctx.get(SUBAGENTS_SERVICE)
-    while True:
-        for agent in list(w.agents):
-            await agent.when_idle()
-        if manager is not None:
-            await manager.when_quiescent()
-        await asyncio.sleep(0)
-        if all(a.status == "idle" and not a.inbox.has_work() for a in w.agents) and (
-            manager is None or not manager.resident()
-        ):
-            return
+    await settle_agents(w.ctx, w.agents)
 
 
 async def stored(w: World, session_id: str) -> Any:
@@ -147,31 +142,6 @@ def child(
     if label is not None:
         match["label"] = label
     return {"match": match, "steps": list(steps)}
-
-
-class HoldArgs(ToolArgs):
-    key: str
-
-
-class Hold:
-    """A real tool that blocks its caller until the test opens ``gates[key]``: it keeps an agent
-    *running* at a known point (busy parent, running child) without timing assumptions."""
-
-    name = "hold"
-    description = "Wait until released."
-    Args = HoldArgs
-
-    def __init__(self) -> None:
-        self.gates: dict[str, asyncio.Event] = {}
-
-    def gate(self, key: str) -> asyncio.Event:
-        return self.gates.setdefault(key, asyncio.Event())
-
-    async def run(self, call: ToolCall) -> ToolResult:
-        args = call.args
-        assert isinstance(args, HoldArgs)
-        await self.gate(args.key).wait()
-        return ToolResult(f"released {args.key}")
 
 
 def hold_tool(w: World) -> Hold:

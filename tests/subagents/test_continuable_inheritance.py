@@ -10,7 +10,9 @@ import asyncio
 from pathlib import Path
 
 from subagent_support import (
+    NEVER,
     child,
+    delegated,
     plain,
     policy_events,
     pre_turn,
@@ -31,11 +33,6 @@ from tether.subagents.composition import DELEGATION_TEXT
 
 READ_ONLY_MARKER = "[sandbox: file access denied under read-only mode]"
 DESCRIPTOR = {"version": 2, "mode": "continuable", "provider": "spawn", "label": "probe"}
-NEVER = ("approval/policy", {"policy": "never", "source": "delegation"})
-
-
-def delegated(mode: str) -> tuple[str, dict[str, str]]:
-    return ("sandbox/mode", {"mode": mode, "source": "delegation"})
 
 
 PARENT = {"match": {"depth": 0}, "steps": [{"text": "noted"}] * 6}

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from subagent_support import World, settle, subagents, world
 
+from script_support import call as tool_call
 from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
 from tether.policy.approval import fold_approval_policy
 from tether.policy.modes import ApprovalPolicy
@@ -96,10 +97,6 @@ def trees(draw: st.DrawFn) -> Tree:
         nodes[parent].children.append(index)
         nodes.append(node)
     return Tree(draw(switch), nodes)
-
-
-def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
 def delegation(node: Node) -> dict[str, Any]:

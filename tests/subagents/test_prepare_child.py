@@ -12,14 +12,15 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from subagent_support import plain, world
+from subagent_support import NEVER, delegated, plain, world
 
+from event_support import type_data as layout
 from tether.agent import Agent, AgentOptions
 from tether.kernel import SESSIONS_SERVICE, Kernel
 from tether.model import ScriptedModel
 from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
 from tether.policy.approval import approval_plugin
-from tether.session import Session, SessionMeta, SessionStore
+from tether.session import SessionMeta, SessionStore
 from tether.subagents import (
     DELEGATION_TEXT,
     ChildSpec,
@@ -35,15 +36,6 @@ from tether.subagents.composition import UnknownToolError
 
 UNUSED = [{"match": {}, "steps": []}]
 """No test here runs a model; the scripted model still needs one entry."""
-NEVER = ("approval/policy", {"policy": "never", "source": "delegation"})
-
-
-def delegated(mode: str) -> tuple[str, dict[str, str]]:
-    return ("sandbox/mode", {"mode": mode, "source": "delegation"})
-
-
-def layout(session: Session) -> list[tuple[str, dict[str, object]]]:
-    return [(e.type, plain(e)) for e in session.events]
 
 
 def no_running_loop() -> None:

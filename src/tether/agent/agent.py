@@ -45,7 +45,7 @@ from tether.agent.events import (
 )
 from tether.agent.history import history, model_replies_since
 from tether.agent.inbox import USER_SOURCE, Inbox, InboxItem
-from tether.agent.instructions import PROJECT_INSTRUCTIONS, is_instructions
+from tether.agent.instructions import PROJECT_INSTRUCTIONS
 from tether.kernel import Context, Gather, Notice, Waterfall
 from tether.model import (
     Completion,
@@ -292,16 +292,11 @@ class Agent:
     def _append_instructions(self) -> None:
         """The project instructions, once, at the start of the session's first own turn."""
         source = self.ctx.get(PROJECT_INSTRUCTIONS)
-        cwd = self.session.header.cwd
-        if source is None or cwd is None or any(map(is_instructions, self.session.events)):
-            return
-        # Read in place, not in a worker thread: a few small files once per session, and the
-        # first step must not yield to other agents where it never did (their order is the
-        # log's order).
-        loaded = source.load(cwd)
-        if loaded.used:
-            message = UserMessage(loaded.message(), loaded.source())
-            self.session.append(message.TYPE, message.to_data(), surface_op="append")
+        if source is not None:
+            # Read in place, not in a worker thread: a few small files once per session, and
+            # the first step must not yield to other agents where it never did (their order is
+            # the log's order).
+            source.give(self.session)
 
     def _next_turn_number(self) -> int:
         last = self.session.last(TurnOpened.TYPE)

@@ -15,8 +15,10 @@ used (``CLAUDE.md`` linked to ``AGENTS.md``) is used once.
 They reach the model as one ``user/message`` at the start of the session's first turn, its
 ``source`` recording each file used (path, sha256 of the bytes used, bytes used, size). Being
 in the log, the text is replayed as it was on resume and inherited by a fork's seed; nothing
-re-reads the files for a session that has begun. They are instructions, not configuration: no
-scope is read from them, so they need no workspace trust.
+re-reads the files for a session that has begun. A child delegated in its parent's workspace
+takes its parent's record instead of reading the files (:meth:`ProjectInstructions.inherit`,
+decision 0041), so a fan-out of a hundred children reads them once. They are instructions, not
+configuration: no scope is read from them, so they need no workspace trust.
 
 A workspace is the agents' to write, so a project file is read as the ``read`` tool reads: a
 name that leads to a hidden path (credentials, tether's own directories, the session store) is
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -40,7 +43,7 @@ from tether.kernel.printable import printable
 from tether.kernel.workspace_files import Unread, read_prefix
 from tether.sandbox import PathRules
 from tether.sandbox.paths import below
-from tether.session import Event, JsonValue
+from tether.session import Event, JsonObject, JsonValue, Session
 
 INSTRUCTION_NAMES: Final = ("AGENTS.md", "CLAUDE.md")
 MAX_FILE_BYTES: Final = 32 * 1024
@@ -132,6 +135,16 @@ def is_instructions(event: Event) -> bool:
     )
 
 
+def instructions_data(loaded: LoadedInstructions) -> JsonObject:
+    """The payload of the ``user/message`` that carries ``loaded``."""
+    return UserMessage(loaded.message(), loaded.source()).to_data()
+
+
+def recorded_instructions(session: Session) -> Event | None:
+    """The ``user/message`` that gave ``session`` its instructions, if its log holds one."""
+    return next((e for e in session.events if is_instructions(e)), None)
+
+
 def instruction_dirs(workspace: str) -> list[str]:
     """The project directories searched, outermost first: from the repository root (nearest
     directory holding ``.git``) down to ``workspace``, or ``workspace`` alone without one."""
@@ -159,6 +172,58 @@ class ProjectInstructions:
     ) -> None:
         self._rules = rules
         self._env = os.environ if env is None else env
+        self._loaded: weakref.WeakKeyDictionary[Session, LoadedInstructions] = (
+            weakref.WeakKeyDictionary()
+        )
+        """What was read for a live session whose log may not say (none were found, or it has
+        delegated before its first turn): read once, shared by the session and its children."""
+
+    def give(self, session: Session) -> None:
+        """At the start of ``session``'s first own turn: its instructions as one
+        ``user/message``, unless its log already holds them (resumed, forked, or taken from its
+        parent). Read here unless already read for this session (:meth:`inherit`)."""
+        if recorded_instructions(session) is None:
+            loaded = self._loaded_for(session)
+            if loaded is not None and loaded.used:
+                session.append(UserMessage.TYPE, instructions_data(loaded), surface_op="append")
+
+    def inherit(self, parent: Session, child: Session) -> None:
+        """Give a child prepared in its parent's working directory its parent's instructions,
+        so no child reads a file its parent has read (decision 0041).
+
+        Synchronous, called while the child is prepared (before the delegation's first await),
+        like the capture of its scope. The parent's own record, when its log holds one, is
+        copied into the child's log; otherwise the files are read once for the parent (the
+        same text its first turn will then record) and shared by all its children. Either way
+        the text is in the child's own log, so a cold resume replays it and never reads the
+        parent again. A child in another working directory reads its own at its first turn; a
+        fork whose seed holds the record already has it.
+        """
+        if child.header.cwd is None or child.header.cwd != parent.header.cwd:
+            return
+        if recorded_instructions(child) is not None:
+            return
+        event = recorded_instructions(parent)
+        if event is not None:
+            child.append(UserMessage.TYPE, event.data, surface_op="append")
+            return
+        loaded = self._loaded_for(parent)
+        if loaded is None:
+            return
+        # A child found none either: remembered, as no event can say it (an empty message
+        # would change what the model is sent), so the child's first turn reads nothing.
+        self._loaded[child] = loaded
+        if loaded.used:
+            child.append(UserMessage.TYPE, instructions_data(loaded), surface_op="append")
+
+    def _loaded_for(self, session: Session) -> LoadedInstructions | None:
+        cwd = session.header.cwd
+        if cwd is None:
+            return None
+        loaded = self._loaded.get(session)
+        if loaded is None:
+            loaded = self._loaded[session] = self.load(cwd)
+        return loaded
 
     def candidates(self, workspace: str) -> list[tuple[str, Origin]]:
         """Every path looked at, in order, existing or not."""
@@ -269,5 +334,7 @@ __all__ = [
     "SkippedFile",
     "UsedFile",
     "instruction_dirs",
+    "instructions_data",
     "is_instructions",
+    "recorded_instructions",
 ]

@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from tether.kernel.printable import printable
 from tether.model.types import (
@@ -23,6 +23,7 @@ from tether.model.types import (
     ToolSchema,
     Usage,
 )
+from tether.session import JsonValue
 
 _FINISH_REASONS: Mapping[str, FinishReason] = {
     "stop": "stop",
@@ -71,11 +72,11 @@ class WireOptions:
 
 def serialize_message(
     message: Message, options: WireOptions = WireOptions(), *, current_turn: bool = False
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """One message on the wire. ``current_turn``: it comes after the last user message."""
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-    out: dict[str, Any] = {"role": message.role}
+    out: dict[str, JsonValue] = {"role": message.role}
     if message.role == "assistant" and message.tool_calls:
         if message.content:
             out["content"] = message.content
@@ -113,14 +114,14 @@ def serialize_message(
 
 def serialize_messages(
     messages: Sequence[Message], options: WireOptions = WireOptions()
-) -> list[dict[str, Any]]:
+) -> list[dict[str, JsonValue]]:
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
     return [
         serialize_message(m, options, current_turn=i > last_user) for i, m in enumerate(messages)
     ]
 
 
-def serialize_tool(tool: ToolSchema) -> dict[str, Any]:
+def serialize_tool(tool: ToolSchema) -> dict[str, JsonValue]:
     return {
         "type": "function",
         "function": {
@@ -134,10 +135,10 @@ def serialize_tool(tool: ToolSchema) -> dict[str, Any]:
 def build_body(
     model: str,
     request: ModelRequest,
-    extra_body: Mapping[str, Any] | None = None,
+    extra_body: Mapping[str, JsonValue] | None = None,
     options: WireOptions = WireOptions(),
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
+) -> dict[str, JsonValue]:
+    body: dict[str, JsonValue] = {
         "model": model,
         "messages": serialize_messages(request.messages, options),
         "stream": options.stream,

@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TypedDict, Unpack, cast
 
 import httpx
 
@@ -52,6 +52,7 @@ from tether.model.types import (
     ModelRequest,
     StreamEvent,
 )
+from tether.session import JsonValue
 from tether.signals import AbortedError, AbortSignal, race
 
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -105,6 +106,24 @@ OPENAI = ProviderPreset(
 PRESETS: Mapping[str, ProviderPreset] = {"deepseek": DEEPSEEK, "openai": OPENAI}
 
 
+class ClientOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`OpenAICompatClient` that :meth:`~OpenAICompatClient.
+    from_preset` and :func:`~tether.model.settings.resolve_model` pass through to it (the
+    others are the preset's)."""
+
+    timeout: float | httpx.Timeout
+    max_retries: int
+    retry_base_delay: float
+    retry_max_delay: float
+    retry_after_cap: float
+    extra_headers: Mapping[str, str] | None
+    extra_body: Mapping[str, JsonValue] | None
+    wire: WireOptions | None
+    context_window: int | None
+    http_client: httpx.AsyncClient | None
+    transport: httpx.AsyncBaseTransport | None
+
+
 class OpenAICompatClient:
     """A :class:`~tether.model.client.ModelClient` for ``POST {base_url}/chat/completions``.
 
@@ -133,7 +152,7 @@ class OpenAICompatClient:
         api_key_env: str | None = None,
         base_url_env: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
         wire: WireOptions | None = None,
         context_window: int | None = None,
         http_client: httpx.AsyncClient | None = None,
@@ -177,7 +196,7 @@ class OpenAICompatClient:
         *,
         base_url: str | None = None,
         api_key_env: str | None = None,
-        **options: Any,
+        **options: Unpack[ClientOptions],
     ) -> OpenAICompatClient:
         """A client for a named provider, configured from ``env``.
 

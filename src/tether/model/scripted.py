@@ -52,9 +52,9 @@ import json
 import os
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 from pydantic import model_validator as _model_validator
 
 from tether.model.types import (
@@ -103,7 +103,7 @@ class ScriptMatch(_Strict):
 
 class ScriptToolCall(_Strict):
     name: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 class ScriptStep(_Strict):
@@ -353,7 +353,7 @@ class ScriptedModel:
         )
 
 
-def _substitute(value: Any, bindings: dict[str, str]) -> Any:
+def _substitute(value: JsonValue, bindings: dict[str, str]) -> JsonValue:
     if isinstance(value, str):
         for name, bound in bindings.items():
             value = value.replace("{{" + name + "}}", bound)

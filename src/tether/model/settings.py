@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
@@ -39,7 +39,7 @@ from tether.kernel.workspace_trust import UsedConfig
 from tether.model._help import MODEL_SPEC_HELP
 from tether.model._openai_wire import Thinking, ToolCallContent, WireOptions
 from tether.model.client import ModelClient
-from tether.model.openai_compat import PRESETS, OpenAICompatClient, ProviderPreset
+from tether.model.openai_compat import PRESETS, ClientOptions, OpenAICompatClient, ProviderPreset
 from tether.model.scripted import ScriptedModel
 from tether.model.spec import ModelSpec, parse_model_spec
 from tether.model.types import ModelError
@@ -266,7 +266,7 @@ def resolve_model(
     *,
     config: ModelConfig | None = None,
     stream: bool | None = None,
-    **client_options: Any,
+    **client_options: Unpack[ClientOptions],
 ) -> ModelClient:
     """The client for :func:`choose_model`'s choice.
 
@@ -282,7 +282,7 @@ def resolve_model(
     if chosen.spec.kind == "scripted":
         return ScriptedModel.from_path(chosen.spec.target, context_window=profile.context_window)
     preset = PRESETS[chosen.spec.kind]
-    options: dict[str, Any] = {
+    options: ClientOptions = {
         "wire": profile.wire(stream, preset),
         "context_window": profile.context_window,
         "extra_headers": profile.headers,

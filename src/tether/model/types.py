@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from tether.errors import TetherError
 from tether.model.valid_text import valid_arguments, valid_text
+from tether.session import JsonValue
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 """Who wrote a message (see :data:`ROLE_MEANINGS`)."""
@@ -94,7 +95,7 @@ class ToolSchema:
 
     name: str
     description: str
-    parameters: Mapping[str, Any] = field(
+    parameters: Mapping[str, JsonValue] = field(
         default_factory=lambda: {"type": "object", "properties": {}}
     )
 

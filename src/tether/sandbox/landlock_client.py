@@ -64,7 +64,8 @@ UNREPORTED: Final = -int(signal.SIGKILL)
 """``returncode`` when the supervisor died without reporting (it was killed outright)."""
 
 Stream = int | IO[Any] | None
-"""What :mod:`subprocess` takes for a standard stream, typed as it types one."""
+"""What :mod:`subprocess` takes for a standard stream, typed as it types one (``IO[Any]``:
+typeshed's own type for a stream of either bytes or text, the subprocess boundary)."""
 
 
 class _Unreachable(Exception):

@@ -24,7 +24,7 @@ import errno
 import os
 import signal
 import subprocess
-from typing import Any, Final
+from typing import Final
 
 from tether.sandbox.command import ConfinedCommand
 from tether.sandbox.landlock_client import ForkedProcess, Stream, fork_server
@@ -49,22 +49,21 @@ async def spawn(
     """Start ``command``. Raises :class:`SandboxUnavailableError` when the sandbox could not
     start it (the command did not run), ``OSError`` when the command itself cannot be
     executed under ``danger-full-access``."""
-    # The keyword arguments of ``asyncio.create_subprocess_exec``, each of its own type.
-    options: dict[str, Any] = {
-        "stdin": stdin,
-        "stdout": stdout,
-        "stderr": stderr,
-        "cwd": cwd,
-        "env": dict(command.env),
-        "start_new_session": True,
-        "close_fds": True,
-    }
     if command.fast_path:
         return await fork_server().spawn(
             command, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr
         )
     try:
-        return await asyncio.create_subprocess_exec(*command.argv, **options)
+        return await asyncio.create_subprocess_exec(
+            *command.argv,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=dict(command.env),
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError as err:
         if (
             command.runner is not None

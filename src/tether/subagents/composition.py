@@ -12,7 +12,9 @@ does, in this order and without awaiting:
   session with its durable header (lineage, ``origin``, depth);
 - the delegation events, ``sandbox/mode`` then ``approval/policy``, each with
   ``source: "delegation"``, written through the policy services' own write paths after the
-  seed and its end-seed marker, so a fresh snapshot beats stale seed state (last event wins).
+  seed and its end-seed marker, so a fresh snapshot beats stale seed state (last event wins);
+- the parent's project instructions, as its log recorded them, for a child in the parent's
+  working directory (:meth:`ProjectInstructions.inherit`), so no child re-reads the files.
 
 Because it is synchronous, a parent's switch can never slip in between the start of a
 delegation and the capture of its scope: callers only publish and run what it returns.
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal, TypeAlias
 
-from tether.agent import Agent, AgentOptions
+from tether.agent import PROJECT_INSTRUCTIONS, Agent, AgentOptions
 from tether.agent.events import TurnClosed
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context
@@ -212,6 +214,9 @@ def prepare_child(
         set_mode(session, pinned_mode, DELEGATION_SOURCE)
     if approval is not None:
         approval.set_approval_policy(session, ApprovalPolicy.NEVER, DELEGATION_SOURCE)
+    instructions = parent.ctx.get(PROJECT_INSTRUCTIONS)
+    if instructions is not None:
+        instructions.inherit(parent.session, session)
     return PreparedChild(store, session, descriptor)
 
 

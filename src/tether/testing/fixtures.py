@@ -6,10 +6,10 @@ Every event time is ``T0 + seq`` so that expected records can be written out in 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from tether.session.events import Event
-from tether.session.header import SessionHeader
+from tether.session.header import SESSION_FORMAT_VERSION, SessionHeader
+from tether.session.json import JsonValue
 from tether.session.persistence.repair import TOOL_OUTCOME_UNKNOWN
 
 T0 = 1_700_000_000_000
@@ -50,10 +50,19 @@ def dicts(events: Sequence[Event]) -> list[dict[str, object]]:
     return [event.to_dict() for event in events]
 
 
-def header(session_id: str = "s-1", created_at: int = T0, **fields: Any) -> SessionHeader:
-    # Untyped here: the fields go straight to ``SessionHeader``, which types each one, and
-    # restating them would be a second home for the header's shape.
-    return SessionHeader(id=session_id, created_at=created_at, **fields)
+def header(session_id: str = "s-1", created_at: int = T0, **fields: JsonValue) -> SessionHeader:
+    """A current-format header; ``fields`` as its stored form names them, read the way a
+    stored header is (restating them as parameters would be a second home for its shape)."""
+    stored: dict[str, JsonValue] = {"delegation_depth": 0, **fields}
+    return SessionHeader.from_dict(
+        {
+            "type": "session",
+            "version": SESSION_FORMAT_VERSION,
+            "id": session_id,
+            "created_at": created_at,
+            **stored,
+        }
+    )
 
 
 def closed_turn(start: int, turn: int = 1) -> list[Event]:

@@ -8,7 +8,6 @@ transcript; nothing sleeps for a fixed time.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
+from script_support import write_script
 from tether.harness import Harness
 from tether.surfaces.cli.chat import ChatApp
 
@@ -83,11 +83,6 @@ class Chat:
     async def quit(self) -> None:
         self.type("\x04")  # Ctrl-D at an empty prompt
         await asyncio.wait_for(self.task, WAIT_SECONDS)
-
-
-def write_script(path: Path, agents: Sequence[dict[str, Any]]) -> Path:
-    path.write_text(json.dumps({"agents": list(agents)}))
-    return path
 
 
 def root_steps(*steps: dict[str, Any]) -> dict[str, Any]:

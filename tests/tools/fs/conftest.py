@@ -52,6 +52,12 @@ class Host:
 
 
 @pytest.fixture
+def policy(host: Host, request: pytest.FixtureRequest) -> SandboxExecutionPolicy:
+    """The file tools' policy over ``host``: read-only, or the test module's ``POLICY_MODE``."""
+    return host.policy(getattr(request.module, "POLICY_MODE", "read-only"))
+
+
+@pytest.fixture
 def host(tmp_path: Path) -> Iterator[Host]:
     top = Path(os.path.realpath(tmp_path))
     ws = top / "ws"

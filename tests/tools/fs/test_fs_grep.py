@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tether.policy import SandboxExecutionPolicy
 from tether.tools.fs import GrepTool
 from tether.tools.fs.grep import MAX_LINE_CHARS
@@ -13,11 +11,6 @@ from tether.tools.fs.grep import MAX_LINE_CHARS
 from .conftest import Host, run_tool
 
 GREP = GrepTool()
-
-
-@pytest.fixture
-def policy(host: Host) -> SandboxExecutionPolicy:
-    return host.policy("read-only")
 
 
 def files(root: Path, contents: dict[str, str | bytes]) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
+from hidden_support import TOKENS_AND_HISTORIES as MORE_SECRETS
 from tether.kernel import Context, Runtime
 from tether.sandbox import CREDENTIAL_PATHS, SANDBOX_SERVICE, SandboxProvider
 from tether.sandbox.paths import PathRules
@@ -503,20 +504,6 @@ async def test_what_git_runs_from_the_worktree_cannot_be_written(
 
 
 # -- more credentials, the real home, the kernel's log ---------------------------------------------
-MORE_SECRETS = [
-    ".claude/.credentials.json",
-    ".codex/auth.json",
-    ".config/github-copilot/hosts.json",
-    ".config/github-copilot/apps.json",
-    ".m2/settings.xml",
-    ".gradle/gradle.properties",
-    ".bash_history",
-    ".zsh_history",
-    ".python_history",
-    ".psql_history",
-    ".mysql_history",
-    ".node_repl_history",
-]
 
 
 @pytest.mark.parametrize("rel", MORE_SECRETS)

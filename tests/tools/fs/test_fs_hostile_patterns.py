@@ -26,11 +26,6 @@ ADVICE = (
 )
 
 
-@pytest.fixture
-def policy(host: Host) -> SandboxExecutionPolicy:
-    return host.policy("read-only")
-
-
 async def test_nested_repetition_over_a_long_line_is_refused_with_the_file_and_line(
     host: Host, policy: SandboxExecutionPolicy
 ) -> None:

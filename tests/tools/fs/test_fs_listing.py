@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tether.policy import SandboxExecutionPolicy
 from tether.tools.fs import GlobTool, LsTool
 from tether.tools.fs.glob_pattern import compile_glob, expand_braces, split_pattern
@@ -14,11 +12,6 @@ from .conftest import Host, run_tool
 
 LS = LsTool()
 GLOB = GlobTool()
-
-
-@pytest.fixture
-def policy(host: Host) -> SandboxExecutionPolicy:
-    return host.policy("read-only")
 
 
 def tree(root: Path, files: list[str]) -> None:

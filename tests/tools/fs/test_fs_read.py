@@ -17,9 +17,8 @@ from .conftest import Host, run_tool
 READ = ReadTool()
 
 
-@pytest.fixture
-def policy(host: Host) -> SandboxExecutionPolicy:
-    return host.policy("workspace-write")
+POLICY_MODE = "workspace-write"
+"""The mode of the ``policy`` fixture (``conftest.py``) here."""
 
 
 async def test_reads_a_whole_small_file(host: Host, policy: SandboxExecutionPolicy) -> None:

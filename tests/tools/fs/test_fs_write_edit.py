@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import stat
 
-import pytest
-
 from tether.policy import SandboxExecutionPolicy
 from tether.tools.fs import EditTool, WriteTool
 from tether.tools.fs.edit import DIFF_TRUNCATED, MAX_DIFF_CHARS
@@ -17,9 +15,8 @@ WRITE = WriteTool()
 EDIT = EditTool()
 
 
-@pytest.fixture
-def policy(host: Host) -> SandboxExecutionPolicy:
-    return host.policy("workspace-write")
+POLICY_MODE = "workspace-write"
+"""The mode of the ``policy`` fixture (``conftest.py``) here."""
 
 
 def temp_files(host: Host) -> list[str]:
