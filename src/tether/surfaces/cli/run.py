@@ -8,8 +8,10 @@ one-line reason on stderr.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import signal
 import sys
 from collections.abc import Coroutine, Mapping
 from typing import Annotated, Final, NamedTuple
@@ -24,6 +26,7 @@ from tether.kernel.printable import printable, printable_block
 from tether.kernel.workspace_files import read_file
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, fail, run, store_url
+from tether.surfaces.cli.interrupts import Interrupted, RunInterrupts, exit_status, resume_hint
 from tether.surfaces.cli.progress import RunProgress
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.tty_answerer import register_tty_answerer
@@ -256,6 +259,9 @@ def run_command(
             )
         )
     )
+    if isinstance(result, Interrupted):
+        error_line(resume_hint(result.session_id))
+        raise typer.Exit(exit_status(result.signum))
     if result.stop_reason == "max-turns":
         error_line(f"run: the run ended max-turns: {result.error}")
         raise typer.Exit(EXIT_FOR_LIMIT["max-turns"])
@@ -276,7 +282,9 @@ class RunOptions(NamedTuple):
     """``False`` for ``--no-stream``; ``None`` lets the model's configuration decide."""
 
 
-async def _offering_one_run_trust(run: Coroutine[object, object, RunResult]) -> RunResult:
+async def _offering_one_run_trust(
+    run: Coroutine[object, object, RunResult | Interrupted],
+) -> RunResult | Interrupted:
     try:
         return await run
     except WorkspaceUntrustedError as err:
@@ -284,6 +292,45 @@ async def _offering_one_run_trust(run: Coroutine[object, object, RunResult]) -> 
 
 
 async def _run(
+    prompt: str,
+    model: str | None,
+    workspace: str,
+    store: str,
+    sandbox: str | None,
+    approval: str | None,
+    plugins: list[PluginEntry],
+    resume: str | None,
+    json_output: bool,
+    workspace_trust: WorkspaceTrust,
+    options: RunOptions,
+) -> RunResult | Interrupted:
+    opened: list[Harness] = []
+    interrupts = RunInterrupts(lambda: opened[0].root if opened else None)
+    try:
+        with interrupts:
+            return await _run_in(
+                opened,
+                prompt,
+                model,
+                workspace,
+                store,
+                sandbox,
+                approval,
+                plugins,
+                resume,
+                json_output,
+                workspace_trust,
+                options,
+            )
+    except asyncio.CancelledError:
+        if not interrupts.stopped():
+            raise
+        root = opened[0].root if opened else None
+        return Interrupted(interrupts.received or signal.SIGINT, root.id if root else None)
+
+
+async def _run_in(
+    opened: list[Harness],
     prompt: str,
     model: str | None,
     workspace: str,
@@ -306,6 +353,7 @@ async def _run(
         workspace_trust=workspace_trust,
         **options._asdict(),
     ) as harness:
+        opened.append(harness)
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
             register_tty_answerer(harness.ctx)
