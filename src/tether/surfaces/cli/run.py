@@ -28,6 +28,7 @@ from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, fail, run, store_url
 from tether.surfaces.cli.interrupts import Interrupted, RunInterrupts, exit_status, resume_hint
 from tether.surfaces.cli.progress import RunProgress
+from tether.surfaces.cli.prompt_text import EmptyPromptError, read_prompt
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.tty_answerer import register_tty_answerer
 
@@ -46,6 +47,16 @@ NoStreamOption = Annotated[
         "--no-stream",
         help="Ask the model for whole replies instead of streams (for servers that cannot "
         "stream, e.g. with tools).",
+    ),
+]
+ModelTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--model-timeout",
+        metavar="SECONDS",
+        help="How long the model server may stay silent before the request fails "
+        "(default: the model's timeout, else 120).",
+        show_default=False,
     ),
 ]
 WorkspaceOption = Annotated[
@@ -156,6 +167,14 @@ def refuse_scope_on_resume(
         raise typer.Exit(2)
 
 
+def model_timeout_value(command: str, seconds: float | None) -> float | None:
+    """``--model-timeout``, refused (exit 2) unless a positive, finite number of seconds."""
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        error_line(f"{command}: --model-timeout takes a number of seconds above 0")
+        raise typer.Exit(2)
+    return seconds
+
+
 def stream_flag(no_stream: bool) -> bool | None:
     """``--no-stream`` as ``Harness.open(stream=...)``: without it the model's configuration
     decides."""
@@ -216,6 +235,7 @@ def run_command(
     approval_timeout: ApprovalTimeoutOption = None,
     trust_workspace: TrustWorkspaceOption = False,
     no_stream: NoStreamOption = False,
+    model_timeout: ModelTimeoutOption = None,
     system_prompt_file: SystemPromptFileOption = None,
     append_system_prompt: AppendSystemPromptOption = None,
     max_steps: MaxStepsOption = None,
@@ -223,11 +243,14 @@ def run_command(
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
-    if prompt is None:
-        if sys.stdin.isatty():
-            error_line("run: give a PROMPT argument (or pipe one on stdin)")
-            raise typer.Exit(2)
-        prompt = sys.stdin.read()
+    if prompt is None and sys.stdin.isatty():
+        error_line("run: give a PROMPT argument (or pipe one on stdin)")
+        raise typer.Exit(2)
+    try:
+        prompt = read_prompt(prompt)
+    except EmptyPromptError as err:
+        error_line(f"{err.code}: {err}")
+        raise typer.Exit(2) from None
     refuse_scope_on_resume("run", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
     if approval_from is not None:
@@ -241,6 +264,7 @@ def run_command(
         max_steps,
         max_turns,
         stream_flag(no_stream),
+        model_timeout_value("run", model_timeout),
     )
     result = run(
         _offering_one_run_trust(
@@ -280,6 +304,8 @@ class RunOptions(NamedTuple):
     max_turns: int | None = None
     stream: bool | None = None
     """``False`` for ``--no-stream``; ``None`` lets the model's configuration decide."""
+    model_timeout: float | None = None
+    """``--model-timeout``: the model's read timeout in seconds."""
 
 
 async def _offering_one_run_trust(
