@@ -195,6 +195,7 @@ def test_a_forged_answer_file_gets_nothing_and_the_genuine_answer_still_works(
     )
 
 
+@pytest.mark.bwrap  # the store is hidden from commands by bubblewrap
 def test_the_runs_own_background_job_cannot_answer_its_escalation(tmp_path: Path) -> None:
     """The attack of issue 11 item 2: a background job polls the answer box of a store inside
     the workspace and writes the answer earlier versions took. The store is hidden from
