@@ -142,25 +142,31 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
 def test_a_full_disk_is_one_persistence_error_with_the_space_needed(
-    small_disk: Path, tmp_path: Path
+    small_disk: Path, tmp_path: Path, kind: str
 ) -> None:
     model = script(tmp_path / "script.json", [{"text": "done"}])
     (tmp_path / "ws").mkdir()
-    store = small_disk / "t.db"
+    if kind == "sqlite":
+        store, name, free_in = small_disk / "t.db", "SQLite", small_disk
+        url = f"sqlite:///{store}"
+    else:
+        store, name, free_in = small_disk / "j", "JSONL", small_disk / "j"
+        url = f"jsonl://{store}"
     ran = subprocess.run(
         [TETHER, "run", "--model", f"scripted:{model}", "--workspace", str(tmp_path / "ws"),
-         "--store", f"sqlite:///{store}"],
+         "--store", url],
         input="x" * 1_500_000, capture_output=True, text=True, timeout=50, check=False,
     )  # fmt: skip
     assert ran.returncode == 1
     assert "Traceback" not in ran.stderr
     pattern = (
-        r"tether: PERSISTENCE_ERROR: session '[0-9a-f-]{36}' could not be stored: SQLite store "
-        + re.escape(str(store))
+        r"tether: PERSISTENCE_ERROR: session '[0-9a-f-]{36}' could not be stored: "
+        + re.escape(f"{name} store {store}")
         + r": the disk is full \(\d+(\.\d)? (bytes|KiB) free in "
-        + re.escape(str(small_disk))
-        + r"\); this write needs about \d\.\d MiB\. Free some space, then run again: the events "
-        r"stored so far are kept"
+        + re.escape(str(free_in))
+        + r"\); this write needs about \d\.\d MiB\. Free some space, then run again: the "
+        r"events stored so far are kept"
     )
     assert re.fullmatch(pattern, ran.stderr.splitlines()[-1]), ran.stderr

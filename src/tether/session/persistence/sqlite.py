@@ -51,13 +51,12 @@ from tether.session.persistence.base import (
     SessionNotFoundError,
     StoredSession,
 )
+from tether.session.persistence.disk_full import disk_full_message, is_disk_full
 from tether.session.persistence.repair import plan_repair
 from tether.session.persistence.sqlite_damage import (
     DamagedStoreError,
     damaged_message,
-    disk_full_message,
     is_damage,
-    is_disk_full,
     survey,
 )
 

@@ -13,7 +13,6 @@ written.
 
 from __future__ import annotations
 
-import errno
 import os
 import sqlite3
 from collections.abc import Callable
@@ -23,7 +22,6 @@ from typing import Final
 from tether.session.persistence.base import PersistenceError, StoredSession
 
 DAMAGED_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
-FULL_CODES: Final = frozenset({sqlite3.SQLITE_FULL})
 SHOWN_IDS: Final = 10
 """How many readable session ids a damaged-store message lists before ``and N more``."""
 
@@ -40,38 +38,6 @@ def is_damage(err: BaseException) -> bool:
         or "malformed" in str(err)
         or "not a database" in str(err)
     )
-
-
-def is_disk_full(err: BaseException) -> bool:
-    if isinstance(err, OSError):
-        return err.errno in (errno.ENOSPC, errno.EDQUOT)
-    return isinstance(err, sqlite3.Error) and (
-        getattr(err, "sqlite_errorcode", None) in FULL_CODES or "disk is full" in str(err)
-    )
-
-
-def disk_full_message(where: str, path: str, need: int) -> str:
-    """``where: the disk is full …`` with the free space there and what the write needed."""
-    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    try:
-        stat = os.statvfs(directory)
-        free = _size(stat.f_bavail * stat.f_frsize)
-    except OSError:
-        free = "unknown"
-    return (
-        f"{where}: the disk is full ({free} free in {directory}); this write needs about "
-        f"{_size(need)}. Free some space, then run again: the events stored so far are "
-        "kept"
-    )
-
-
-def _size(count: int) -> str:
-    value = float(count)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +112,7 @@ __all__ = [
     "DamagedStoreError",
     "Survey",
     "damaged_message",
-    "disk_full_message",
     "is_damage",
-    "is_disk_full",
     "read_only",
     "survey",
 ]
