@@ -2,8 +2,8 @@
 
 ``--json`` prints one JSON object per line for every event appended to any session of the run,
 then ``{"type": "run/result", ...}``. Exit status 0 when the root turn completed; 3 when a turn
-reached ``--max-steps``, 4 when the run reached ``--max-turns``; otherwise 1, each with a
-one-line reason on stderr.
+reached ``--max-steps``, 4 when the run reached ``--max-turns``; 130/143 when SIGINT/SIGTERM
+stopped it (:mod:`.interrupts`); otherwise 1, each with a one-line reason on stderr.
 """
 
 from __future__ import annotations
