@@ -170,3 +170,17 @@ def test_a_full_disk_is_one_persistence_error_with_the_space_needed(
         r"events stored so far are kept"
     )
     assert re.fullmatch(pattern, ran.stderr.splitlines()[-1]), ran.stderr
+
+
+@pytest.mark.parametrize("extra", [("--repair",), ("s-a",), ("--json",)])
+def test_salvage_takes_no_other_fsck_option(
+    damaged: StoreRef, tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    dest = f"sqlite:///{tmp_path / 'new.db'}"
+    ran = tether("sessions", "fsck", *extra, "--salvage", dest, "--store", damaged.url)
+    assert ran.returncode == 2
+    assert ran.stderr == (
+        b"tether: fsck: --salvage copies every readable session; it takes no ID, --repair or "
+        b"--json\n"
+    )
+    assert not (tmp_path / "new.db").exists()

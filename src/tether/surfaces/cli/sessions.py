@@ -361,6 +361,10 @@ def fsck_command(
     Exits 0 when every session is ok (or was repaired), 1 when problems remain.
     """
     if salvage_to is not None:
+        if repair or session_id is not None or as_json:
+            error_line("fsck: --salvage copies every readable session; it takes no ID, --repair "
+                       "or --json")  # fmt: skip
+            raise typer.Exit(2)
         salvaged = run(salvage(store_url(store), salvage_to))
         write_text(salvaged.text())
         if not salvaged.ok:
