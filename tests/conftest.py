@@ -1,7 +1,12 @@
 """Shared test configuration: this directory is on ``sys.path`` (pytest's prepend import mode
 adds a conftest's directory), so cross-package helpers such as ``proc_support`` import by name."""
 
+import functools
+import os
+
 import pytest
+
+from tether.sandbox.backends import BwrapBackend
 
 # The conformance kit is plain asserts in the package; rewrite them for readable failures
 # (before any test module imports it).
@@ -19,3 +24,33 @@ def isolated_user_dirs(
     for name, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data")):
         (user / sub).mkdir()
         monkeypatch.setenv(name, str(user / sub))
+
+
+# -- tests that need bubblewrap -----------------------------------------------------------------
+@functools.cache
+def bwrap_unusable() -> str | None:
+    """Why bubblewrap cannot confine commands here (the sandbox's own probe), else ``None``."""
+    probe = BwrapBackend().probe()
+    return None if probe.ok else probe.reason
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``bwrap`` skips, with the reason, on a machine without a working
+    bubblewrap, so the README's test command passes on a fresh machine; with ``CI`` set it
+    fails instead (``.ci/run`` sets it), so CI never passes without having proved the sandbox."""
+    if item.get_closest_marker("bwrap") is None or (reason := bwrap_unusable()) is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but bubblewrap is unusable: {reason}", pytrace=False)
+    pytest.skip(f"needs bubblewrap: {reason} (install it, e.g. apt-get install bubblewrap)")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    probed = bwrap_unusable.cache_info().currsize > 0
+    reason = bwrap_unusable() if probed else None
+    if reason is not None and not os.environ.get("CI"):
+        terminalreporter.write_line(
+            f"bubblewrap is unusable ({reason}): the tests that need it were skipped; "
+            "install it to run them (with CI set they fail instead)",
+            yellow=True,
+        )

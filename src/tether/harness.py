@@ -148,6 +148,7 @@ class Harness:
         env: Mapping[str, str] | None = None,
         workspace_trust: WorkspaceTrust | str = WorkspaceTrust.RECORDED,
         stream: bool | None = None,
+        model_timeout: float | None = None,
         system_prompt: str | None = None,
         append_system_prompt: str | None = None,
         max_steps: int | None = None,
@@ -167,7 +168,8 @@ class Harness:
         ``model`` is a client, a configured model's name or ``KIND:TARGET``; without it,
         ``TETHER_MODEL``, else the default of the configuration (the user's file, then the
         workspace's trusted ``tether.toml``; ``docs/models.md``). ``stream=False`` asks the
-        model without streaming whatever its configuration says.
+        model without streaming whatever its configuration says; ``model_timeout`` replaces
+        its read timeout (seconds of silence before ``MODEL_TIMEOUT``).
 
         ``system_prompt`` replaces tether's system prompt; ``append_system_prompt`` is added
         after it. ``max_steps`` bounds each turn (default 50), ``max_turns`` each run (default
@@ -200,7 +202,9 @@ class Harness:
             client = model
         else:
             models = load_model_config(env, inspected.config)
-            client = resolve_model(model, env, config=models, stream=stream)
+            client = resolve_model(
+                model, env, config=models, stream=stream, read_timeout=model_timeout
+            )
         leases = None
         if store is None or isinstance(store, str):
             url = store or default_store_url(env)

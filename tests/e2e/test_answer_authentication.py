@@ -195,6 +195,7 @@ def test_a_forged_answer_file_gets_nothing_and_the_genuine_answer_still_works(
     )
 
 
+@pytest.mark.bwrap  # the store is hidden from commands by bubblewrap
 def test_the_runs_own_background_job_cannot_answer_its_escalation(tmp_path: Path) -> None:
     """The attack of issue 11 item 2: a background job polls the answer box of a store inside
     the workspace and writes the answer earlier versions took. The store is hidden from
@@ -362,7 +363,7 @@ def test_the_wait_hint_names_the_command_and_the_timeout_ends_the_ask_unavailabl
 def test_an_answer_box_that_cannot_be_made_refuses_the_run_at_start(tmp_path: Path) -> None:
     """The harness creates the answer box before any command runs (so the sandbox can hide
     it); a planted file in its place stops the run at once, with no traceback."""
-    store = f"sqlite://{tmp_path / 's.db'}"
+    store = f"sqlite:///{tmp_path / 's.db'}"
     (tmp_path / "s.db.answers").write_text("not a directory")
     run = start(
         tmp_path, [write_call("a.txt"), {"text": "gave up"}], "--plugin", "ask_tools", store=store

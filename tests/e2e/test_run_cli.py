@@ -137,10 +137,16 @@ def test_garbage_from_the_approver_is_unavailable(env: dict[str, Any]) -> None:
     assert not (env["workspace"] / "never.txt").exists()
     decided = next(line for line in lines if line["type"] == "approval/decided")
     assert decided["data"]["outcome"] == "unavailable"
+    assert decided["data"]["failure"] == {"kind": "invalid-output", "excerpt": "yes please"}
     result = next(line for line in lines if line["type"] == "tool/result")
     assert result["data"]["content"] == (
-        'Error: tool "write" requires approval, but no approval channel is available'
+        'Error: tool "write" requires approval, but the configured approver printed something '
+        "that is not an answer: yes please, so it is unavailable"
     )
+    assert proc.stderr.splitlines() == [
+        "tether: the configured approver printed something that is not an answer: yes please; "
+        "the ask is unavailable"
+    ]
 
 
 def test_policy_never_rejects_without_running_the_approver(env: dict[str, Any]) -> None:

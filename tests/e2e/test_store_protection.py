@@ -18,7 +18,7 @@ from tether import Harness
 from tether.harness import _protect_store
 from tether.kernel import PluginEntry
 from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider
-from tether.session.persistence import SqlitePersistence
+from tether.session.persistence import SqlitePersistence, sqlite_url
 from tether.session.store_files import store_files
 
 TOKEN = "prompt-token-8f3a"
@@ -41,7 +41,7 @@ def test_a_store_inside_the_workspace_is_out_of_reach(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     (workspace / "state").mkdir(parents=True)
     db = workspace / "state" / "tether.db"
-    store = "sqlite://" + quote(str(db))
+    store = sqlite_url(db)
     steps = [
         {"tool_calls": [{"name": "bash", "arguments": {
             "command": "cat state/tether.db state/tether.db-wal; ls -A state; "
@@ -80,7 +80,7 @@ def test_a_workspace_inside_the_store_is_refused_before_anything_runs(tmp_path: 
     assert proc.stderr == (
         f"tether: STORE_UNPROTECTED: the workspace {workspace} lies inside the session store's "
         f"{store_dir}, which every command and file tool must not see; use a workspace outside "
-        "the store, or keep the store elsewhere (--store sqlite:///ABS/PATH.db)\n"
+        "the store, or keep the store elsewhere (--store sqlite:////ABS/PATH.db)\n"
     )
     assert os.listdir(workspace) == []
 
@@ -95,7 +95,7 @@ async def test_the_harness_hides_its_own_store_from_the_composed_sandbox(tmp_pat
     workspace = tmp_path / "ws"
     workspace.mkdir()
     db = workspace / "t.db"
-    url = "sqlite://" + quote(str(db))
+    url = sqlite_url(db)
     async with Harness.open(workspace=workspace, model=model(tmp_path), store=url) as harness:
         sandbox = harness.ctx.get(SANDBOX_SERVICE)
         assert isinstance(sandbox, SandboxProvider)
@@ -107,7 +107,7 @@ async def test_the_harness_hides_its_own_store_from_the_composed_sandbox(tmp_pat
 async def test_a_store_in_an_open_workspace_root_is_refused_at_start(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    url = "sqlite://" + quote(str(workspace / "t.db"))
+    url = sqlite_url(workspace / "t.db")
     with pytest.raises(SandboxError) as err:
         async with Harness.open(
             workspace=workspace,

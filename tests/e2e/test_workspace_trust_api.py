@@ -62,6 +62,7 @@ def escalating(
     )
 
 
+@pytest.mark.bwrap
 @pytest.mark.parametrize(
     "option",
     ["runner_command", "bwrap_path", "backends", "approver_command", "approval_from_store"],

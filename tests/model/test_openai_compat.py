@@ -438,13 +438,30 @@ async def test_connection_refused_exhausted(sleeps: list[float]) -> None:
     assert len(sleeps) == 1
 
 
-async def test_read_timeout_is_retried_then_unavailable(server: FakeOpenAI) -> None:
+async def test_a_server_that_accepts_and_never_answers_is_a_timeout_not_retried(
+    server: FakeOpenAI,
+) -> None:
     server.add(Reply(mode="hang"), Reply(mode="hang"))
-    client = make_client(server, timeout=0.1, max_retries=1)
+    client = make_client(server, timeout=0.25, max_retries=1)
     error, _ = await fail(client)
-    assert error.code == "MODEL_UNAVAILABLE"
-    assert "ReadTimeout" in str(error)
-    assert len(server.requests) == 2
+    assert error.code == "MODEL_TIMEOUT"
+    assert str(error) == (
+        f"openai-compatible server ({server.base_url}/chat/completions) accepted the request "
+        "but sent nothing for 0.25 s; not retried, as it may still be working on it. For a "
+        "slow model raise the read timeout: --model-timeout SECONDS or timeout in its "
+        "[models.NAME] table"
+    )
+    assert len(server.requests) == 1
+
+
+async def test_silence_after_http_200_names_the_wait(
+    server: FakeOpenAI, sleeps: list[float]
+) -> None:
+    server.add(Reply(pieces=[], stall=True), Reply(pieces=[], stall=True))
+    client = make_client(server, timeout=0.25, max_retries=1)
+    error, _ = await fail(client)
+    assert error.code == "MODEL_BAD_RESPONSE"
+    assert "on 2 attempts (ReadTimeout: nothing received for 0.25 s)" in str(error)
 
 
 async def test_connection_dropped_before_output_is_retried(

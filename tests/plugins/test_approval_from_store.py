@@ -17,16 +17,16 @@ def test_the_hint_names_the_store_unless_it_is_the_default_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    default = f"sqlite://{tmp_path / 'data' / 'tether' / 'tether.db'}"
+    default = f"sqlite:///{tmp_path / 'data' / 'tether' / 'tether.db'}"
     assert answer_command("ap-1", default) == "tether approvals answer ap-1 allow|reject"
     spaced = f"jsonl://{tmp_path / 'my store'}"
     assert answer_command("ap-1", spaced) == (
         f"tether approvals answer ap-1 allow|reject --store 'jsonl://{tmp_path / 'my store'}'"
     )
     # TETHER_STORE may be set here and not in the other terminal: it is named
-    monkeypatch.setenv("TETHER_STORE", f"sqlite://{tmp_path / 'env.db'}")
-    assert answer_command("ap-1", f"sqlite://{tmp_path / 'env.db'}").endswith(
-        f" --store sqlite://{tmp_path / 'env.db'}"
+    monkeypatch.setenv("TETHER_STORE", f"sqlite:///{tmp_path / 'env.db'}")
+    assert answer_command("ap-1", f"sqlite:///{tmp_path / 'env.db'}").endswith(
+        f" --store sqlite:///{tmp_path / 'env.db'}"
     )
 
 

@@ -48,6 +48,21 @@ TEXTS: list[tuple[Asked, Refusal, str]] = [
     (TOOL, AskFailure.BROKEN_LINEAGE, f"{NEEDS_TOOL} no live ancestor of this subagent was found"),
     (TOOL, AskFailure.ERROR, 'approval for tool "write" failed: disk full'),
     (TOOL, AskFailure.UNKNOWN_OUTCOME, 'approval for tool "write" returned an unknown outcome'),
+    (
+        TOOL,
+        AskFailure.ANSWERER_FAILED,
+        f"{NEEDS_TOOL} the configured approver disk full, so it is unavailable",
+    ),
+    (
+        ESCALATION,
+        AskFailure.ANSWERER_FAILED,
+        f"{NEEDS_ESCALATION} the configured approver disk full, so it is unavailable",
+    ),
+    (
+        ROUTED,
+        AskFailure.ANSWERER_FAILED,
+        f"{NEEDS_ROOT} the approver configured there disk full, so it is unavailable",
+    ),
     (ESCALATION, REJECTED, 'the user rejected escalating this operation to "workspace-write"'),
     (
         ESCALATION,

@@ -34,6 +34,7 @@ from hidden_support import TOKENS_AND_HISTORIES
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import CREDENTIAL_PATHS, SandboxError, SandboxProvider
 from tether.sandbox.environment import FALLBACK_PATH
+from tether.session.persistence import sqlite_url
 from tether.session.store_files import store_files
 
 pytestmark = pytest.mark.timeout(120)
@@ -120,7 +121,7 @@ class Store:
     def __init__(self, db: Path) -> None:
         db.parent.mkdir(parents=True, exist_ok=True)
         self.db = db
-        self.url = "sqlite://" + quote(str(db))
+        self.url = sqlite_url(db)
         self.conn = sqlite3.connect(db)
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("CREATE TABLE events (body TEXT)")
@@ -418,7 +419,7 @@ def test_a_workspace_inside_the_store_is_refused(host: Host) -> None:
     assert str(err.value) == (
         f"the workspace {store / 'ws'} lies inside the session store's {store}, which every "
         "command and file tool must not see; use a workspace outside the store, or keep the "
-        "store elsewhere (--store sqlite:///ABS/PATH.db)"
+        "store elsewhere (--store sqlite:////ABS/PATH.db)"
     )
     with pytest.raises(SandboxError, match="lies inside the session store"):
         provider.confine(["true"], SandboxExecutionPolicy(SandboxMode.READ_ONLY, str(store / "ws")))
@@ -440,7 +441,7 @@ def test_a_workspace_inside_a_hidden_path_is_refused(host: Host) -> None:
 
 @pytest.mark.bwrap
 def test_a_store_in_an_open_workspace_root_is_refused_under_bwrap(host: Host) -> None:
-    files = [str(p) for p in store_files("sqlite://" + quote(str(host.ws / "tether.db")))]
+    files = [str(p) for p in store_files(sqlite_url(host.ws / "tether.db"))]
     closed = make_provider("bwrap", host, store_paths=files)
     closed.check_workspace(str(host.ws))  # protected: nothing can be created in the root
     opened = make_provider("bwrap", host, store_paths=files, open_workspace_root=True)
@@ -452,9 +453,9 @@ def test_a_store_in_an_open_workspace_root_is_refused_under_bwrap(host: Host) ->
         "open_workspace_root is on, so a confined command could create the missing ones "
         "(tether.db, tether.db-wal, tether.db-shm, tether.db-journal, tether.db.answers, "
         "tether.db.leases); keep the store outside the workspace "
-        "(--store sqlite:///ABS/PATH.db) or turn open_workspace_root off"
+        "(--store sqlite:////ABS/PATH.db) or turn open_workspace_root off"
     )
-    in_subdir = [str(p) for p in store_files("sqlite://" + quote(str(host.ws / "src" / "t.db")))]
+    in_subdir = [str(p) for p in store_files(sqlite_url(host.ws / "src" / "t.db"))]
     make_provider("bwrap", host, store_paths=in_subdir, open_workspace_root=True).check_workspace(
         str(host.ws)
     )

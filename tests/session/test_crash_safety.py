@@ -256,7 +256,7 @@ async def crash_trials(url: str, tmp_path: Path, label: str) -> list[Trial]:
 async def test_sigkill_at_random_moments_loses_nothing_committed(
     scheme: str, tmp_path: Path
 ) -> None:
-    url = f"sqlite://{tmp_path}/store.db" if scheme == "sqlite" else f"jsonl://{tmp_path}/logs"
+    url = f"sqlite:///{tmp_path}/store.db" if scheme == "sqlite" else f"jsonl://{tmp_path}/logs"
     trials = await crash_trials(url, tmp_path, scheme)
     # Most kills land after real work, or the test would prove little.
     assert sum(1 for trial in trials if len(trial.committed) > 10) >= TRIALS // 2

@@ -87,7 +87,7 @@ def test_a_dead_holder_holds_nothing(tmp_path: Path, fork: str) -> None:
 
 
 async def test_a_session_is_live_in_one_store_at_a_time(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 's.db'}"
+    url = f"sqlite:///{tmp_path / 's.db'}"
     first = SessionStore(open_persistence(url), leases=Leases.for_store(url))
     second = SessionStore(open_persistence(url), leases=Leases.for_store(url))
     session = first.create("s-1")
@@ -122,7 +122,7 @@ async def test_a_vetoed_session_gives_its_lease_back(tmp_path: Path) -> None:
 
 async def test_a_refused_resume_writes_nothing_to_the_running_session(tmp_path: Path) -> None:
     # The holder is inside a turn: a load would "repair" it. A refused open must not load.
-    url = f"sqlite://{tmp_path / 's.db'}"
+    url = f"sqlite:///{tmp_path / 's.db'}"
     running = SessionStore(open_persistence(url), leases=Leases.for_store(url))
     other = SessionStore(open_persistence(url), leases=Leases.for_store(url))
     session = running.create("s-1")
@@ -159,8 +159,8 @@ def test_checking_a_lease_never_makes_taking_it_fail(tmp_path: Path) -> None:
 def test_one_store_one_lease_directory_however_it_is_spelled(tmp_path: Path) -> None:
     (tmp_path / "real.db").touch()
     (tmp_path / "link.db").symlink_to(tmp_path / "real.db")
-    real = Leases.for_store(f"sqlite://{tmp_path / 'real.db'}")
-    link = Leases.for_store(f"sqlite://{tmp_path / 'link.db'}")
+    real = Leases.for_store(f"sqlite:///{tmp_path / 'real.db'}")
+    link = Leases.for_store(f"sqlite:///{tmp_path / 'link.db'}")
     assert real.directory == link.directory == tmp_path / "real.db.leases"
 
 
@@ -199,7 +199,7 @@ class GatedAppends:
 
 
 async def test_a_cancelled_dispose_keeps_the_lease_until_the_write_ends(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 's.db'}"
+    url = f"sqlite:///{tmp_path / 's.db'}"
     slow = GatedAppends(open_persistence(url))
     store = SessionStore(slow, leases=Leases.for_store(url))  # type: ignore[arg-type]
     session = store.create("s-1")

@@ -103,7 +103,7 @@ class Backend:
         self._memory = MemoryPersistence() if kind == "memory" else None
         self._url = {
             "memory": "",
-            "sqlite": f"sqlite://{tmp_path}/store.db",
+            "sqlite": f"sqlite:///{tmp_path}/store.db",
             "jsonl": f"jsonl://{tmp_path}/sessions",
         }[kind]
         self.opened: list[Persistence] = []

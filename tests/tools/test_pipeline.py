@@ -4,6 +4,7 @@ pre-execute listener, guards that can only deny, post-execute, cancellation."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -308,11 +309,17 @@ async def test_an_ask_whose_request_raises_is_an_error_result(tmp_path: Path) ->
     assert not (tmp_path / "marker").exists()
 
 
+@dataclass(frozen=True)
+class ForeignDecision:
+    outcome: str
+    failure: None = None
+
+
 class ForeignApproval:
     """Another implementation of the ``approval`` service, answering outside the vocabulary."""
 
-    async def request(self, request: Any) -> str:
-        return "maybe"
+    async def decide(self, request: Any) -> ForeignDecision:
+        return ForeignDecision("maybe")
 
 
 async def test_an_answer_outside_the_vocabulary_from_the_service_denies(tmp_path: Path) -> None:

@@ -7,11 +7,13 @@ It speaks plain HTTP through ``httpx`` rather than the ``openai`` package (which
   :class:`~tether.model._openai_wire.WireOptions` says ``stream=False``; a server that answers
   with a whole JSON completion is accepted either way.
 - Failures retry with exponential backoff: HTTP 408/409/429/5xx, connection errors and
-  timeouts, honouring ``Retry-After``/``retry-after-ms`` up to ``retry_after_cap`` seconds. A
+  connect timeouts, honouring ``Retry-After``/``retry-after-ms`` up to ``retry_after_cap`` seconds. A
   500 whose body is a validation error, like every other 4xx, is the request's fault and is
   not retried. Once any delta has been yielded to the caller nothing is retried: the caller
   already saw output. A response that breaks off after HTTP 200 on every attempt says so,
-  and suggests turning streaming off.
+  and suggests turning streaming off. A server that accepted the request and then sent
+  nothing for the read timeout is not asked again (``MODEL_TIMEOUT``): it has the request, and
+  each retry would wait as long again.
 - A stream must deliver a ``finish_reason``; ``data: [DONE]`` after it is optional (the
   ``openai`` SDK accepts a stream without it too). A stream that ends before one counts as
   truncated (``MODEL_BAD_RESPONSE``), and an error the server sends after HTTP 200 (an
@@ -279,6 +281,10 @@ class OpenAICompatClient:
                 response = await race(signal, self._http.send(http_request, stream=True))
             except httpx.UnsupportedProtocol as exc:
                 raise self._config_error(exc) from exc
+            except httpx.ReadTimeout as exc:
+                # The server has the request: asking again would multiply the silence (and
+                # may run the request twice), so the wait is reported at once.
+                raise self._silent(attempt) from exc
             except httpx.TransportError as exc:
                 if attempt > self.max_retries:
                     raise self._unreachable(exc, attempt) from exc
@@ -301,7 +307,7 @@ class OpenAICompatClient:
                 if progress.yielded:
                     raise ModelError(
                         f"bad response from {self._where()}: the stream was cut off after "
-                        f"output had started ({type(exc).__name__}: {exc}); not retried "
+                        f"output had started ({self._detail(exc)}); not retried "
                         "because output was already delivered",
                         code="MODEL_BAD_RESPONSE",
                     ) from exc
@@ -439,17 +445,45 @@ class OpenAICompatClient:
         return delay * random.uniform(0.5, 1.0)
 
     def _unreachable(self, exc: Exception, attempts: int) -> ModelError:
+        if isinstance(exc, httpx.ConnectTimeout):
+            return ModelError(
+                f"{self._where()} did not accept a connection within "
+                f"{_seconds(self._http.timeout.connect)} on {_attempts(attempts)}; check the "
+                f"network and the base URL{self._base_url_hint()}",
+                code="MODEL_UNAVAILABLE",
+            )
         return ModelError(
-            f"{self._where()} is unreachable after {_attempts(attempts)} "
-            f"({type(exc).__name__}: {exc or 'no detail'})",
+            f"{self._where()} is unreachable after {_attempts(attempts)} ({self._detail(exc)})",
             code="MODEL_UNAVAILABLE",
         )
+
+    def _silent(self, attempt: int) -> ModelError:
+        earlier = f" (after {_attempts(attempt - 1)} that failed)" if attempt > 1 else ""
+        return ModelError(
+            f"{self._where()} accepted the request but sent nothing for "
+            f"{_seconds(self._http.timeout.read)}{earlier}; not retried, as it may still be "
+            "working on it. For a slow model raise the read timeout: --model-timeout SECONDS "
+            "or timeout in its [models.NAME] table",
+            code="MODEL_TIMEOUT",
+        )
+
+    def _detail(self, exc: Exception) -> str:
+        """``Type: message``, never empty: httpx's timeouts carry no message of their own."""
+        text = str(exc)
+        if not text and isinstance(exc, httpx.ReadTimeout):
+            text = f"nothing received for {_seconds(self._http.timeout.read)}"
+        elif not text and isinstance(exc, httpx.TimeoutException):
+            text = "timed out"
+        return f"{type(exc).__name__}: {text or 'no message'}"
+
+    def _base_url_hint(self) -> str:
+        return f" ({self.base_url_env})" if self.base_url_env else ""
 
     def _cut_after_200(self, exc: Exception, attempts: int) -> ModelError:
         hint = f"; {NO_STREAM_HINT}" if self.wire.stream else ""
         return ModelError(
             f"bad response from {self._where()}: the response broke off after HTTP 200, before "
-            f"any output, on {_attempts(attempts)} ({type(exc).__name__}: {exc or 'no detail'})"
+            f"any output, on {_attempts(attempts)} ({self._detail(exc)})"
             f"{hint}",
             code="MODEL_BAD_RESPONSE",
         )
@@ -463,6 +497,10 @@ class OpenAICompatClient:
 
     def _where(self) -> str:
         return f"{self.provider} ({self.url})"
+
+
+def _seconds(value: float | None) -> str:
+    return "no limit" if value is None else f"{value:g} s"
 
 
 def _attempts(count: int) -> str:

@@ -12,6 +12,8 @@ configure models::
     thinking = "enabled"
     reasoning_effort = "high"
     context_window = 128000
+    timeout = 300                     # seconds of silence before MODEL_TIMEOUT (default 120)
+    connect_timeout = 10              # seconds to connect (default 30)
 
 An API key is only ever read from the environment, and is sent only where it belongs
 (``docs/models.md``, "Where an API key goes"): a provider's variable (``DEEPSEEK_API_KEY``) to
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Unpack
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from tether.dirs import config_dir
@@ -48,6 +51,10 @@ _NAME: Final = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _VARIABLE: Final = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _HEADER: Final = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
 _OWNED_BODY_KEYS: Final = ("model", "messages", "tools", "stream")
+DEFAULT_READ_TIMEOUT: Final = 120.0
+"""Seconds a model server may stay silent before a request fails (``timeout``)."""
+DEFAULT_CONNECT_TIMEOUT: Final = 30.0
+"""Seconds to wait for a model server to accept a connection (``connect_timeout``)."""
 _WORKSPACE_REFUSED: Final = {
     "api_key_env": "which environment variable is sent as an API key",
     "headers": "request headers",
@@ -66,6 +73,12 @@ class ModelProfile(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     body: dict[str, JsonValue] = Field(default_factory=dict)
     context_window: int | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds the server may stay silent (before its answer, or between two pieces of a
+    stream) before the request fails ``MODEL_TIMEOUT`` (default
+    :data:`DEFAULT_READ_TIMEOUT`)."""
+    connect_timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds to wait for a connection (default :data:`DEFAULT_CONNECT_TIMEOUT`)."""
     stream: bool = True
     thinking: Thinking | None = None
     reasoning_effort: str | None = Field(default=None, min_length=1, max_length=32)
@@ -266,12 +279,14 @@ def resolve_model(
     *,
     config: ModelConfig | None = None,
     stream: bool | None = None,
+    read_timeout: float | None = None,
     **client_options: Unpack[ClientOptions],
 ) -> ModelClient:
     """The client for :func:`choose_model`'s choice.
 
     ``env`` defaults to ``os.environ``; ``stream`` overrides the model's configured streaming
-    (``--no-stream``). ``client_options`` go to :class:`OpenAICompatClient` (e.g.
+    (``--no-stream``) and ``read_timeout`` its ``timeout`` (``--model-timeout``).
+    ``client_options`` go to :class:`OpenAICompatClient` (e.g.
     ``timeout``, ``max_retries``, ``transport``) and are ignored for scripted models. Errors
     are :class:`ModelError`: ``MODEL_CONFIG`` for a missing or invalid spec or name or a
     missing API key, ``MODEL_SCRIPT`` for a bad script file.
@@ -282,7 +297,12 @@ def resolve_model(
     if chosen.spec.kind == "scripted":
         return ScriptedModel.from_path(chosen.spec.target, context_window=profile.context_window)
     preset = PRESETS[chosen.spec.kind]
+    read = read_timeout if read_timeout is not None else profile.timeout
     options: ClientOptions = {
+        "timeout": httpx.Timeout(
+            read if read is not None else DEFAULT_READ_TIMEOUT,
+            connect=profile.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+        ),
         "wire": profile.wire(stream, preset),
         "context_window": profile.context_window,
         "extra_headers": profile.headers,
@@ -300,6 +320,8 @@ def resolve_model(
 
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_READ_TIMEOUT",
     "ChosenModel",
     "ConfiguredModel",
     "ModelConfig",

@@ -43,6 +43,7 @@ ModelErrorCode: TypeAlias = Literal[
     "MODEL_BAD_RESPONSE",
     "MODEL_RATE_LIMITED",
     "MODEL_UNAVAILABLE",
+    "MODEL_TIMEOUT",
     "MODEL_SCRIPT",
     "MODEL_CONFIG",
 ]
@@ -55,7 +56,10 @@ MODEL_ERROR_CODES: Final[Mapping[ModelErrorCode, str]] = {
     "e.g. context too long, insufficient balance)",
     "MODEL_BAD_RESPONSE": "the response was invalid, malformed or truncated",
     "MODEL_RATE_LIMITED": "HTTP 429 persisted after every retry",
-    "MODEL_UNAVAILABLE": "HTTP 5xx, connection failures or timeouts persisted after every retry",
+    "MODEL_UNAVAILABLE": "HTTP 5xx, connection failures or connect timeouts persisted after "
+    "every retry",
+    "MODEL_TIMEOUT": "the server accepted the request but sent nothing within the read timeout "
+    "(not retried)",
     "MODEL_SCRIPT": "the scripted model failed: bad script file, no matching entry, or an "
     "unmet expect",
     "MODEL_CONFIG": "the model spec is missing or invalid, or its API key is not set",

@@ -8,7 +8,9 @@ For every request the command runs once (argv from ``shlex.split``; no shell, so
 
 and answers on stdout with ``allowed-once`` or ``rejected``, as a bare word or as
 ``{"outcome": "..."}``. A non-zero exit, a timeout, a crash, or any other output is
-``unavailable``, which fails the ask closed.
+``unavailable``, which fails the ask closed; the :class:`AnswererFailure` that says which (with
+the exit status and a short escaped excerpt of what it printed) goes into
+``approval/decided {failure}``, one line on stderr, and the model's refusal.
 
 The approver runs outside the sandbox and its answer is final, so its program must be one no
 agent can rewrite (:mod:`tether.sandbox.programs`): checked when the plugin loads, and again
@@ -29,13 +31,15 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import AnyServiceKey, Context, Next
+from tether.kernel.printable import printable
 from tether.policy.approval import ApprovalReply, ApprovalRequest, register_answerer
-from tether.policy.events import ApprovalAsked
+from tether.policy.events import EXCERPT_CHARS, AnswererFailure, AnswererFailureKind, ApprovalAsked
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError
 from tether.sandbox.paths import path_rules
 from tether.sandbox.programs import refuse_rewritable
 from tether.session import JsonValue
+from tether.signals import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -70,45 +74,102 @@ def request_payload(request: ApprovalRequest) -> dict[str, JsonValue]:
     return payload
 
 
-def parse_answer(stdout: bytes) -> str:
+def parse_answer(stdout: bytes) -> str | AnswererFailure:
+    """The outcome the program printed, or why what it printed is none."""
     text = stdout.decode("utf-8", "replace").strip()
     if text in ANSWERS:
         return text
     try:
         value = json.loads(text)
     except ValueError:
-        return "unavailable"
+        return _failure("invalid-output", stdout)
     if isinstance(value, dict) and value.get("outcome") in ANSWERS:
         return str(value["outcome"])
-    return "unavailable"
+    if isinstance(value, dict) and isinstance(value.get("outcome"), str):
+        return _failure("unknown-outcome", stdout)
+    return _failure("invalid-output", stdout)
 
 
-async def ask_command(argv: list[str], request: ApprovalRequest, timeout: float) -> str:
+async def ask_command(
+    argv: list[str], request: ApprovalRequest, timeout: float
+) -> str | AnswererFailure:
     data = (json.dumps(request_payload(request)) + "\n").encode()
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
     except OSError as err:
-        log.warning("approver %s could not start: %s", argv[0], err)
-        return "unavailable"
+        return _reported(_failure("not-started", str(err).encode()))
     try:
-        stdout, _ = await asyncio.wait_for(proc.communicate(data), timeout)
+        stdout, stderr = await asyncio.wait_for(_read(proc, data), timeout)
     except TimeoutError:
-        return "unavailable"
-    except OSError:
-        return "unavailable"
+        return _reported(AnswererFailure("timeout"))
+    except OSError as err:
+        return _reported(_failure("invalid-output", str(err).encode()))
     finally:
-        if proc.returncode is None:  # timed out or cancelled: the whole group goes
+        if proc.returncode is None:  # timed out, flooded or cancelled: the whole group goes
             _kill(proc)
             await proc.wait()
+    if len(stdout) > MAX_OUTPUT:  # stopped by us for the flood, not killed by someone
+        return _reported(_failure("too-much-output", stdout[:EXCERPT_CHARS]))
+    if proc.returncode is not None and proc.returncode < 0:
+        return _reported(AnswererFailure("killed", -proc.returncode))
     if proc.returncode != 0:
-        return "unavailable"
-    return parse_answer(stdout[:MAX_OUTPUT])
+        return _reported(_failure("exit-status", stderr or stdout, exit_code=proc.returncode))
+    answer = parse_answer(stdout)
+    return _reported(answer) if isinstance(answer, AnswererFailure) else answer
+
+
+async def _read(proc: asyncio.subprocess.Process, data: bytes) -> tuple[bytes, bytes]:
+    """Write the request, then read at most one byte past :data:`MAX_OUTPUT` of stdout (and as
+    much of stderr) until the program exits: a flood is cut off, never buffered whole."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    proc.stdin.close()
+    errors = asyncio.ensure_future(_read_upto(proc.stderr, MAX_OUTPUT))
+    try:
+        out = await _read_upto(proc.stdout, MAX_OUTPUT)
+        if len(out) > MAX_OUTPUT:
+            return out, b""  # the caller's ``finally`` stops the program
+        err = await errors
+        await proc.wait()
+        return out, err
+    finally:
+        await cancel_and_wait(errors)
+
+
+async def _read_upto(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """Up to ``limit + 1`` bytes (one more than allowed says "too much"), or all until EOF."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = await stream.read(limit + 1 - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _failure(
+    kind: AnswererFailureKind, output: bytes, *, exit_code: int | None = None
+) -> AnswererFailure:
+    text = " ".join(output.decode("utf-8", "replace").split())
+    excerpt = printable(text[:EXCERPT_CHARS])[:EXCERPT_CHARS] if text else None
+    return AnswererFailure(kind, exit_code, excerpt)
+
+
+def _reported(failure: AnswererFailure) -> AnswererFailure:
+    # One line on stderr (the run's log handler or Python's last-resort one); the audit pair
+    # carries the same failure.
+    log.warning("tether: the configured approver %s; the ask is unavailable", failure.describe())
+    return failure
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
@@ -153,12 +214,13 @@ class CommandApproverPlugin:
         argv = shlex.split(config.command)
         refuse_rewritable_approver(ctx, argv)
 
-        async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
+        async def answer(
+            request: ApprovalRequest, _next: Next[ApprovalReply]
+        ) -> str | AnswererFailure:
             try:
                 refuse_rewritable_approver(ctx, argv)
             except SandboxError as err:
-                log.warning("approver not run: %s", err)
-                return "unavailable"
+                return _reported(_failure("refused", str(err).encode()))
             return await ask_command(argv, request, config.timeout_seconds)
 
         register_answerer(ctx, answer)

@@ -151,7 +151,8 @@ class Routed:
     ancestor on the lineage, or the request raised: ``error``)."""
     decider: str | None = None
     detail: str | None = None
-    """For ``error``: what the request raised."""
+    """For ``error``: what the request raised; for ``answerer-failed``: what the answerer
+    did."""
 
     def as_escalation_outcome(self) -> ApprovalOutcome:
         """What the escalation ladder is answered: ``never`` is a rejection, and a question
@@ -262,14 +263,16 @@ class Router:
             self._notice_if_slow(child, reason), name="root_approvals: slow notice", report=False
         )
         try:
-            answer = await approval.request(request)
+            decided = await approval.decide(request)
         except Exception as err:
             log.warning("routed approval for %s failed: %s", child.session.id, err)
             code = f"{err.code}: " if isinstance(err, TetherError) else ""
             return Routed(AskFailure.ERROR, root.session.id, f"{code}{err}")
         finally:
             await cancel_and_wait(watcher)
-        outcome = as_outcome(answer)
+        outcome = as_outcome(decided.outcome)
+        if decided.failure is not None:
+            return Routed(AskFailure.ANSWERER_FAILED, root.session.id, decided.failure.describe())
         if outcome is None:
             # Another approval service answered outside the vocabulary: a failed request, with
             # nothing raised to show.

@@ -49,6 +49,7 @@ from tether.policy.errors import (
     InvalidSourceError,
 )
 from tether.policy.events import (
+    AnswererFailure,
     ApprovalAsked,
     ApprovalDecided,
     ApprovalPendingClosed,
@@ -212,9 +213,18 @@ class ApprovalResolved(NamedTuple):
     outcome: ApprovalOutcome
 
 
-ApprovalReply: TypeAlias = ApprovalOutcome | Answer | str
-"""What an answerer returns: an outcome (or its value, as an external answerer gives it), or an
-:class:`Answer` naming who gave it. Anything else counts as ``unavailable``."""
+ApprovalReply: TypeAlias = ApprovalOutcome | Answer | AnswererFailure | str
+"""What an answerer returns: an outcome (or its value, as an external answerer gives it), an
+:class:`Answer` naming who gave it, or an :class:`AnswererFailure` saying why it could give
+none (``unavailable``, with the failure in ``approval/decided``). Anything else counts as
+``unavailable``."""
+
+
+class _Decision(NamedTuple):
+    outcome: ApprovalOutcome
+    answered_by: str | None = None
+    failure: AnswererFailure | None = None
+
 
 Answerer: TypeAlias = WaterfallListener[ApprovalRequest, ApprovalReply]
 """``fn(request, next)``, sync or async: return an :data:`ApprovalReply` to answer, or
@@ -332,7 +342,12 @@ class ApprovalService:
 
     # -- the algorithm -------------------------------------------------------------------
     async def request(self, req: ApprovalRequest) -> ApprovalOutcome:
-        """Ask; see the module docstring for the exact order. Raises
+        """Ask; the outcome of :meth:`decide`."""
+        return (await self.decide(req)).outcome
+
+    async def decide(self, req: ApprovalRequest) -> ApprovalDecided:
+        """Ask, and return the ``approval/decided`` written (with an answerer's ``failure``
+        when it gave no outcome); see the module docstring for the exact order. Raises
         :class:`ApprovalOutsideTurnError` (nothing appended) without an open turn, and
         re-raises a failed flush: an outcome is only returned once it is durable.
 
@@ -366,24 +381,23 @@ class ApprovalService:
             except BaseException:
                 # The question never reached the root durably: close the pair (and the root's
                 # pending record) as unavailable, so nobody shows the child blocked forever.
-                self._close(req, session, request_id, ApprovalOutcome.UNAVAILABLE)
+                self._close(req, session, request_id, _Decision(ApprovalOutcome.UNAVAILABLE))
                 raise
-        answered_by: str | None = None
         try:
-            outcome, answered_by = await self._decide(req, decider)
+            decision = await self._decide(req, decider)
         except asyncio.CancelledError:
             # The asking task itself was cancelled: still close the audit pair, so no live log
             # holds an undecided ask (the write-behind stores it; there is no one to wait).
-            self._close(req, session, request_id, ApprovalOutcome.CANCELLED)
+            self._close(req, session, request_id, _Decision(ApprovalOutcome.CANCELLED))
             raise
         except Exception:
             log.exception("approval: deciding %s failed", req.tool_name)
-            outcome = ApprovalOutcome.UNAVAILABLE
-        self._close(req, session, request_id, outcome, answered_by)
+            decision = _Decision(ApprovalOutcome.UNAVAILABLE)
+        decided = self._close(req, session, request_id, decision)
         await self._flush(session)
         if req.origin is not None:
             await self._flush(decider)
-        return outcome
+        return decided
 
     def pending(self) -> list[PendingApproval]:
         """Routed questions waiting for an answer, oldest first."""
@@ -420,10 +434,12 @@ class ApprovalService:
         req: ApprovalRequest,
         session: Session,
         request_id: str,
-        outcome: ApprovalOutcome,
-        answered_by: str | None = None,
-    ) -> None:
-        decided = ApprovalDecided(request_id, outcome, answered_by)
+        decision: _Decision,
+    ) -> ApprovalDecided:
+        outcome = decision.outcome
+        decided = ApprovalDecided(
+            request_id, outcome, decision.answered_by, failure=decision.failure
+        )
         session.append(decided.TYPE, decided.to_data())
         if req.origin is not None:
             entry = self._pending.pop(request_id, None)
@@ -431,26 +447,25 @@ class ApprovalService:
                 closed = ApprovalPendingClosed(request_id, outcome)
                 req.agent.session.append(closed.TYPE, closed.to_data())
                 self._ctx.emit(APPROVAL_RESOLVED, ApprovalResolved(entry, outcome))
+        return decided
 
     async def _flush(self, session: Session) -> None:
         store = self._ctx.get(SESSIONS_SERVICE)
         if store is not None:
             await store.flush(session)
 
-    async def _decide(
-        self, req: ApprovalRequest, session: Session
-    ) -> tuple[ApprovalOutcome, str | None]:
-        """The outcome and, when an answerer said so, who answered."""
+    async def _decide(self, req: ApprovalRequest, session: Session) -> _Decision:
+        """The outcome and, when an answerer said so, who answered (or how it failed)."""
         if req.signal is not None and req.signal.aborted:
-            return ApprovalOutcome.CANCELLED, None
+            return _Decision(ApprovalOutcome.CANCELLED)
         try:
             policy = self.effective_policy(session)
         except InvalidPolicyError:
             # A corrupt stored policy: nobody can say what the session allows. Deny.
             log.exception("approval: cannot fold the policy of session %s", session.id)
-            return ApprovalOutcome.UNAVAILABLE, None
+            return _Decision(ApprovalOutcome.UNAVAILABLE)
         if policy is ApprovalPolicy.NEVER:
-            return ApprovalOutcome.REJECTED, None
+            return _Decision(ApprovalOutcome.REJECTED)
         # The answerers run as a task of the runtime, raced through a shield: an abort (or our
         # own cancellation) cancels them but does not wait for them, so an answerer that
         # ignores cancellation cannot hold up the cancelled outcome. The runtime still owns
@@ -462,11 +477,11 @@ class ApprovalService:
         except AbortedError:
             if ask.done() and not ask.cancelled() and ask.exception() is None:
                 return ask.result()  # answered together with the abort: who answered counts
-            return ApprovalOutcome.CANCELLED, None
+            return _Decision(ApprovalOutcome.CANCELLED)
         finally:
             ask.cancel()
 
-    async def _consult(self, req: ApprovalRequest) -> tuple[ApprovalOutcome, str | None]:
+    async def _consult(self, req: ApprovalRequest) -> _Decision:
         try:
             raw = await answer_within(
                 self.timeout,
@@ -480,13 +495,15 @@ class ApprovalService:
             )
         except Exception:
             log.exception("an approval answerer failed for %s", req.tool_name)
-            return ApprovalOutcome.UNAVAILABLE, None
+            return _Decision(ApprovalOutcome.UNAVAILABLE)
+        if isinstance(raw, AnswererFailure):
+            return _Decision(ApprovalOutcome.UNAVAILABLE, failure=raw)
         value, by = (raw.outcome, raw.by) if isinstance(raw, Answer) else (raw, None)
         outcome = as_outcome(value)
         if outcome is None:
             log.warning("an approval answerer returned %r, not an outcome", value)
-            return ApprovalOutcome.UNAVAILABLE, None
-        return outcome, by
+            return _Decision(ApprovalOutcome.UNAVAILABLE)
+        return _Decision(outcome, by)
 
 
 async def answer_within(
@@ -505,7 +522,7 @@ async def answer_within(
         return ApprovalOutcome.UNAVAILABLE
 
 
-def _discard_late(task: asyncio.Task[tuple[ApprovalOutcome, str | None]]) -> None:
+def _discard_late(task: asyncio.Task[_Decision]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved on purpose: after an abort the answer is moot
 

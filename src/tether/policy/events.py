@@ -153,18 +153,95 @@ class ApprovalAsked:
         return data
 
 
+AnswererFailureKind: TypeAlias = Literal[
+    "not-started", "refused", "exit-status", "killed", "timeout", "too-much-output",
+    "invalid-output", "unknown-outcome",
+]  # fmt: skip
+"""How a configured answerer (an approver program) failed to give an outcome."""
+
+_FAILURE_KINDS: Final = frozenset(get_args(AnswererFailureKind))
+EXCERPT_CHARS: Final = 200
+"""The longest excerpt of an answerer's output a failure keeps (escaped, then cut)."""
+
+
+def _is_failure_kind(value: object) -> TypeGuard[AnswererFailureKind]:
+    return value in _FAILURE_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class AnswererFailure:
+    """``{kind, exit_code?, excerpt?}``: why the configured answerer gave no outcome, recorded in
+    ``approval/decided {failure}`` beside the ``unavailable`` it fails closed to. ``excerpt`` is
+    the start of what it printed, already escaped (:func:`tether.kernel.printable.printable`)
+    and at most :data:`EXCERPT_CHARS` long."""
+
+    kind: AnswererFailureKind
+    exit_code: int | None = None
+    excerpt: str | None = None
+
+    def describe(self) -> str:
+        """What happened, completing ``the configured approver …``."""
+        shown = f": {self.excerpt}" if self.excerpt else ""
+        match self.kind:
+            case "not-started":
+                return f"could not be started{shown}"
+            case "refused":
+                return f"was not run{shown}"
+            case "exit-status":
+                return f"exited with status {self.exit_code}{shown}"
+            case "killed":
+                return f"was killed by signal {self.exit_code}"
+            case "timeout":
+                return "did not answer in time and was stopped"
+            case "too-much-output":
+                return f"printed more output than an answer can be{shown}"
+            case "invalid-output":
+                return f"printed something that is not an answer{shown}"
+            case "unknown-outcome":
+                return f"answered an unknown outcome{shown}"
+
+    @classmethod
+    def from_data(cls, data: JsonValue, event_type: str) -> AnswererFailure:
+        if not isinstance(data, Mapping):
+            raise InvalidPolicyEventError(f"{event_type} payload: 'failure' must be an object")
+        kind = data.get("kind")
+        if not _is_failure_kind(kind):
+            raise InvalidPolicyEventError(
+                f"{event_type} payload: failure kind {kind!r} is not one of "
+                f"{', '.join(sorted(_FAILURE_KINDS))}"
+            )
+        exit_code = data.get("exit_code")
+        if exit_code is not None and (
+            isinstance(exit_code, bool) or not isinstance(exit_code, int)
+        ):
+            raise InvalidPolicyEventError(
+                f"{event_type} payload: failure exit_code must be an integer, got {exit_code!r}"
+            )
+        return cls(kind, exit_code, _optional_text(data, event_type, "excerpt"))
+
+    def to_data(self) -> JsonObject:
+        data: dict[str, JsonValue] = {"kind": self.kind}
+        if self.exit_code is not None:
+            data["exit_code"] = self.exit_code
+        if self.excerpt is not None:
+            data["excerpt"] = self.excerpt
+        return data
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalDecided:
-    """``approval/decided {id, outcome, answered_by?, repaired?}``: the second half of the
-    audit pair. ``repaired`` marks the ``unavailable`` decision the session store's crash repair
-    writes for an ask a crash left open (``session/persistence/repair.py``, a lower layer that
-    spells the payload itself)."""
+    """``approval/decided {id, outcome, answered_by?, repaired?, failure?}``: the second half of
+    the audit pair. ``repaired`` marks the ``unavailable`` decision the session store's crash
+    repair writes for an ask a crash left open (``session/persistence/repair.py``, a lower layer
+    that spells the payload itself). ``failure`` says why a configured answerer gave no
+    outcome (:class:`AnswererFailure`); the outcome is then ``unavailable``."""
 
     TYPE: ClassVar[str] = "approval/decided"
     id: str
     outcome: ApprovalOutcome
     answered_by: str | None = None
     repaired: bool = False
+    failure: AnswererFailure | None = None
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
@@ -174,11 +251,13 @@ class ApprovalDecided:
             raise InvalidPolicyEventError(
                 f"{cls.TYPE} payload: 'repaired' must be a boolean, got {repaired!r}"
             )
+        failure = data.get("failure")
         return cls(
             _text(data, cls.TYPE, "id"),
             outcome,
             _optional_text(data, cls.TYPE, "answered_by"),
             repaired,
+            None if failure is None else AnswererFailure.from_data(failure, cls.TYPE),
         )
 
     def to_data(self) -> JsonObject:
@@ -187,6 +266,8 @@ class ApprovalDecided:
             data["answered_by"] = self.answered_by
         if self.repaired:
             data["repaired"] = True
+        if self.failure is not None:
+            data["failure"] = self.failure.to_data()
         return data
 
 
@@ -313,6 +394,9 @@ def read_approval_pending(data: JsonObject) -> ApprovalPending:
 
 
 __all__ = [
+    "EXCERPT_CHARS",
+    "AnswererFailure",
+    "AnswererFailureKind",
     "ApprovalAnswerRefused",
     "ApprovalAsked",
     "ApprovalDecided",

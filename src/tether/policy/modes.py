@@ -98,6 +98,9 @@ class AskFailure(StrEnum):
     """The request raised."""
     UNKNOWN_OUTCOME = "unknown-outcome"
     """The approval service answered with a value outside :class:`ApprovalOutcome`."""
+    ANSWERER_FAILED = "answerer-failed"
+    """The configured answerer (an approver program) failed, so the ask is ``unavailable``;
+    the failure is in ``approval/decided {failure}``."""
 
 
 EffectNoun = Literal["command", "operation"]

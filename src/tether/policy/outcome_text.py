@@ -68,7 +68,9 @@ _NO_CHANNEL: Final[Mapping[Refusal, str]] = MappingProxyType(
 
 
 def outcome_text(ended: Refusal, asked: Asked, *, detail: str | None = None) -> str:
-    """The reason a refused ask gives; ``detail`` is what a failed request (``error``) raised."""
+    """The reason a refused ask gives; ``detail`` is what a failed request (``error``) raised,
+    or what the answerer did (``answerer-failed``: :meth:`AnswererFailure.describe
+    <tether.policy.events.AnswererFailure.describe>`)."""
     own: dict[Refusal, str] = {}
     match asked:
         case ToolAsk(tool):
@@ -93,6 +95,9 @@ def outcome_text(ended: Refusal, asked: Asked, *, detail: str | None = None) -> 
                 '"never"), so it was rejected without asking'
             )
             own[AskFailure.ERROR] = f"{needs} the routed request failed: {detail}"
+            own[AskFailure.ANSWERER_FAILED] = (
+                f"{needs} the approver configured there {detail}, so it is unavailable"
+            )
         case _:
             assert_never(asked)
     if ended in own:
@@ -106,6 +111,8 @@ def outcome_text(ended: Refusal, asked: Asked, *, detail: str | None = None) -> 
             return f"{approval} failed: {detail}"
         case AskFailure.UNKNOWN_OUTCOME:
             return f"{approval} returned an unknown outcome"
+        case AskFailure.ANSWERER_FAILED:
+            return f"{needs} the configured approver {detail}, so it is unavailable"
         case (
             ApprovalOutcome.UNAVAILABLE
             | AskFailure.NO_APPROVAL

@@ -543,7 +543,7 @@ class PathRules:
             raise SandboxError(
                 f"the workspace {root} lies inside the session store's {covering}, which "
                 "every command and file tool must not see; use a workspace outside the store, "
-                "or keep the store elsewhere (--store sqlite:///ABS/PATH.db)",
+                "or keep the store elsewhere (--store sqlite:////ABS/PATH.db)",
                 code="STORE_UNPROTECTED",
             )
         raise SandboxError(

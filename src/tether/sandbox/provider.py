@@ -325,7 +325,7 @@ class SandboxProvider:
                 f"the session store's files lie directly in the workspace root {root} and "
                 "open_workspace_root is on, so a confined command could create the missing "
                 f"ones ({', '.join(os.path.basename(p) for p in at_root)}); keep the store "
-                "outside the workspace (--store sqlite:///ABS/PATH.db) or turn "
+                "outside the workspace (--store sqlite:////ABS/PATH.db) or turn "
                 "open_workspace_root off",
                 code="STORE_UNPROTECTED",
             )

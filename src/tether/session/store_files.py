@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from tether.session.answer_box import AnswerBox
 from tether.session.lease import Leases
-from tether.session.persistence import store_location
+from tether.session.persistence import sqlite_url, store_location
 from tether.session.persistence.jsonl import JsonlPersistence
 from tether.session.persistence.sqlite import SqlitePersistence
 
@@ -40,7 +40,7 @@ def store_url_of(persistence: object) -> str | None:
     """The URL of a persistence backend tether knows; ``None`` for others (their files, if
     any, are not known here)."""
     if isinstance(persistence, SqlitePersistence):
-        return "sqlite://" + quote(os.path.abspath(persistence.path))
+        return sqlite_url(persistence.path)
     if isinstance(persistence, JsonlPersistence):
         return "jsonl://" + quote(os.path.abspath(persistence.root))
     return None

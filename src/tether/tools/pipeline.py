@@ -279,15 +279,18 @@ class ToolRuntime:
             action=describe_action(call),
         )
         try:
-            answer = await approval.request(request)
+            decided = await approval.decide(request)
         except Exception as err:
             return ToolResult.error(outcome_text(AskFailure.ERROR, asked, detail=str(err)))
         # The composed service may be another implementation: check what it returned.
-        outcome = as_outcome(answer) or AskFailure.UNKNOWN_OUTCOME
+        outcome = as_outcome(decided.outcome) or AskFailure.UNKNOWN_OUTCOME
         if outcome is ApprovalOutcome.ALLOWED_ONCE:
             return None
         if outcome is ApprovalOutcome.CANCELLED:
             return _cancelled(outcome_text(outcome, asked), call.signal)
+        if decided.failure is not None:
+            failed = decided.failure.describe()
+            return ToolResult.error(outcome_text(AskFailure.ANSWERER_FAILED, asked, detail=failed))
         return ToolResult.error(outcome_text(outcome, asked))
 
     def _guard(self, call: ToolCall) -> ToolResult | None:

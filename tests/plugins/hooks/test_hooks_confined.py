@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from compose_support import compose_kernel
@@ -74,3 +75,23 @@ async def test_a_hook_under_read_only_cannot_write_at_all(tmp_path: Path) -> Non
         if e.type == "hook/result"
     ]
     assert len(results) == 1
+
+
+async def test_a_hook_script_the_sandbox_hides_is_named_not_exit_127(tmp_path: Path) -> None:
+    secret = Path(os.environ["HOME"]) / ".ssh"
+    secret.mkdir(parents=True)
+    script = secret / "hook.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    agent = await run_with_hook(tmp_path, str(script), "workspace-write")
+    [result] = [e.data for e in agent.session.events if e.type == "hook/result"]
+    assert result["decision"] == "error"
+    assert result["exit_code"] in (126, 127)
+    [tool_result] = [e.data for e in agent.session.events if e.type == "tool/result"]
+
+    assert tool_result["content"] == (
+        f"Error: PreToolUse hook {result['handler_id']} failed (the sandbox hides {script} from "
+        f"hook commands (it lies in the hidden path {secret}), so the command could not run "
+        "it; keep hook scripts and their interpreters outside hidden paths); denied because "
+        "hooks fail closed"
+    )

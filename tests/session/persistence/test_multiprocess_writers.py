@@ -61,7 +61,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("scheme", ["sqlite", "jsonl"])
 async def test_concurrent_processes_serialise_on_one_session(scheme: str, tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path}/store.db" if scheme == "sqlite" else f"jsonl://{tmp_path}/logs"
+    url = f"sqlite:///{tmp_path}/store.db" if scheme == "sqlite" else f"jsonl://{tmp_path}/logs"
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     processes = [

@@ -13,12 +13,14 @@ from tether.session.persistence import (
     SqlitePersistence,
     default_store_url,
     open_persistence,
+    sqlite_url,
+    store_location,
 )
 from tether.testing import header
 
 
 async def test_sqlite_url_opens_the_sqlite_backend(tmp_path: Path) -> None:
-    backend = open_persistence(f"sqlite://{tmp_path}/store.db")
+    backend = open_persistence(f"sqlite:///{tmp_path}/store.db")
     assert isinstance(backend, SqlitePersistence)
     assert backend.path == f"{tmp_path}/store.db"
     assert backend.synchronous == "FULL"
@@ -40,8 +42,36 @@ async def test_jsonl_url_opens_the_jsonl_backend(tmp_path: Path) -> None:
     assert (tmp_path / "logs" / "s-1" / "session.jsonl").is_file()
 
 
+@pytest.mark.parametrize("spelling", ["rel.db", "./rel.db", "sub/../rel.db"])
+async def test_three_slashes_name_a_path_relative_to_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{spelling}"
+    backend = open_persistence(url)
+    assert isinstance(backend, SqlitePersistence)
+    assert backend.path == str(tmp_path / "rel.db")
+    assert store_location(url) == ("sqlite", tmp_path / "rel.db")
+    try:
+        await backend.create(header())
+    finally:
+        await backend.close()
+    assert (tmp_path / "rel.db").is_file()
+
+
+def test_four_slashes_name_an_absolute_path_and_the_default_store_uses_them(
+    tmp_path: Path,
+) -> None:
+    assert store_location("sqlite:////srv/t.db") == ("sqlite", Path("/srv/t.db"))
+    url = default_store_url({"XDG_DATA_HOME": str(tmp_path)})
+    assert url == f"sqlite:///{tmp_path}/tether/tether.db"
+    assert store_location(url) == ("sqlite", tmp_path / "tether" / "tether.db")
+    assert sqlite_url(tmp_path / "a b.db") == f"sqlite:///{tmp_path}/a%20b.db"
+
+
 def test_percent_escapes_in_the_path_are_decoded() -> None:
-    backend = open_persistence("sqlite:///tmp/my%20store/t.db")
+    backend = open_persistence("sqlite:////tmp/my%20store/t.db")
     assert isinstance(backend, SqlitePersistence)
     assert backend.path == "/tmp/my store/t.db"
 
@@ -54,13 +84,14 @@ def test_percent_escapes_in_the_path_are_decoded() -> None:
         ("postgresql://localhost/db", "unknown scheme 'postgresql'"),
         (
             "sqlite://relative/store.db",
-            "the path must be absolute (three slashes after the scheme)",
+            "three slashes must follow the scheme (four for an absolute path)",
         ),
-        ("sqlite://", "the path must be absolute (three slashes after the scheme)"),
+        ("sqlite://", "three slashes must follow the scheme (four for an absolute path)"),
         ("sqlite:///", "the path is empty"),
+        ("sqlite:////", "the path is empty"),
         ("jsonl:///%2F", "the path is empty"),
         ("jsonl:relative", "not a URL"),
-        ("sqlite:///tmp/x.db?mode=ro", "query strings and fragments are not supported"),
+        ("sqlite:////tmp/x.db?mode=ro", "query strings and fragments are not supported"),
     ],
 )
 def test_bad_urls_name_the_accepted_forms(url: str, problem: str) -> None:
@@ -70,7 +101,7 @@ def test_bad_urls_name_the_accepted_forms(url: str, problem: str) -> None:
     assert caught.value.code == "INVALID_STORE_URL"
     assert str(caught.value) == (
         f"invalid store URL {url!r}: {problem}; expected one of "
-        "sqlite:///ABS/PATH.db, jsonl:///ABS/DIR"
+        "sqlite:////ABS/PATH.db, sqlite:///REL/PATH.db, jsonl:///ABS/DIR"
     )
 
 
@@ -82,20 +113,20 @@ def test_tether_store_wins(tmp_path: Path) -> None:
 
 def test_default_is_sqlite_in_xdg_data_home(tmp_path: Path) -> None:
     url = default_store_url({"XDG_DATA_HOME": str(tmp_path / "data"), "TETHER_STORE": ""})
-    assert url == f"sqlite://{tmp_path}/data/tether/tether.db"
+    assert url == f"sqlite:///{tmp_path}/data/tether/tether.db"
     assert (tmp_path / "data" / "tether").is_dir()
     assert isinstance(open_persistence(url), SqlitePersistence)
 
 
 def test_default_falls_back_to_home_local_share(tmp_path: Path) -> None:
     for env in ({"HOME": str(tmp_path)}, {"HOME": str(tmp_path), "XDG_DATA_HOME": "relative"}):
-        assert default_store_url(env) == f"sqlite://{tmp_path}/.local/share/tether/tether.db"
+        assert default_store_url(env) == f"sqlite:///{tmp_path}/.local/share/tether/tether.db"
     assert (tmp_path / ".local" / "share" / "tether").is_dir()
 
 
 def test_default_url_escapes_unusual_paths(tmp_path: Path) -> None:
     url = default_store_url({"XDG_DATA_HOME": str(tmp_path / "a b%c")})
-    assert url == f"sqlite://{tmp_path}/a%20b%25c/tether/tether.db"
+    assert url == f"sqlite:///{tmp_path}/a%20b%25c/tether/tether.db"
     backend = open_persistence(url)
     assert isinstance(backend, SqlitePersistence)
     assert backend.path == f"{tmp_path}/a b%c/tether/tether.db"

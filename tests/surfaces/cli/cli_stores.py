@@ -110,7 +110,7 @@ def make_ref(kind: str, base: Path) -> StoreRef:
     base.mkdir(parents=True, exist_ok=True)
     if kind == "sqlite":
         path = base / "store.db"
-        return StoreRef(kind, path, f"sqlite://{path}")
+        return StoreRef(kind, path, f"sqlite:///{path}")
     path = base / "store"
     return StoreRef(kind, path, f"jsonl://{path}")
 

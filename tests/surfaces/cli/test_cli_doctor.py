@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from cli_support import tether
 
 
@@ -18,6 +20,7 @@ def doctor(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return tether("doctor", "--store", f"sqlite:///{tmp_path / 'd.db'}", env={**base, **env})
 
 
+@pytest.mark.bwrap
 def test_doctor_reports_each_part(tmp_path: Path) -> None:
     ran = doctor(tmp_path, TETHER_MODEL="deepseek:deepseek-chat", DEEPSEEK_API_KEY="")
     assert ran.returncode == 0, ran.stderr

@@ -14,7 +14,6 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
@@ -22,6 +21,7 @@ from hidden_support import TOKENS_AND_HISTORIES as MORE_SECRETS
 from tether.kernel import Context, Runtime
 from tether.sandbox import CREDENTIAL_PATHS, SANDBOX_SERVICE, SandboxProvider
 from tether.sandbox.paths import PathRules
+from tether.session.persistence import sqlite_url
 from tether.session.store_files import store_files
 from tether.tools.base import Tool, ToolResult
 from tether.tools.fs import EditTool, GlobTool, GrepTool, LsTool, ReadTool, WriteTool
@@ -265,7 +265,7 @@ async def test_the_store_is_hidden_from_every_file_tool(host: Host, home: Path) 
     conn.execute("CREATE TABLE t (x TEXT)")
     conn.execute("INSERT INTO t VALUES ('every session must-not-leak')")
     conn.commit()
-    files = [str(p) for p in store_files("sqlite://" + quote(str(db)))]
+    files = [str(p) for p in store_files(sqlite_url(db))]
     (db.parent / "notes.txt").write_text("visible\n")
     ctx = sandboxed(home, store_paths=files)
     policy = host.policy("workspace-write")

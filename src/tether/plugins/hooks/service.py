@@ -14,6 +14,7 @@ where ``point`` is the Claude Code event name. Both must sit inside an open turn
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -25,6 +26,7 @@ from tether.agent.events import TurnOpened
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
 from tether.plugins.hooks.events import HookInvoked, HookResult
+from tether.plugins.hooks.hidden import NOT_RUN_STATUSES, hidden_program
 from tether.plugins.hooks.payload import base_payload, encode_payload
 from tether.plugins.hooks.protocol import (
     FAILED,
@@ -236,6 +238,11 @@ class HookService:
             raise
         _close(confined)
         reply = interpret(handler.event, run)
+        if confined is not None and reply.decision == "error" and run.exit_code in NOT_RUN_STATUSES:
+            sandbox = self._ctx.get(SANDBOX_SERVICE)
+            hidden = hidden_program(handler.command, env, sandbox.path_rules()) if sandbox else None
+            if hidden is not None:
+                reply = dataclasses.replace(reply, problem=hidden)
         summary = stderr_summary(run.stderr) or run.error
 
         def result(at: int) -> HookResult:

@@ -21,6 +21,7 @@ from tether.session.persistence.factory import (
     InvalidStoreUrlError,
     default_store_url,
     open_persistence,
+    sqlite_url,
     store_location,
 )
 from tether.session.persistence.jsonl import JsonlPersistence
@@ -46,5 +47,6 @@ __all__ = [
     "default_store_url",
     "open_persistence",
     "plan_repair",
+    "sqlite_url",
     "store_location",
 ]

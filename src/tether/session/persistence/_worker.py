@@ -26,11 +26,18 @@ T = TypeVar("T")
 
 class Worker:
     def __init__(
-        self, name: str, describe: str, wrap: tuple[type[Exception], ...] = (OSError,)
+        self,
+        name: str,
+        describe: str,
+        wrap: tuple[type[Exception], ...] = (OSError,),
+        explain: Callable[[Exception], PersistenceError | None] | None = None,
     ) -> None:
+        """``explain`` may turn a wrapped storage error into a more specific one (a damaged
+        file, a full disk); it runs on the worker thread."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._describe = describe
         self._wrap = wrap
+        self._explain = explain
         self.closed = False
 
     async def run(self, fn: Callable[[], T]) -> T:
@@ -45,6 +52,9 @@ class Worker:
         except TetherError:
             raise
         except self._wrap as err:
+            explained = self._explain(err) if self._explain is not None else None
+            if explained is not None:
+                raise explained from err
             raise PersistenceError(f"{self._describe}: {type(err).__name__}: {err}") from err
 
     async def close(self, release: Callable[[], None]) -> None:

@@ -2,10 +2,14 @@
 
 Accepted forms (the ``--store`` flag and ``TETHER_STORE``):
 
-- ``sqlite:///ABS/PATH.db``: :class:`SqlitePersistence` on that file (the default);
-- ``jsonl:///ABS/DIR``: :class:`JsonlPersistence` rooted at that directory.
+- ``sqlite:////ABS/PATH.db`` or ``sqlite:///REL/PATH.db``: :class:`SqlitePersistence` on
+  that file (the default). As in SQLAlchemy, the three slashes end the (empty) authority and
+  what follows is the path: a fourth slash makes it absolute, without one it is relative to
+  the current directory (resolved when the URL is opened, so a later ``chdir`` or sandbox does
+  not move the store);
+- ``jsonl:///ABS/DIR``: :class:`JsonlPersistence` rooted at that directory (absolute only).
 
-Paths are absolute; percent-escapes in them are decoded.
+Percent-escapes in paths are decoded.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from tether.session.persistence.base import Persistence
 from tether.session.persistence.jsonl import JsonlPersistence
 from tether.session.persistence.sqlite import SqlitePersistence
 
-STORE_URL_FORMS: Final = ("sqlite:///ABS/PATH.db", "jsonl:///ABS/DIR")
+STORE_URL_FORMS: Final = ("sqlite:////ABS/PATH.db", "sqlite:///REL/PATH.db", "jsonl:///ABS/DIR")
 STORE_ENV: Final = "TETHER_STORE"
 
 
@@ -36,7 +40,7 @@ def open_persistence(url: str) -> Persistence:
     """The backend ``url`` names. Nothing is opened or created until its first call."""
     scheme, _, rest = url.partition("://")
     if scheme == "sqlite":
-        return SqlitePersistence(_absolute_path(url, rest))
+        return SqlitePersistence(_sqlite_path(url, rest))
     if scheme == "jsonl":
         return JsonlPersistence(_absolute_path(url, rest))
     raise _invalid(url, f"unknown scheme {scheme!r}" if rest else "not a URL")
@@ -47,7 +51,14 @@ def store_location(url: str) -> tuple[str, Path]:
     scheme, _, rest = url.partition("://")
     if scheme not in ("sqlite", "jsonl"):
         raise _invalid(url, f"unknown scheme {scheme!r}" if rest else "not a URL")
-    return scheme, Path(_absolute_path(url, rest))
+    return scheme, Path(
+        _sqlite_path(url, rest) if scheme == "sqlite" else _absolute_path(url, rest)
+    )
+
+
+def sqlite_url(path: str | os.PathLike[str]) -> str:
+    """The store URL of the SQLite file at ``path`` (made absolute)."""
+    return "sqlite:///" + quote(os.path.abspath(path))
 
 
 def default_store_url(env: Mapping[str, str] | None = None) -> str:
@@ -62,7 +73,19 @@ def default_store_url(env: Mapping[str, str] | None = None) -> str:
         return configured
     directory = data_dir(env)
     directory.mkdir(parents=True, exist_ok=True)
-    return "sqlite://" + quote(str(directory / "tether.db"))
+    return sqlite_url(directory / "tether.db")
+
+
+def _sqlite_path(url: str, rest: str) -> str:
+    """SQLAlchemy's rule: ``sqlite:///`` then the path, absolute with a leading slash."""
+    if "?" in rest or "#" in rest:
+        raise _invalid(url, "query strings and fragments are not supported")
+    if not rest.startswith("/"):
+        raise _invalid(url, "three slashes must follow the scheme (four for an absolute path)")
+    path = unquote(rest[1:])
+    if path.rstrip("/") == "":
+        raise _invalid(url, "the path is empty")
+    return os.path.abspath(path)
 
 
 def _absolute_path(url: str, rest: str) -> str:
@@ -88,4 +111,5 @@ __all__ = [
     "InvalidStoreUrlError",
     "default_store_url",
     "open_persistence",
+    "sqlite_url",
 ]

@@ -48,11 +48,13 @@ from tether.session.persistence._codec import (
 from tether.session.persistence._worker import Worker, WorkerBackend
 from tether.session.persistence.base import (
     CorruptLogError,
+    PersistenceError,
     SeqConflictError,
     SessionExistsError,
     SessionNotFoundError,
     StoredSession,
 )
+from tether.session.persistence.disk_full import disk_full_message, is_disk_full
 from tether.session.persistence.repair import plan_repair
 
 LOG_NAME: Final = "session.jsonl"
@@ -84,11 +86,21 @@ class JsonlPersistence(WorkerBackend):
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
-        self._worker = Worker("tether-jsonl", f"JSONL store {self.root}")
+        self._worker = Worker(
+            "tether-jsonl", f"JSONL store {self.root}", explain=self._explain_full
+        )
+        self._need = 0  # bytes the write in progress adds; worker only
         self._tails: dict[str, _Tail] = {}  # worker thread only
 
     def __repr__(self) -> str:
         return f"JsonlPersistence({str(self.root)!r})"
+
+    def _explain_full(self, err: Exception) -> PersistenceError | None:
+        if not is_disk_full(err):
+            return None
+        return PersistenceError(
+            disk_full_message(f"JSONL store {self.root}", str(self.root), self._need)
+        )
 
     def session_dir(self, session_id: str) -> Path:
         return self.root / escape_id(session_id)
@@ -135,6 +147,7 @@ class JsonlPersistence(WorkerBackend):
 
     def _append(self, session_id: str, events: Sequence[Event]) -> None:
         payload = b"".join(event_line(event) for event in events)
+        self._need = len(payload)
         directory = self.session_dir(session_id)
         if not (directory / LOG_NAME).is_file():
             raise SessionNotFoundError(f"session {session_id!r} not found")

@@ -45,12 +45,20 @@ from tether.session.persistence._codec import (
 from tether.session.persistence._worker import Worker, WorkerBackend
 from tether.session.persistence.base import (
     CorruptLogError,
+    PersistenceError,
     SeqConflictError,
     SessionExistsError,
     SessionNotFoundError,
     StoredSession,
 )
+from tether.session.persistence.disk_full import disk_full_message, is_disk_full
 from tether.session.persistence.repair import plan_repair
+from tether.session.persistence.sqlite_damage import (
+    DamagedStoreError,
+    damaged_message,
+    is_damage,
+    survey,
+)
 
 Synchronous = Literal["FULL", "NORMAL"]
 """SQLite ``synchronous`` level in WAL mode.
@@ -141,8 +149,12 @@ class SqlitePersistence(WorkerBackend):
         self.synchronous: Synchronous = synchronous
         self.busy_timeout_ms = busy_timeout_ms
         self._worker = Worker(
-            "tether-sqlite", f"SQLite store {self.path}", wrap=(OSError, sqlite3.Error)
+            "tether-sqlite",
+            f"SQLite store {self.path}",
+            wrap=(OSError, sqlite3.Error),
+            explain=self._explain,
         )
+        self._need = 0  # bytes the write in progress adds; worker only
         self._conn: sqlite3.Connection | None = None  # worker thread only
         self._intact: dict[str, int] = {}  # session -> last seq known intact; worker only
 
@@ -178,6 +190,17 @@ class SqlitePersistence(WorkerBackend):
             for statement in _SCHEMA:
                 conn.execute(statement)
 
+    def _explain(self, err: Exception) -> PersistenceError | None:
+        """A damaged file or a full disk, said so (on the worker thread, after the failure)."""
+        where = f"SQLite store {self.path}"
+        if is_damage(err):
+            self._release()
+            found = survey(self.path, read_view)
+            return DamagedStoreError(damaged_message(where, self.path, err, found))
+        if is_disk_full(err):
+            return PersistenceError(disk_full_message(where, self.path, self._need))
+        return None
+
     def _release(self) -> None:
         self._intact.clear()
         if self._conn is not None:
@@ -207,6 +230,8 @@ class SqlitePersistence(WorkerBackend):
 
     def _append(self, session_id: str, events: Sequence[Event]) -> None:
         rows = [_event_row(session_id, event) for event in events]
+        # SQLite's own pages and the WAL copy each row again: twice the text is the estimate.
+        self._need = 2 * sum(len(row[4]) + len(row[2]) + 64 for row in rows)
         conn = self._connection()
         with _write_transaction(conn):
             self._write_events(conn, session_id, events[0].seq, rows)
@@ -281,21 +306,7 @@ class SqlitePersistence(WorkerBackend):
     def _read_snapshot(
         self, conn: sqlite3.Connection, session_id: str
     ) -> tuple[SessionHeader, DecodedLog]:
-        row = conn.execute(
-            f"SELECT {_HEADER_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
-        if row is None:
-            raise SessionNotFoundError(f"session {session_id!r} not found")
-        header = _header(row)
-        rows: builtins.list[_Row] = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
-        decoded = decode_log(session_id, rows, _parse_row, _where(rows))
-        if decoded.torn and rows[len(decoded.events)][0] != len(decoded.events):
-            # Deleting from the first damaged row's seq must not reach an intact row.
-            kept = len(decoded.events)
-            raise CorruptLogError(
-                f"session {session_id!r}: {_where(rows)(kept)} is damaged and seq {kept} is missing"
-            )
-        return header, decoded
+        return read_snapshot(conn, session_id)
 
     def _list_ids(self) -> builtins.list[str]:
         conn = self._connection()
@@ -308,6 +319,33 @@ class SqlitePersistence(WorkerBackend):
             f"SELECT {_HEADER_COLUMNS} FROM sessions ORDER BY created_at, id"
         ).fetchall()
         return [_header(row) for row in rows]
+
+
+def read_view(conn: sqlite3.Connection, session_id: str) -> StoredSession:
+    """``session_id`` from ``conn`` as ``inspect`` shows it (closers added, nothing written)."""
+    header, decoded = read_snapshot(conn, session_id)
+    closers, report = plan_repair(decoded.events, decoded.torn)
+    return StoredSession(header, (*decoded.events, *closers), report)
+
+
+def read_snapshot(conn: sqlite3.Connection, session_id: str) -> tuple[SessionHeader, DecodedLog]:
+    """The header and decoded events of ``session_id`` (call inside a read transaction for
+    one consistent snapshot)."""
+    row = conn.execute(
+        f"SELECT {_HEADER_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise SessionNotFoundError(f"session {session_id!r} not found")
+    header = _header(row)
+    rows: builtins.list[_Row] = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
+    decoded = decode_log(session_id, rows, _parse_row, _where(rows))
+    if decoded.torn and rows[len(decoded.events)][0] != len(decoded.events):
+        # Deleting from the first damaged row's seq must not reach an intact row.
+        kept = len(decoded.events)
+        raise CorruptLogError(
+            f"session {session_id!r}: {_where(rows)(kept)} is damaged and seq {kept} is missing"
+        )
+    return header, decoded
 
 
 @contextmanager
@@ -376,4 +414,4 @@ def _header(row: tuple[object, ...]) -> SessionHeader:
         raise CorruptLogError(f"session {session_id!r}: stored header is invalid: {err}") from err
 
 
-__all__ = ["SqlitePersistence", "Synchronous"]
+__all__ = ["SqlitePersistence", "Synchronous", "read_snapshot", "read_view"]

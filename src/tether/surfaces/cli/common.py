@@ -38,7 +38,7 @@ StoreOption = Annotated[
         "--store",
         metavar="URL",
         help=(
-            "Session store: sqlite:///ABS/PATH.db or jsonl:///ABS/DIR "
+            "Session store: sqlite:////ABS/PATH.db or jsonl:///ABS/DIR "
             "(default: $TETHER_STORE, else the user data dir)."
         ),
         show_default=False,

@@ -2,14 +2,16 @@
 
 ``--json`` prints one JSON object per line for every event appended to any session of the run,
 then ``{"type": "run/result", ...}``. Exit status 0 when the root turn completed; 3 when a turn
-reached ``--max-steps``, 4 when the run reached ``--max-turns``; otherwise 1, each with a
-one-line reason on stderr.
+reached ``--max-steps``, 4 when the run reached ``--max-turns``; 130/143 when SIGINT/SIGTERM
+stopped it (:mod:`.interrupts`); otherwise 1, each with a one-line reason on stderr.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import signal
 import sys
 from collections.abc import Coroutine
 from typing import Annotated, Final, NamedTuple
@@ -25,7 +27,9 @@ from tether.kernel.printable import printable, printable_block
 from tether.kernel.workspace_files import read_file
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, fail, run, store_url
+from tether.surfaces.cli.interrupts import Interrupted, RunInterrupts, exit_status, resume_hint
 from tether.surfaces.cli.progress import RunProgress
+from tether.surfaces.cli.prompt_text import EmptyPromptError, read_prompt
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.tty_answerer import register_tty_answerer
 
@@ -44,6 +48,16 @@ NoStreamOption = Annotated[
         "--no-stream",
         help="Ask the model for whole replies instead of streams (for servers that cannot "
         "stream, e.g. with tools).",
+    ),
+]
+ModelTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--model-timeout",
+        metavar="SECONDS",
+        help="How long the model server may stay silent before the request fails "
+        "(default: the model's timeout, else 120).",
+        show_default=False,
     ),
 ]
 WorkspaceOption = Annotated[
@@ -154,6 +168,14 @@ def refuse_scope_on_resume(
         raise typer.Exit(2)
 
 
+def model_timeout_value(command: str, seconds: float | None) -> float | None:
+    """``--model-timeout``, refused (exit 2) unless a positive, finite number of seconds."""
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        error_line(f"{command}: --model-timeout takes a number of seconds above 0")
+        raise typer.Exit(2)
+    return seconds
+
+
 def stream_flag(no_stream: bool) -> bool | None:
     """``--no-stream`` as ``Harness.open(stream=...)``: without it the model's configuration
     decides."""
@@ -214,6 +236,7 @@ def run_command(
     approval_timeout: ApprovalTimeoutOption = None,
     trust_workspace: TrustWorkspaceOption = False,
     no_stream: NoStreamOption = False,
+    model_timeout: ModelTimeoutOption = None,
     system_prompt_file: SystemPromptFileOption = None,
     append_system_prompt: AppendSystemPromptOption = None,
     max_steps: MaxStepsOption = None,
@@ -221,11 +244,14 @@ def run_command(
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
-    if prompt is None:
-        if sys.stdin.isatty():
-            error_line("run: give a PROMPT argument (or pipe one on stdin)")
-            raise typer.Exit(2)
-        prompt = sys.stdin.read()
+    if prompt is None and sys.stdin.isatty():
+        error_line("run: give a PROMPT argument (or pipe one on stdin)")
+        raise typer.Exit(2)
+    try:
+        prompt = read_prompt(prompt)
+    except EmptyPromptError as err:
+        error_line(f"{err.code}: {err}")
+        raise typer.Exit(2) from None
     refuse_scope_on_resume("run", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
     if approval_from is not None:
@@ -239,6 +265,7 @@ def run_command(
         max_steps,
         max_turns,
         stream_flag(no_stream),
+        model_timeout_value("run", model_timeout),
     )
     result = run(
         _offering_one_run_trust(
@@ -257,6 +284,9 @@ def run_command(
             )
         )
     )
+    if isinstance(result, Interrupted):
+        error_line(resume_hint(result.session_id))
+        raise typer.Exit(exit_status(result.signum))
     if result.stop_reason == "max-turns":
         error_line(f"run: the run ended max-turns: {result.error}")
         raise typer.Exit(EXIT_FOR_LIMIT["max-turns"])
@@ -275,9 +305,13 @@ class RunOptions(NamedTuple):
     max_turns: int | None = None
     stream: bool | None = None
     """``False`` for ``--no-stream``; ``None`` lets the model's configuration decide."""
+    model_timeout: float | None = None
+    """``--model-timeout``: the model's read timeout in seconds."""
 
 
-async def _offering_one_run_trust(run: Coroutine[object, object, RunResult]) -> RunResult:
+async def _offering_one_run_trust(
+    run: Coroutine[object, object, RunResult | Interrupted],
+) -> RunResult | Interrupted:
     try:
         return await run
     except WorkspaceUntrustedError as err:
@@ -285,6 +319,45 @@ async def _offering_one_run_trust(run: Coroutine[object, object, RunResult]) -> 
 
 
 async def _run(
+    prompt: str,
+    model: str | None,
+    workspace: str,
+    store: str,
+    sandbox: str | None,
+    approval: str | None,
+    plugins: list[PluginEntry],
+    resume: str | None,
+    json_output: bool,
+    workspace_trust: WorkspaceTrust,
+    options: RunOptions,
+) -> RunResult | Interrupted:
+    opened: list[Harness] = []
+    interrupts = RunInterrupts(lambda: opened[0].root if opened else None)
+    try:
+        with interrupts:
+            return await _run_in(
+                opened,
+                prompt,
+                model,
+                workspace,
+                store,
+                sandbox,
+                approval,
+                plugins,
+                resume,
+                json_output,
+                workspace_trust,
+                options,
+            )
+    except asyncio.CancelledError:
+        if not interrupts.stopped():
+            raise
+        root = opened[0].root if opened else None
+        return Interrupted(interrupts.received or signal.SIGINT, root.id if root else None)
+
+
+async def _run_in(
+    opened: list[Harness],
     prompt: str,
     model: str | None,
     workspace: str,
@@ -307,6 +380,7 @@ async def _run(
         workspace_trust=workspace_trust,
         **options._asdict(),
     ) as harness:
+        opened.append(harness)
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
             register_tty_answerer(harness.ctx)

@@ -45,6 +45,7 @@ from tether.surfaces.cli.common import (
     write_text,
 )
 from tether.surfaces.cli.fsck import FsckReport, Status, fsck
+from tether.surfaces.cli.salvage import salvage
 
 app = typer.Typer(
     name="sessions",
@@ -344,6 +345,14 @@ def fsck_command(
         bool,
         typer.Option("--repair", help="Repair damaged sessions durably (as loading does)."),
     ] = False,
+    salvage_to: Annotated[
+        str | None,
+        typer.Option(
+            "--salvage",
+            metavar="DEST",
+            help="Copy every session that can still be read into the new store DEST.",
+        ),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -351,6 +360,16 @@ def fsck_command(
 
     Exits 0 when every session is ok (or was repaired), 1 when problems remain.
     """
+    if salvage_to is not None:
+        if repair or session_id is not None or as_json:
+            error_line("fsck: --salvage copies every readable session; it takes no ID, --repair "
+                       "or --json")  # fmt: skip
+            raise typer.Exit(2)
+        salvaged = run(salvage(store_url(store), salvage_to))
+        write_text(salvaged.text())
+        if not salvaged.ok:
+            raise typer.Exit(EXIT_PROBLEMS)
+        return
     report = run(_fsck(store, session_id, repair))
     if as_json:
         print_json(report.to_dict())

@@ -76,6 +76,7 @@ from tether.surfaces.cli.run import (
     MaxStepsOption,
     MaxTurnsOption,
     ModelOption,
+    ModelTimeoutOption,
     NoStreamOption,
     PluginOption,
     ResumeOption,
@@ -83,6 +84,7 @@ from tether.surfaces.cli.run import (
     SandboxOption,
     SystemPromptFileOption,
     WorkspaceOption,
+    model_timeout_value,
     plugin_entries,
     refuse_scope_on_resume,
     stream_flag,
@@ -594,6 +596,7 @@ def chat_command(
     resume: ResumeOption = None,
     no_history: NoHistoryOption = False,
     no_stream: NoStreamOption = False,
+    model_timeout: ModelTimeoutOption = None,
     system_prompt_file: SystemPromptFileOption = None,
     append_system_prompt: AppendSystemPromptOption = None,
     max_steps: MaxStepsOption = None,
@@ -611,6 +614,7 @@ def chat_command(
         max_steps,
         max_turns,
         stream_flag(no_stream),
+        model_timeout_value("chat", model_timeout),
     )
     trust = ask_at_start(workspace, plugins, store_url(store))
     history: History = InMemoryHistory() if no_history else FileHistory(str(history_path()))
