@@ -87,7 +87,13 @@ class Waiting:
         return [json.loads(line) for line in out.splitlines()], err
 
 
-def start(tmp: Path, steps: list[dict[str, Any]], *args: str, store: str | None = None) -> Waiting:
+def start(
+    tmp: Path,
+    steps: list[dict[str, Any]],
+    *args: str,
+    store: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Waiting:
     workspace = tmp / "ws"
     workspace.mkdir(parents=True, exist_ok=True)
     url = store or f"sqlite:///{tmp / 's.db'}"
@@ -98,6 +104,7 @@ def start(tmp: Path, steps: list[dict[str, Any]], *args: str, store: str | None 
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
+        env=None if env is None else {**os.environ, **env},
     )
     return Waiting(proc, url, AnswerBox.for_store(url))
 
@@ -195,12 +202,21 @@ def test_a_forged_answer_file_gets_nothing_and_the_genuine_answer_still_works(
     )
 
 
-@pytest.mark.bwrap  # the store is hidden from commands by bubblewrap
-def test_the_runs_own_background_job_cannot_answer_its_escalation(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("backend", "seen"),
+    [
+        pytest.param("bwrap", "unseen", marks=pytest.mark.bwrap),
+        pytest.param("landlock", "refused"),
+    ],
+)
+def test_the_runs_own_background_job_cannot_answer_its_escalation(
+    tmp_path: Path, backend: str, seen: str
+) -> None:
     """The attack of issue 11 item 2: a background job polls the answer box of a store inside
-    the workspace and writes the answer earlier versions took. The store is hidden from
-    commands, so the job never even sees the wait marker; nothing is approved and the host is
-    unchanged. (A forged file that does reach the box is refused and logged: see
+    the workspace and writes the answer earlier versions took. Under bubblewrap the store is
+    hidden from commands, so the job never even sees the wait marker; under Landlock it may
+    see the marker but cannot write into the box. Either way nothing is approved and the host
+    is unchanged. (A forged file that does reach the box is refused and logged: see
     ``test_a_forged_answer_file_gets_nothing_and_the_genuine_answer_still_works``.)"""
     workspace = tmp_path / "ws"
     (workspace / ".tether").mkdir(parents=True)
@@ -227,6 +243,7 @@ def test_the_runs_own_background_job_cannot_answer_its_escalation(tmp_path: Path
         "--sandbox",
         "workspace-write",
         store=store,
+        env={"TETHER_SANDBOX_DISABLE": "bwrap"} if backend == "landlock" else None,
     )
     try:
         row = run.pending()
@@ -235,7 +252,7 @@ def test_the_runs_own_background_job_cannot_answer_its_escalation(tmp_path: Path
         end = time.monotonic() + 60
         while not done.exists() and time.monotonic() < end:
             time.sleep(0.1)
-        assert done.read_text().strip() == "unseen"
+        assert done.read_text().strip() == seen
         assert not [e for e in run.events(session) if e["type"] == "approval/decided"]
         assert not (outside / "pwned.txt").exists()
         rejected = tether("approvals", "answer", approval_id, "reject", "--store", store)
