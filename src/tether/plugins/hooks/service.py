@@ -2,7 +2,8 @@
 
 For every command it runs, the service appends to the agent's session
 
-- ``hook/invoked {turn, point, dialect: "claude-code", matcher?, handler_id}`` before it starts,
+- ``hook/invoked {turn, point, dialect, matcher?, handler_id}`` before it starts (``dialect``:
+  ``claude-code`` or ``codex``, the protocol of the file the handler came from),
 - ``hook/result {turn, point, handler_id, decision, exit_code?, stderr_summary?, duration_ms}``
   when it finished,
 
@@ -23,6 +24,7 @@ from typing import Final, TypeVar
 
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
+from tether.plugins.hooks.codex import PERMISSION_MODE, interpret_codex
 from tether.plugins.hooks.payload import base_payload, encode_payload
 from tether.plugins.hooks.protocol import (
     FAILED,
@@ -33,7 +35,14 @@ from tether.plugins.hooks.protocol import (
     stderr_summary,
 )
 from tether.plugins.hooks.runner import SHELL, CommandRun, hook_env, run_command
-from tether.plugins.hooks.settings import HookEvent, HookHandler
+from tether.plugins.hooks.settings import (
+    CLAUDE_CODE,
+    CODEX,
+    MATCHED_EVENTS,
+    Dialect,
+    HookEvent,
+    HookHandler,
+)
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, ConfinedCommand
 from tether.session import JsonValue, Session
@@ -43,20 +52,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HOOKS_SERVICE: Final[ServiceKey[HookService]] = ServiceKey("hooks")
-DIALECT: Final = "claude-code"
+DIALECT: Final = CLAUDE_CODE
+"""The dialect of inline hooks and ``settings_files`` (``codex_files`` are ``codex``)."""
 PLUGIN_NAME: Final = "hooks"
 
-MATCHED_EVENTS: Final = frozenset(
-    {
-        HookEvent.PRE_TOOL_USE,
-        HookEvent.POST_TOOL_USE,
-        HookEvent.SESSION_START,
-        HookEvent.SUBAGENT_START,
-        HookEvent.SUBAGENT_STOP,
-    }
-)
-"""Events whose matcher applies (to the tool name, the session source, the agent type);
-Claude Code ignores the matcher of the others."""
+Record = tuple[str, dict[str, JsonValue]]
+"""A hook record held back (``dispatch(deferred=...)``): its type and data, without ``turn``."""
 
 
 def context_source(event: HookEvent) -> dict[str, JsonValue]:
@@ -98,15 +99,17 @@ class HookService:
     def has(self, event: HookEvent) -> bool:
         return any(h.event is event for h in self.handlers)
 
-    def matching(self, event: HookEvent, subject: str | None) -> list[HookHandler]:
-        """Handlers for ``event`` whose matcher accepts ``subject``; a repeated command runs
-        once (Claude Code de-duplicates identical commands, e.g. from two settings files)."""
+    def matching(self, event: HookEvent, subject: str | Sequence[str] | None) -> list[HookHandler]:
+        """Handlers for ``event`` whose matcher accepts ``subject`` (or one of several names of
+        it: a tool's Claude Code name and tether's own); a repeated command runs once (Claude
+        Code de-duplicates identical commands, e.g. from two settings files)."""
+        names = (subject or "",) if subject is None or isinstance(subject, str) else subject
         seen: set[str] = set()
         out: list[HookHandler] = []
         for handler in self.handlers:
             if handler.event is not event or handler.command in seen:
                 continue
-            if event in MATCHED_EVENTS and not handler.matcher.matches(subject or ""):
+            if event in MATCHED_EVENTS and not any(map(handler.matcher.matches, names)):
                 continue
             seen.add(handler.command)
             out.append(handler)
@@ -155,10 +158,12 @@ class HookService:
         fields: Mapping[str, JsonValue],
         *,
         session: Session | None,
-        subject: str | None = None,
+        subject: str | Sequence[str] | None = None,
         workspace: str | None = None,
         signal: AbortSignal | None = None,
         background: bool = False,
+        deferred: list[Record] | None = None,
+        codex_fields: Mapping[str, JsonValue] | None = None,
     ) -> Dispatch:
         """Run every matching hook of ``event`` serially and merge their replies.
 
@@ -171,6 +176,12 @@ class HookService:
         together with its ``hook/result``, and only when the turn open at the start is still
         open: the log never holds half a pair, and a hook that began outside a turn (Stop,
         SessionStart) is never recorded in one that opened meanwhile.
+
+        ``deferred``: no turn is open yet and one may never be (``UserPromptSubmit`` runs
+        before its turn): the records are appended to this list instead, for the caller to
+        write into the turn once it opens (:func:`write_records`), or to drop.
+
+        ``codex_fields`` are added to the payload of Codex-dialect handlers only.
         """
         handlers = self.matching(event, subject)
         if not handlers:
@@ -181,75 +192,78 @@ class HookService:
             event, session.id if session is not None else None, cwd, self.transcript_path(session)
         )
         payload.update(fields)
-        data = encode_payload(payload)
+        data: dict[Dialect, bytes] = {CLAUDE_CODE: encode_payload(payload)}
+        if any(h.dialect == CODEX for h in handlers):
+            data[CODEX] = encode_payload(
+                {**payload, **_codex_common(session), **(codex_fields or {})}
+            )
         env = hook_env(root, self.settings.pass_env)
         replies: list[HookReply] = []
         for handler in handlers:
-            replies.append(
-                await self._run_one(handler, data, env, root, session, signal, background)
-            )
+            run = _Run(handler, data[handler.dialect], root, session, signal, background, deferred)
+            replies.append(await self._run_one(run, env))
         return Dispatch(tuple(replies), merge(replies))
 
-    async def _run_one(
-        self,
-        handler: HookHandler,
-        data: bytes,
-        env: Mapping[str, str],
-        root: str,
-        session: Session | None,
-        signal: AbortSignal | None,
-        background: bool,
-    ) -> HookReply:
+    async def _run_one(self, run: _Run, env: Mapping[str, str]) -> HookReply:
+        handler, session = run.handler, run.session
         point = handler.event.value
-        invoked: dict[str, JsonValue] = {"point": point, "dialect": DIALECT}
+        invoked: dict[str, JsonValue] = {"point": point, "dialect": handler.dialect}
         if handler.matcher.pattern is not None:
             invoked["matcher"] = handler.matcher.pattern
         invoked["handler_id"] = handler.handler_id
-        turn = (
-            _open_turn(session) if background else _record(session, None, "hook/invoked", invoked)
-        )
+        if run.deferred is not None:
+            run.deferred.append(("hook/invoked", invoked))
+            turn = None
+        elif run.background:
+            turn = _open_turn(session)
+        else:
+            turn = _record(session, None, "hook/invoked", invoked)
         started = time.monotonic()
         confined = self._confine(handler.command, session, env)
         try:
             if isinstance(confined, CommandRun):
-                run = confined
+                done = confined
             else:
-                run = await run_command(
+                done = await run_command(
                     handler.command,
-                    data,
-                    cwd=root,
+                    run.data,
+                    cwd=run.root,
                     env=confined.env if confined is not None else env,
                     timeout=handler.timeout or self.settings.default_timeout,
-                    signal=signal,
+                    signal=run.signal,
                     argv=confined.argv if confined is not None else None,
                 )
         except asyncio.CancelledError:
             _close(confined)
             # Torn down mid-hook (the group is already killed): close the pair we opened.
-            if turn is not None and not background:
-                closing: dict[str, JsonValue] = {
-                    "point": point,
-                    "handler_id": handler.handler_id,
-                    "decision": "cancelled",
-                    "duration_ms": int((time.monotonic() - started) * 1000),
-                }
+            closing: dict[str, JsonValue] = {
+                "point": point,
+                "handler_id": handler.handler_id,
+                "decision": "cancelled",
+                "duration_ms": int((time.monotonic() - started) * 1000),
+            }
+            if run.deferred is not None:
+                run.deferred.append(("hook/result", closing))
+            elif turn is not None and not run.background:
                 _record(session, turn, "hook/result", closing)
             raise
         _close(confined)
-        reply = interpret(handler.event, run)
+        reply = (interpret_codex if handler.dialect == CODEX else interpret)(handler.event, done)
         result: dict[str, JsonValue] = {
             "point": point,
             "handler_id": handler.handler_id,
             "decision": reply.decision,
         }
-        if run.exit_code is not None:
-            result["exit_code"] = run.exit_code
-        summary = stderr_summary(run.stderr) or run.error
+        if done.exit_code is not None:
+            result["exit_code"] = done.exit_code
+        summary = stderr_summary(done.stderr) or done.error
         if summary:
             result["stderr_summary"] = summary
-        result["duration_ms"] = run.duration_ms
-        if turn is not None and (
-            not background or _record(session, turn, "hook/invoked", invoked) is not None
+        result["duration_ms"] = done.duration_ms
+        if run.deferred is not None:
+            run.deferred.append(("hook/result", result))
+        elif turn is not None and (
+            not run.background or _record(session, turn, "hook/invoked", invoked) is not None
         ):
             _record(session, turn, "hook/result", result)
         if reply.decision in FAILED:
@@ -311,6 +325,37 @@ class HookService:
             task.cancel()
 
 
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One handler's run within a dispatch: what it reads and where it is recorded."""
+
+    handler: HookHandler
+    data: bytes
+    root: str
+    session: Session | None
+    signal: AbortSignal | None
+    background: bool
+    deferred: list[Record] | None
+
+
+def _codex_common(session: Session | None) -> dict[str, JsonValue]:
+    """The fields Codex adds to every hook's stdin: ``turn_id`` (the open or last turn) and
+    ``permission_mode``."""
+    fields: dict[str, JsonValue] = {}
+    start = session.last("turn/start") if session is not None else None
+    turn = start.data.get("turn") if start is not None else None
+    if isinstance(turn, int):
+        fields["turn_id"] = str(turn)
+    fields["permission_mode"] = PERMISSION_MODE
+    return fields
+
+
+def write_records(session: Session | None, records: Sequence[Record]) -> None:
+    """Write records held back by ``dispatch(deferred=...)`` into the turn now open."""
+    for event_type, data in records:
+        _record(session, None, event_type, data)
+
+
 def _open_turn(session: Session | None) -> int | None:
     if session is None or not session.has_open_turn():
         return None
@@ -340,12 +385,13 @@ def _record(
 __all__ = [
     "DIALECT",
     "HOOKS_SERVICE",
-    "MATCHED_EVENTS",
     "NOTHING",
     "Dispatch",
     "HookService",
     "HookSettings",
+    "Record",
     "context_source",
+    "write_records",
 ]
 
 
