@@ -25,6 +25,7 @@ from tether.kernel.workspace_trust import trust_command_line
 from tether.model import PRESETS, choose_model, load_model_config, user_config_path
 from tether.sandbox import default_rules, describe_backends
 from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url
+from tether.surfaces.cli.hook_warnings import hook_warning_lines
 
 
 def doctor_command(
@@ -73,6 +74,8 @@ def doctor_command(
     else:
         for line in _workspace_lines(inspected):
             typer.echo(line)
+        for line in hook_warning_lines(inspected):
+            typer.echo(f"hooks: problem: {line}")
     if fatal:
         raise typer.Exit(1)
 

@@ -24,6 +24,7 @@ from tether.kernel.printable import printable, printable_block
 from tether.kernel.workspace_files import read_file
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, fail, run, store_url
+from tether.surfaces.cli.hook_warnings import warn_unused_hooks
 from tether.surfaces.cli.progress import RunProgress
 from tether.surfaces.cli.summary import format_summary, summarize
 from tether.surfaces.cli.tty_answerer import register_tty_answerer
@@ -239,6 +240,8 @@ def run_command(
         max_turns,
         stream_flag(no_stream),
     )
+    trust = WorkspaceTrust.ONCE if trust_workspace else WorkspaceTrust.RECORDED
+    warn_unused_hooks(workspace, plugins, store_url(store), trust)
     result = run(
         _offering_one_run_trust(
             _run(
@@ -251,7 +254,7 @@ def run_command(
                 plugins,
                 resume,
                 json_output,
-                WorkspaceTrust.ONCE if trust_workspace else WorkspaceTrust.RECORDED,
+                trust,
                 options,
             )
         )
