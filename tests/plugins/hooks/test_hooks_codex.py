@@ -18,10 +18,13 @@ from hooks_support import (
     trusted_files,
 )
 
+from cli_support import run_args, tether
 from tether.kernel import WORKSPACE_FILES, Kernel
 from tether.plugins.hooks import HookEvent, HookReply, HookSettingsError
 from tether.plugins.hooks.codex import interpret_codex, parse_codex_file
 from tether.plugins.hooks.runner import CommandRun
+
+pytestmark = pytest.mark.timeout(120)
 
 BASH_CALL = {"tool_calls": [{"name": "bash", "arguments": {"command": "rm -rf build"}}]}
 PRE_ID = ".codex/hooks.json#PreToolUse[0].hooks[0]"
@@ -289,3 +292,37 @@ def test_codex_files_parse_json_and_toml_and_ignore_what_tether_does_not_bridge(
     )
     with pytest.raises(HookSettingsError, match=r"\.codex/config\.toml: not valid TOML"):
         parse_codex_file(b"[hooks", ".codex/config.toml")
+
+
+# -- through the CLI, under workspace trust ---------------------------------------------------
+def test_a_workspace_codex_file_runs_only_once_trusted(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / ".codex").mkdir(parents=True)
+    guard = script(
+        workspace / ".codex",
+        "guard.sh",
+        "#!/bin/sh\ncat >/dev/null\necho 'no deletions' >&2\nexit 2\n",
+    )
+    (workspace / ".codex" / "hooks.json").write_text(hooks_json("PreToolUse", f'"{guard}"', "Bash"))
+    (workspace / "tether.toml").write_text(
+        '[[plugins]]\nname = "hooks"\nconfig = { codex_files = [".codex/hooks.json"] }\n'
+    )
+    model = tmp_path / "script.json"
+    model.write_text(json.dumps({"agents": [{"match": {}, "steps": [BASH_CALL, {"text": "ok"}]}]}))
+    args = run_args(model, workspace, f"sqlite:///{tmp_path / 's.db'}", "--sandbox", "read-only")
+    refused = tether(*args)
+    assert refused.returncode == 1
+    assert refused.stdout == ""
+    assert refused.stderr.startswith(
+        f"tether: WORKSPACE_UNTRUSTED: workspace {workspace} has configuration you have not "
+        "trusted: tether.toml (new), .codex/hooks.json (new)."
+    )
+    assert tether("trust", "--workspace", str(workspace)).returncode == 0
+    done = tether(*args)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    hooks = [line["data"] for line in lines if line["type"].startswith("hook/")]
+    assert [h.get("dialect") for h in hooks] == ["codex", None]
+    assert (hooks[1]["decision"], hooks[1]["stderr_summary"]) == ("block", "no deletions")
+    (result,) = [line["data"] for line in lines if line["type"] == "tool/result"]
+    assert result["content"] == "Error: no deletions"

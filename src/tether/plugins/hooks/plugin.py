@@ -59,6 +59,7 @@ from tether.kernel import (
     PluginConfigError,
     WorkspaceFiles,
 )
+from tether.kernel.printable import printable
 from tether.plugins.hooks.codex import parse_codex_file
 from tether.plugins.hooks.matchers_check import report_unknown_tool_matchers
 from tether.plugins.hooks.payload import (
@@ -310,7 +311,8 @@ class HookBridge:
         )
         if run.merged.decision == "block":
             reason = run.merged.reason or "blocked by a UserPromptSubmit hook"
-            log.warning("hooks: UserPromptSubmit blocked the prompt of %s: %s", session.id, reason)
+            # Said where the user looks (chat shows warnings; no turn shows it otherwise).
+            log.warning("hooks: a UserPromptSubmit hook blocked the prompt: %s", printable(reason))
             return TurnRejected(f"a UserPromptSubmit hook blocked the prompt: {reason}")
         self._held[session.id] = records
         _inject(agent, run.merged.contexts, HookEvent.USER_PROMPT_SUBMIT)
