@@ -3,7 +3,9 @@
 Each line is a check with ``ok`` or ``problem`` and the reason. Exit 1 when a check that a run
 needs (the store) fails; a missing model configuration is reported but is not fatal, because
 ``--model`` can still be given per run, and neither is untrusted workspace configuration
-(``tether trust`` or ``--trust-workspace`` settle it).
+(``tether trust`` or ``--trust-workspace`` settle it). Hook and permissions files of the
+workspace that a run would not use get ``hooks: problem:`` lines
+(:mod:`tether.surfaces.cli.hook_warnings`).
 """
 
 from __future__ import annotations
