@@ -214,6 +214,7 @@ async def test_codex_exit_2_without_a_reason_fails_closed(tmp_path: Path) -> Non
 
 # -- the reply rules ------------------------------------------------------------------------
 PRE, STOP, POST = HookEvent.PRE_TOOL_USE, HookEvent.STOP, HookEvent.POST_TOOL_USE
+UPS = HookEvent.USER_PROMPT_SUBMIT
 
 
 def exited(code: int, stdout: str = "", stderr: str = "") -> CommandRun:
@@ -264,10 +265,23 @@ def test_codex_permission_decisions(specific: dict[str, Any], decision: str) -> 
         ({"reason": "why"}, POST, "invalid-output"),
         ({"decision": "block", "reason": "bad output"}, POST, "block"),
         ([], STOP, "invalid-output"),
+        ({"decision": "approve"}, STOP, "invalid-output"),
+        ({"continue": False, "stopReason": "pause"}, UPS, "block"),
+        ({"decision": "block", "reason": "no secrets"}, UPS, "block"),
     ],
 )
 def test_codex_json_replies(reply: object, event: HookEvent, decision: str) -> None:
     assert interpret_codex(event, exited(0, json.dumps(reply))).decision == decision
+
+
+def test_codex_user_prompt_continue_false_rejects_with_its_stop_reason() -> None:
+    reply = {"continue": False, "stopReason": " pause "}
+    assert interpret_codex(UPS, exited(0, json.dumps(reply))) == HookReply(
+        "block", "pause", halt=True
+    )
+    assert interpret_codex(UPS, exited(0, "plain context")) == HookReply(
+        "none", contexts=("plain context",)
+    )
 
 
 def test_codex_files_parse_json_and_toml_and_ignore_what_tether_does_not_bridge() -> None:

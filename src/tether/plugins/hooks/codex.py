@@ -13,8 +13,10 @@ Codex is stricter:
   ``reason`` or ``permissionDecisionReason`` without a decision is invalid;
 - on ``PreToolUse``, ``continue: false``, ``stopReason`` and ``suppressOutput`` are invalid,
   as is ``updatedInput`` without ``permissionDecision: "allow"``;
-- on ``Stop``, ``continue: false`` ends the turn for good: no continuation even if another
-  field asks for one.
+- ``continue: false`` stops: on ``UserPromptSubmit`` it rejects the prompt (with
+  ``stopReason``) like a block; on ``Stop`` it ends for good, no continuation even if another
+  field asks for one;
+- ``decision: "approve"`` exists only on ``PreToolUse``.
 
 Codex rejects ``permissionDecision: "ask"`` (and a bare ``allow``/``approve``) as unsupported
 and then runs the call. tether reads them instead, because it can do so without widening
@@ -119,8 +121,13 @@ def _json_reply(event: HookEvent, data: Mapping[str, object]) -> HookReply:
             )
         kind, why = _pre_tool_use(specific, decision, reason)
         return HookReply(kind, why, contexts)
+    if decision == "approve":
+        raise InvalidReply(f"{event.value} hook returned decision:approve (PreToolUse only)")
     if not proceed:
-        # Codex: continue:false stops; on Stop it wins over a block (no continuation).
+        # Codex: continue:false stops the prompt, and on Stop wins over a block.
+        if event is HookEvent.USER_PROMPT_SUBMIT:
+            why = _trimmed(stop_reason) or "stopped by a UserPromptSubmit hook"
+            return HookReply("block", why, contexts, halt=True)
         return HookReply("none", None, contexts, halt=True)
     if decision == "block":
         if reason is None:
