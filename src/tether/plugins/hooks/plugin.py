@@ -176,9 +176,9 @@ class HookBridge:
         self._pending: dict[str, list[tuple[HookEvent, asyncio.Task[Dispatch]]]] = {}
         """Session id -> background SessionStart/SubagentStart runs its first step waits for."""
         self._session_seen: set[str] = set()
-        self._held: dict[str, list[Record]] = {}
-        """Session id -> the records of the UserPromptSubmit hooks that let its prompt open the
-        turn, written at the turn's first step."""
+        self._held: dict[str, tuple[object, list[Record]]] = {}
+        """Session id -> (prompt, the records of the UserPromptSubmit hooks that let it open a
+        turn), written at the first step of that prompt's turn."""
 
     # -- PreToolUse ------------------------------------------------------------------------
     async def pre_execute(self, call: ToolCall, next: Next[PreDecision]) -> PreDecision:
@@ -314,7 +314,7 @@ class HookBridge:
             # Said where the user looks (chat shows warnings; no turn shows it otherwise).
             log.warning("hooks: a UserPromptSubmit hook blocked the prompt: %s", printable(reason))
             return TurnRejected(f"a UserPromptSubmit hook blocked the prompt: {reason}")
-        self._held[session.id] = records
+        self._held[session.id] = (item.prompt, records)
         _inject(agent, run.merged.contexts, HookEvent.USER_PROMPT_SUBMIT)
         return await next()
 
@@ -323,7 +323,9 @@ class HookBridge:
             return await next()
         session = _session_of(step.agent)
         if session is not None:
-            write_records(session, self._held.pop(session.id, ()))
+            prompt, records = self._held.pop(session.id, (None, []))
+            if prompt is not None and prompt is step.prompt:  # never into another turn
+                write_records(session, records)
             await self._claim_pending(step.agent, session)
         return await next()
 
