@@ -48,7 +48,7 @@ class HookEvent(StrEnum):
     POST_TOOL_USE = "PostToolUse"
     """After a tool call succeeded (``tools/post-execute``): may block the result, add context."""
     USER_PROMPT_SUBMIT = "UserPromptSubmit"
-    """Before a turn's user prompt reaches the model (``agent/pre-step`` at step 1)."""
+    """Before a user prompt opens its turn (``agent/pre-turn``): may reject it."""
     STOP = "Stop"
     """When a root agent's turn ended (``agent/turn-end``): may ask it to continue."""
     SUBAGENT_START = "SubagentStart"
