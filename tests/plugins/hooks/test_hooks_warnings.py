@@ -167,3 +167,25 @@ def test_doctor_reports_the_same_findings(tmp_path: Path) -> None:
         "not apply; its scope comes from --sandbox and --approval (docs/guide-permissions.md)",
     ]
     assert done.returncode == 0
+
+
+def test_a_listed_file_that_is_not_trusted_is_named_with_the_trust_remedy(tmp_path: Path) -> None:
+    workspace, _ = _workspace(tmp_path)
+    (workspace / "tether.toml").write_text(
+        '[[plugins]]\nname = "hooks"\nconfig = { settings_files = [".claude/settings.json"] }\n'
+    )
+    done = tether(
+        "doctor", "--workspace", str(workspace), "--store", f"sqlite:///{tmp_path / 's.db'}"
+    )
+    hooks_lines = [line for line in done.stdout.splitlines() if line.startswith("hooks:")]
+    assert hooks_lines[:1] == [
+        "hooks: problem: .claude/settings.json has hooks (PreToolUse, Stop) that are not "
+        "enabled; its content is not trusted: review and trust it with: tether trust "
+        f"--workspace {workspace}"
+    ]
+    # tether run refuses the workspace instead, naming the file, and adds no hooks warning.
+    code, warnings = _run(tmp_path, workspace)
+    assert (code, warnings) == (1, [])
+    # Trusted for this run only (--trust-workspace), the hooks are enabled.
+    code, warnings = _run(tmp_path, workspace, "--trust-workspace")
+    assert (code, warnings) == (0, [PERMISSIONS_LINE])
