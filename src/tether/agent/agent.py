@@ -143,6 +143,21 @@ class PreStep:
         self.prompt = prompt
 
 
+@dataclass(frozen=True, slots=True)
+class PreTurn:
+    """Payload of the ``agent/pre-turn`` waterfall: a prompt about to open a turn."""
+
+    agent: Agent
+    prompt: InboxItem
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRejected:
+    """A ``agent/pre-turn`` listener's refusal: no turn opens and nothing is logged."""
+
+    reason: str
+
+
 class Agent:
     def __init__(
         self,
@@ -274,10 +289,21 @@ class Agent:
                 self._turns_left -= 1
             async with self._log_writer:
                 prompt = self.inbox.take_turn_prompt()
-                result = await self._run_turn(prompt)
+                rejected = await self._rejected(prompt)
+                result = rejected or await self._run_turn(prompt)
             self.last_result = result
             self._results.append(result)
-            self.ctx.emit(TURN_END, TurnEnded(self, result))
+            if rejected is None:
+                self.ctx.emit(TURN_END, TurnEnded(self, result))
+
+    async def _rejected(self, prompt: InboxItem | None) -> TurnResult | None:
+        """The result of a prompt a ``agent/pre-turn`` listener refused, before any turn."""
+        if prompt is None:
+            return None
+        refusal = await self.ctx.waterfall(PRE_TURN, PreTurn(self, prompt), None, scope=self)
+        if refusal is None:
+            return None
+        return TurnResult(self._next_turn_number(), "blocked", "", refusal.reason)
 
     def _stop_at_turn_limit(self) -> None:
         dropped = self.inbox.pending("next-turn") + self.inbox.pending("next-step")
@@ -526,6 +552,9 @@ def unstorable_result(name: str, err: PayloadError) -> str:
 #
 # - :data:`PRE_STEP`, a waterfall scoped to the agent, runs before every step: ``"enter"`` lets
 #   the step run, anything else ends the turn ``blocked``.
+# - :data:`PRE_TURN`, a waterfall scoped to the agent, runs before a prompt opens a turn:
+#   ``None`` lets it, a :class:`TurnRejected` drops the prompt with no turn in the log (the
+#   result is ``blocked`` with its reason; no ``agent/turn-end`` follows).
 # - :data:`TEXT_DELTA`, scoped to the agent, carries each piece of streamed model text.
 # - :data:`TURN_END` follows every turn, with its result.
 # - :data:`SESSION_START` is for a surface that brings in a root session some other way than
@@ -553,6 +582,7 @@ class TurnEnded(NamedTuple):
 
 
 PRE_STEP: Final[Waterfall[PreStep, PreStepDecision]] = Waterfall("agent/pre-step")
+PRE_TURN: Final[Waterfall[PreTurn, TurnRejected | None]] = Waterfall("agent/pre-turn")
 TEXT_DELTA: Final = Notice[StreamedText]("agent/text-delta")
 TURN_END: Final = Notice[TurnEnded]("agent/turn-end")
 SESSION_START: Final[Notice[Agent]] = Notice("agent/session-start")

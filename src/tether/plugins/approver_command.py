@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 ANSWERS: Final = frozenset({"allowed-once", "rejected"})
 MAX_OUTPUT: Final = 64 * 1024
+REAP_GRACE: Final = 5.0
+"""Seconds a killed approver gets to close its pipes and be reaped."""
 
 
 def request_payload(request: ApprovalRequest) -> dict[str, JsonValue]:
@@ -113,7 +115,7 @@ async def ask_command(
     finally:
         if proc.returncode is None:  # timed out, flooded or cancelled: the whole group goes
             _kill(proc)
-            await proc.wait()
+            await _reap(proc)
     if len(stdout) > MAX_OUTPUT:  # stopped by us for the flood, not killed by someone
         return _reported(_failure("too-much-output", stdout[:EXCERPT_CHARS]))
     if proc.returncode is not None and proc.returncode < 0:
@@ -170,6 +172,20 @@ def _reported(failure: AnswererFailure) -> AnswererFailure:
     # carries the same failure.
     log.warning("tether: the configured approver %s; the ask is unavailable", failure.describe())
     return failure
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Wait for a killed program, reading its pipes to their end first: asyncio's ``wait()``
+    returns only once every pipe has closed, and a pipe left full (a flood cut off) is no
+    longer read, so it would never close. Bounded: a process outside the group that still
+    holds a pipe is left to the transport's own clean-up rather than hang the ask."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(REAP_GRACE):
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    while await stream.read(65536):
+                        pass
+            await proc.wait()
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

@@ -9,8 +9,9 @@ Two kinds, both applied whether or not the path exists yet:
   and ``/proc/*/environ``, ``/proc/*/mem``, ``/proc/kmsg`` and ``/proc/kcore`` (the
   harness's API keys and memory, the kernel's log and memory).
 - **control**: readable, never writable. The workspace's control names at its root
-  (``tether.toml``, ``.claude``, ``.mcp.json``, ``.git``, hook managers' files: what tether,
-  Claude Code settings, MCP clients and git read and act on later, outside any sandbox),
+  (``tether.toml``, ``.claude``, ``.codex``, ``.mcp.json``, ``.git``, hook managers' files:
+  what tether, Claude Code and Codex settings, MCP clients and git read and act on later,
+  outside any sandbox),
   what the root's git configuration points at inside the workspace (:func:`git_controls`),
   the code the harness itself runs (:func:`harness_paths`: a project ``.venv`` with tether
   installed in it), the names Python acts on in every directory of the harness's import path
@@ -160,6 +161,7 @@ at the root and in ``.config/``)."""
 CONTROL_NAMES: Final = (
     CONFIG_FILE,
     ".claude",
+    ".codex",  # Codex's hooks.json and config.toml: Codex runs their hooks unconfined
     ".mcp.json",
     ".git",
     # Hook managers: git runs what they name at the next commit, outside any sandbox.
@@ -169,8 +171,8 @@ CONTROL_NAMES: Final = (
     ".lefthook",
     ".lefthook-local",
 )
-"""Paths relative to the workspace root that tether, Claude Code, MCP clients, git or a git
-hook manager act on later, outside any sandbox: readable by agents, never writable."""
+"""Paths relative to the workspace root that tether, Claude Code, Codex, MCP clients, git or a
+git hook manager act on later, outside any sandbox: readable by agents, never writable."""
 
 _FOLDED_NAMES: Final = tuple(n.casefold() for n in CONTROL_NAMES)
 

@@ -18,7 +18,14 @@ from compose_support import compose_kernel
 from event_support import kinds
 from script_support import write
 from tether.agent import Agent, AgentOptions
-from tether.kernel import Kernel
+from tether.kernel import (
+    Kernel,
+    PluginEntry,
+    TrustStore,
+    WorkspaceFiles,
+    WorkspaceTrust,
+    inspect_workspace,
+)
 from tether.model import ScriptedModel
 from tether.plugins.hooks import HookService, plugin
 from tether.plugins.hooks.service import HOOKS_SERVICE
@@ -184,6 +191,19 @@ def all_tools() -> list[Any]:
 
 
 # -- composition ---------------------------------------------------------------------------
+def trusted_files(root: str, config: Mapping[str, Any]) -> WorkspaceFiles:
+    """What a harness composes for settings files: the workspace's, trusted for this one
+    composition (``once``, the explicit argument)."""
+    inspected = inspect_workspace(
+        os.path.realpath(root),
+        plugins=[PluginEntry(name="hooks", config=dict(config))],
+        trust=WorkspaceTrust.ONCE,
+        store=TrustStore.for_user(),
+    )
+    inspected.require()
+    return inspected.files
+
+
 @dataclass
 class Rig:
     kernel: Kernel

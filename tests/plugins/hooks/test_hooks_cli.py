@@ -118,8 +118,9 @@ def test_a_settings_file_hook_denies_a_write_in_tether_run(tmp_path: Path) -> No
         "matcher": "Write|Edit",
         "handler_id": ".claude/settings.json#PreToolUse[0].hooks[0]",
     }
+    # Exit 2 is recorded as Claude Code's own word for it; the call is denied all the same.
     assert (result["decision"], result["exit_code"], result["stderr_summary"]) == (
-        "deny",
+        "block",
         2,
         "no writes in CI",
     )

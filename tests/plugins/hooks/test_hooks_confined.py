@@ -77,6 +77,15 @@ async def test_a_hook_under_read_only_cannot_write_at_all(tmp_path: Path) -> Non
     assert len(results) == 1
 
 
+async def test_a_hook_cannot_plant_a_codex_hook_file(tmp_path: Path) -> None:
+    # .codex/ is a control path like .claude/: Codex runs its hooks outside any sandbox.
+    (tmp_path / "ws" / ".codex").mkdir(parents=True)
+    planted = tmp_path / "ws" / ".codex" / "hooks.json"
+    agent = await run_with_hook(tmp_path, f"echo '{{}}' > {planted} || exit 0", "workspace-write")
+    assert not planted.exists()
+    assert [e.data["decision"] for e in agent.session.events if e.type == "hook/result"] == ["none"]
+
+
 async def test_a_hook_script_the_sandbox_hides_is_named_not_exit_127(tmp_path: Path) -> None:
     secret = Path(os.environ["HOME"]) / ".ssh"
     secret.mkdir(parents=True)

@@ -56,8 +56,9 @@ def test_a_cancelled_result_has_no_exit_code() -> None:
 REFUSALS: list[tuple[type[HookInvoked | HookResult], JsonObject, str]] = [
     (
         HookInvoked,
-        {"turn": 1, "point": "PreToolUse", "dialect": "codex", "handler_id": "h"},
-        "hook/invoked payload: dialect 'codex' is not 'claude-code'",
+        {"turn": 1, "point": "PreToolUse", "dialect": "gemini", "handler_id": "h"},
+        "hook/invoked payload: dialect 'gemini' is not a hook dialect "
+        "(accepted: claude-code, codex)",
     ),
     (
         HookInvoked,

@@ -4,7 +4,6 @@ teardown, each with real hook processes."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from hooks_support import (
     write_call,
 )
 
-from tether.agent import PRE_STEP, Agent, AgentOptions, InboxItem
+from tether.agent import PRE_TURN, Agent, AgentOptions, InboxItem, PreTurn, TurnRejected
 from tether.model import ScriptedModel
 from tether.session import SessionMeta
 from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
@@ -218,17 +217,6 @@ async def test_session_start_source_and_matcher(tmp_path: Path) -> None:
 
 
 # -- UserPromptSubmit ----------------------------------------------------------------------------
-@dataclass
-class PromptStep:
-    """``agent/pre-step`` payload carrying the turn's prompt at step 1: the hook point this
-    plugin reads UserPromptSubmit from (see docs/hooks.md)."""
-
-    agent: Agent
-    turn: int
-    step: int
-    prompt: InboxItem | str | None
-
-
 async def test_user_prompt_submit_can_block_or_add_context(tmp_path: Path) -> None:
     out = tmp_path / "prompt.jsonl"
     hook = py_hook(
@@ -243,19 +231,17 @@ async def test_user_prompt_submit_can_block_or_add_context(tmp_path: Path) -> No
     rig = compose(tmp_path, {"UserPromptSubmit": [group(hook)]})
     ctx = rig.kernel.ctx
 
-    async def pre_step(prompt: InboxItem | str | None, step: int = 1) -> object:
-        return await ctx.waterfall(
-            PRE_STEP, PromptStep(rig.agent, 1, step, prompt), "enter", scope=rig.agent
-        )
+    async def pre_turn(prompt: InboxItem) -> TurnRejected | None:
+        return await ctx.waterfall(PRE_TURN, PreTurn(rig.agent, prompt), None, scope=rig.agent)
 
-    assert await pre_step(InboxItem("my password is hunter2")) == "reject"
+    assert await pre_turn(InboxItem("my password is hunter2")) == TurnRejected(
+        "a UserPromptSubmit hook blocked the prompt: prompts must not contain secrets"
+    )
     assert rig.agent.inbox.pending("inject") == 0
-    assert await pre_step(InboxItem("summarise the repo")) == "enter"
+    assert await pre_turn(InboxItem("summarise the repo")) is None
     assert rig.agent.inbox.pending("inject") == 1
-    # Not a user prompt, not step 1, or no prompt at all: no hook.
-    assert await pre_step(InboxItem("from a plugin", {"kind": "plugin", "plugin": "x"})) == "enter"
-    assert await pre_step("typed", step=2) == "enter"
-    assert await pre_step(None) == "enter"
+    # Not a user prompt (a plugin's followup): no hook.
+    assert await pre_turn(InboxItem("from a plugin", {"kind": "plugin", "plugin": "x"})) is None
     assert [p["prompt"] for p in payloads(out)] == [
         "my password is hunter2",
         "summarise the repo",

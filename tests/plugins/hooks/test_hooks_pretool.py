@@ -172,7 +172,7 @@ async def test_hook_cc_pretool_deny_never_runs_the_tool(tmp_path: Path) -> None:
             "turn": 1,
             "point": "PreToolUse",
             "handler_id": ID0,
-            "decision": "deny",
+            "decision": "block",
             "exit_code": 2,
             "stderr_summary": "writes are frozen",
             "duration_ms": "<ms>",
@@ -405,7 +405,7 @@ async def test_a_non_matching_matcher_runs_nothing_and_records_nothing(tmp_path:
     out = tmp_path / "ran"
     rig = compose(
         tmp_path,
-        {"PreToolUse": [group(f"touch {out}", "Bash"), group(f"touch {out}", "write")]},
+        {"PreToolUse": [group(f"touch {out}", "Bash"), group(f"touch {out}", "bash|Edit")]},
         [write_call()],
     )
     await rig.agent.run("write")

@@ -159,11 +159,12 @@ def reply(event: HookEvent, value: Any) -> HookReply:
 
 
 def test_exit_2_blocks_with_stderr_as_reason() -> None:
+    # Exit 2 is ``block`` on every event (on PreToolUse the bridge denies the call with it).
     assert interpret(PRE, exited(2, '{"decision": "approve"}', "  no rm -rf\n")) == HookReply(
-        "deny", "no rm -rf"
+        "block", "no rm -rf"
     )
     assert interpret(POST, exited(2, "", "lint failed")) == HookReply("block", "lint failed")
-    assert interpret(PRE, exited(2)) == HookReply("deny", "blocked by a PreToolUse hook")
+    assert interpret(PRE, exited(2)) == HookReply("block", "blocked by a PreToolUse hook")
 
 
 def test_other_exit_codes_are_non_blocking_errors() -> None:

@@ -5,20 +5,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hooks_support import group
+from hooks_support import group, trusted_files
 
 from tether.kernel import (
     WORKSPACE_FILES,
     Kernel,
     PluginConfigError,
-    PluginEntry,
-    TrustStore,
     WorkspaceFiles,
-    WorkspaceTrust,
-    inspect_workspace,
     load_plugins,
     read_config,
 )
@@ -68,19 +63,6 @@ def test_anything_else_is_an_unanchored_regex() -> None:
 
 
 # -- inline config (strict) ------------------------------------------------------------------
-def trusted_files(root: str, config: dict[str, Any]) -> WorkspaceFiles:
-    """What a harness composes for settings files: the workspace's, trusted for this one
-    composition (``once``, the explicit argument)."""
-    inspected = inspect_workspace(
-        os.path.realpath(root),
-        plugins=[PluginEntry(name="hooks", config=config)],
-        trust=WorkspaceTrust.ONCE,
-        store=TrustStore.for_user(),
-    )
-    inspected.require()
-    return inspected.files
-
-
 def load(hooks: object, **config: object) -> HookService:
     kernel = Kernel()
     full = {"hooks": hooks, **config}

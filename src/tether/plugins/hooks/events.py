@@ -9,15 +9,12 @@ decided), refusing with :class:`InvalidHookEventError`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Final, Literal, Self, TypeGuard, get_args
+from typing import ClassVar, Final, Self, TypeGuard, get_args
 
 from tether.errors import TetherError
 from tether.plugins.hooks.protocol import HookDecision
-from tether.plugins.hooks.settings import HookEvent
+from tether.plugins.hooks.settings import CLAUDE_CODE, CODEX, Dialect, HookEvent
 from tether.session import JsonObject, JsonValue
-
-Dialect = Literal["claude-code"]
-"""The hook protocol a handler speaks (Claude Code's is the only one)."""
 
 _DECISIONS: Final = frozenset(get_args(HookDecision))
 
@@ -72,30 +69,33 @@ class HookInvoked:
     (a background hook's is written with its result, once it finished)."""
 
     TYPE: ClassVar[str] = "hook/invoked"
-    DIALECT: ClassVar[Dialect] = "claude-code"
     turn: int
     point: HookEvent
     handler_id: str
     matcher: str | None = None
+    dialect: Dialect = CLAUDE_CODE
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        if data.get("dialect") != cls.DIALECT:
+        dialect = data.get("dialect")
+        if dialect != CLAUDE_CODE and dialect != CODEX:
             raise InvalidHookEventError(
-                f"{cls.TYPE} payload: dialect {data.get('dialect')!r} is not {cls.DIALECT!r}"
+                f"{cls.TYPE} payload: dialect {dialect!r} is not a hook dialect "
+                f"(accepted: {CLAUDE_CODE}, {CODEX})"
             )
         return cls(
             _int(data, cls.TYPE, "turn"),
             _point(data, cls.TYPE),
             _text(data, cls.TYPE, "handler_id"),
             _optional_text(data, cls.TYPE, "matcher"),
+            dialect,
         )
 
     def to_data(self) -> JsonObject:
         data: dict[str, JsonValue] = {
             "turn": self.turn,
             "point": self.point.value,
-            "dialect": self.DIALECT,
+            "dialect": self.dialect,
         }
         if self.matcher is not None:
             data["matcher"] = self.matcher

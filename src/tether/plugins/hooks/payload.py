@@ -58,6 +58,13 @@ def claude_tool_name(name: str) -> str:
     return CLAUDE_TOOL_NAMES.get(name, name)
 
 
+def tool_names(name: str) -> tuple[str, ...]:
+    """The names a matcher is tested against for tether tool ``name``: its Claude Code name,
+    then tether's own (``("Bash", "bash")``), so hook scripts written for either fire."""
+    claude = claude_tool_name(name)
+    return (claude,) if claude == name else (claude, name)
+
+
 def call_arguments(call: ToolCall) -> dict[str, JsonValue]:
     """The model's own arguments (raw JSON), falling back to the validated ones."""
     try:
@@ -147,4 +154,5 @@ __all__ = [
     "claude_tool_name",
     "claude_tool_response",
     "encode_payload",
+    "tool_names",
 ]

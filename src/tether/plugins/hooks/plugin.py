@@ -8,8 +8,8 @@ Claude Code event      tether point                         effect of the merged
                                                             rest of the chain decides
 ``PostToolUse``        ``tools/post-execute`` waterfall     block → the result becomes
                                                             ``Error: <reason>``
-``UserPromptSubmit``   ``agent/pre-step`` at step 1         block → ``reject`` (turn ends
-                                                            ``blocked``, prompt never logged)
+``UserPromptSubmit``   ``agent/pre-turn``, before the       block → the prompt is rejected: no
+                       prompt opens a turn                  turn opens, nothing is logged
 ``Stop``               ``agent/turn-end`` (root agents)     block → the reason is queued as a
                                                             followup turn
 ``SubagentStart``      ``subagent/start`` notification      context → injected at the child's
@@ -39,12 +39,15 @@ from pydantic_core import PydanticCustomError
 from tether.agent import (
     PENDING_WORK,
     PRE_STEP,
+    PRE_TURN,
     SESSION_START,
     TURN_END,
     Agent,
     PreStep,
     PreStepDecision,
+    PreTurn,
     TurnEnded,
+    TurnRejected,
 )
 from tether.errors import TetherError
 from tether.kernel import (
@@ -56,18 +59,24 @@ from tether.kernel import (
     PluginConfigError,
     WorkspaceFiles,
 )
+from tether.kernel.printable import printable
+from tether.plugins.hooks.codex import parse_codex_file
+from tether.plugins.hooks.matchers_check import report_unknown_tool_matchers
 from tether.plugins.hooks.payload import (
     call_arguments,
     claude_tool_input,
     claude_tool_name,
     claude_tool_response,
+    tool_names,
 )
 from tether.plugins.hooks.service import (
     HOOKS_SERVICE,
     Dispatch,
     HookService,
     HookSettings,
+    Record,
     context_source,
+    write_records,
 )
 from tether.plugins.hooks.settings import (
     HookEvent,
@@ -82,6 +91,7 @@ from tether.session import JsonValue, Session
 from tether.subagents.lifecycle import SubagentLifecycle
 from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
 from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
+from tether.tools.pipeline import TOOLS_SERVICE
 from tether.tools.seams import POST_EXECUTE, PRE_EXECUTE
 
 log = logging.getLogger(__name__)
@@ -99,6 +109,10 @@ class HooksConfig(BaseModel):
     hooks, in order. Missing files are skipped; malformed ones fail the load. They are
     declared to workspace trust (``workspace_files``): one in the workspace, or listed by the
     workspace's ``tether.toml``, is used only with content the user trusted."""
+    codex_files: list[str] = Field(default_factory=list)
+    """Codex hook files (``.codex/hooks.json``, or a ``.codex/config.toml`` with a ``[hooks]``
+    table), added after the settings files, in order; their handlers speak the Codex dialect.
+    Declared to workspace trust like ``settings_files``."""
     project_dir: str | None = None
     """Base for relative ``settings_files`` (default: the sandbox policy's workspace root,
     else the process cwd at load)."""
@@ -131,7 +145,7 @@ def load_handlers(
     against ``base_dir``. Settings files are read only through ``files`` (the composition's
     ``workspace_files``), which serves the content workspace trust checked."""
     handlers = config.inline_handlers()
-    if not config.settings_files:
+    if not config.settings_files and not config.codex_files:
         return handlers
     if files is None:
         raise HookSettingsError(
@@ -139,14 +153,16 @@ def load_handlers(
             "workspace trust: compose with Harness.open, or provide the files of "
             "tether.kernel.inspect_workspace(...) as service 'workspace_files'"
         )
-    for source, path in zip(
-        config.settings_files, settings_paths(config.settings_files, base_dir), strict=True
+    for listed, parse in (
+        (config.settings_files, parse_settings_file),
+        (config.codex_files, parse_codex_file),
     ):
-        try:
-            data = files.read(path)
-        except TetherError as err:
-            raise HookSettingsError(str(err)) from err
-        handlers.extend(parse_settings_file(data, source))
+        for source, path in zip(listed, settings_paths(listed, base_dir), strict=True):
+            try:
+                data = files.read(path)
+            except TetherError as err:
+                raise HookSettingsError(str(err)) from err
+            handlers.extend(parse(data, source))
     return handlers
 
 
@@ -160,12 +176,16 @@ class HookBridge:
         self._pending: dict[str, list[tuple[HookEvent, asyncio.Task[Dispatch]]]] = {}
         """Session id -> background SessionStart/SubagentStart runs its first step waits for."""
         self._session_seen: set[str] = set()
+        self._held: dict[str, tuple[object, list[Record]]] = {}
+        """Session id -> (prompt, the records of the UserPromptSubmit hooks that let it open a
+        turn), written at the first step of that prompt's turn."""
 
     # -- PreToolUse ------------------------------------------------------------------------
     async def pre_execute(self, call: ToolCall, next: Next[PreDecision]) -> PreDecision:
         service = self.service
         name = claude_tool_name(call.name)
-        if not service.matching(HookEvent.PRE_TOOL_USE, name):
+        names = tool_names(call.name)
+        if not service.matching(HookEvent.PRE_TOOL_USE, names):
             return await next()
         session = _session_of(call.agent)
         workspace = service.workspace(session, call.policy)
@@ -178,13 +198,13 @@ class HookBridge:
             HookEvent.PRE_TOOL_USE,
             fields,
             session=session,
-            subject=name,
+            subject=names,
             workspace=workspace,
             signal=call.signal,
         )
         merged = run.merged
         _inject(call.agent, merged.contexts, HookEvent.PRE_TOOL_USE)
-        if merged.decision == "deny":
+        if merged.decision in ("deny", "block"):
             return PreDecision.deny(merged.reason or "blocked by a PreToolUse hook")
         downstream = await next()
         if merged.decision == "ask" and isinstance(downstream, PreDecision):
@@ -202,8 +222,9 @@ class HookBridge:
             return decision
         final = decision.result or result
         name = claude_tool_name(call.name)
+        names = tool_names(call.name)
         # Claude Code runs PostToolUse after a tool *succeeded*; scripts assume it did.
-        if final.is_error or not self.service.matching(HookEvent.POST_TOOL_USE, name):
+        if final.is_error or not self.service.matching(HookEvent.POST_TOOL_USE, names):
             return decision
         session = _session_of(call.agent)
         workspace = self.service.workspace(session, call.policy)
@@ -218,7 +239,7 @@ class HookBridge:
             HookEvent.POST_TOOL_USE,
             fields,
             session=session,
-            subject=name,
+            subject=names,
             workspace=workspace,
             signal=call.signal,
         )
@@ -240,6 +261,7 @@ class HookBridge:
         self._session_seen.discard(session.id)
         self._continued.discard(session.id)
         self._pending.pop(session.id, None)
+        self._held.pop(session.id, None)
 
     def agent_session_start(self, agent: Agent) -> None:
         session = _session_of(agent)
@@ -273,29 +295,47 @@ class HookBridge:
         task = self.service.spawn(run, event.value)
         self._pending.setdefault(session_id, []).append((event, task))
 
+    async def pre_turn(self, item: PreTurn, next: Next[TurnRejected | None]) -> TurnRejected | None:
+        """``UserPromptSubmit``, before the prompt opens a turn: a block rejects it with no
+        turn in the log (Claude Code's order); otherwise its records wait for the turn."""
+        agent = item.agent
+        session = _session_of(agent)
+        prompt = _user_prompt(item.prompt)
+        if session is None or prompt is None or agent.depth != 0:
+            return await next()
+        # Context from SessionStart goes first, as when it is claimed at the first step.
+        await self._claim_pending(agent, session)
+        records: list[Record] = []
+        run = await self.service.dispatch(
+            HookEvent.USER_PROMPT_SUBMIT, {"prompt": prompt}, session=session, deferred=records
+        )
+        if run.merged.decision == "block":
+            reason = run.merged.reason or "blocked by a UserPromptSubmit hook"
+            # Said where the user looks (chat shows warnings; no turn shows it otherwise).
+            log.warning("hooks: a UserPromptSubmit hook blocked the prompt: %s", printable(reason))
+            return TurnRejected(f"a UserPromptSubmit hook blocked the prompt: {reason}")
+        self._held[session.id] = (item.prompt, records)
+        _inject(agent, run.merged.contexts, HookEvent.USER_PROMPT_SUBMIT)
+        return await next()
+
     async def pre_step(self, step: PreStep, next: Next[PreStepDecision]) -> PreStepDecision:
         if step.step != 1:
             return await next()
-        agent = step.agent
-        session = _session_of(agent)
-        for event, task in self._pending.pop(session.id, []) if session is not None else []:
+        session = _session_of(step.agent)
+        if session is not None:
+            prompt, records = self._held.pop(session.id, (None, []))
+            if prompt is not None and prompt is step.prompt:  # never into another turn
+                write_records(session, records)
+            await self._claim_pending(step.agent, session)
+        return await next()
+
+    async def _claim_pending(self, agent: Agent, session: Session) -> None:
+        """Wait for the session's SessionStart/SubagentStart runs and inject their context."""
+        for event, task in self._pending.pop(session.id, []):
             # wait() rather than await: our own cancellation must not cancel the shared run.
             await asyncio.wait({task})
             if not task.cancelled() and task.exception() is None:
                 _inject(agent, task.result().merged.contexts, event)
-        prompt = _user_prompt(step.prompt)
-        if (
-            prompt is not None
-            and agent.depth == 0
-            and self.service.has(HookEvent.USER_PROMPT_SUBMIT)
-        ):
-            run = await self.service.dispatch(
-                HookEvent.USER_PROMPT_SUBMIT, {"prompt": prompt}, session=session
-            )
-            if run.merged.decision == "block":
-                return "reject"
-            _inject(agent, run.merged.contexts, HookEvent.USER_PROMPT_SUBMIT)
-        return await next()
 
     # -- Stop ------------------------------------------------------------------------------
     def turn_end(self, item: TurnEnded) -> None:
@@ -304,14 +344,15 @@ class HookBridge:
             return  # subagents have SubagentStop; a user interrupt runs no Stop hook
         active = agent.id in self._continued
         self._continued.discard(agent.id)
-        self.service.spawn(self._stop(agent, active), "Stop")
+        self.service.spawn(self._stop(agent, active, result.output), "Stop")
 
-    async def _stop(self, agent: Agent, active: bool) -> None:
+    async def _stop(self, agent: Agent, active: bool, output: str) -> None:
         run = await self.service.dispatch(
             HookEvent.STOP,
             {"stop_hook_active": active},
             session=_session_of(agent),
             background=True,
+            codex_fields={"last_assistant_message": output or None},
         )
         if run.merged.decision != "block" or agent.closing:
             return  # an agent being torn down records notices but is not woken
@@ -417,8 +458,10 @@ class HooksPlugin:
     config_model = HooksConfig
 
     def workspace_files(self, config: HooksConfig, workspace: str) -> list[str]:
-        """The settings files (workspace trust reads and checks them before the load)."""
-        return settings_paths(config.settings_files, config.project_dir or workspace)
+        """The settings and Codex files (workspace trust reads and checks them before the
+        load)."""
+        base = config.project_dir or workspace
+        return settings_paths([*config.settings_files, *config.codex_files], base)
 
     def apply(self, ctx: Context, config: HooksConfig) -> None:
         # Relative settings files belong to the project: the workspace the sandbox policy was
@@ -441,6 +484,8 @@ class HooksPlugin:
                 project_dir=project_dir,
             ),
         )
+        tools = ctx.get(TOOLS_SERVICE)
+        report_unknown_tool_matchers(handlers, tools.names() if tools is not None else ())
         bridge = HookBridge(service)
         ctx.provide(HOOKS_SERVICE, service)
         ctx.effect(service.close)
@@ -449,6 +494,8 @@ class HooksPlugin:
             ctx.on(PRE_EXECUTE, bridge.pre_execute)
         if service.has(HookEvent.POST_TOOL_USE):
             ctx.on(POST_EXECUTE, bridge.post_execute)
+        if service.has(HookEvent.USER_PROMPT_SUBMIT):
+            ctx.on(PRE_TURN, bridge.pre_turn)
         if any(
             service.has(e)
             for e in (

@@ -35,9 +35,10 @@ HookDecision = Literal[
 ]
 """What one hook run amounted to (the ``decision`` of ``hook/result``).
 
-- ``allow`` / ``deny`` / ``ask``: a PreToolUse permission decision (exit 2 and the legacy
-  ``block`` are ``deny`` there; legacy ``approve`` is ``allow``).
-- ``block``: exit 2 or ``decision: "block"`` on any other event.
+- ``allow`` / ``deny`` / ``ask``: a PreToolUse permission decision (the legacy ``block`` is
+  ``deny`` there; legacy ``approve`` is ``allow``).
+- ``block``: exit 2 (on PreToolUse too, where it denies the call), or ``decision: "block"``
+  on any other event.
 - ``none``: exit 0 without a decision (plain output, context only, or nothing).
 - ``error``: a non-zero exit other than 2, or the command could not start.
 - ``timeout``: killed after its timeout.
@@ -53,8 +54,8 @@ _PERMISSION: Final[Mapping[str, HookDecision]] = {"allow": "allow", "deny": "den
 STDERR_SUMMARY_CHARS: Final = 500
 
 
-class _Invalid(Exception):
-    pass
+class InvalidReply(Exception):
+    """A reply that starts like JSON but is not a valid one (the message says why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,66 +71,87 @@ class HookReply:
 
 def interpret(event: HookEvent, run: CommandRun) -> HookReply:
     """Turn one finished command into a :class:`HookReply` for ``event``."""
-    if run.status == "spawn-failed":
-        return HookReply("error", problem=run.error or "the command could not start")
-    if run.status == "timeout":
-        return HookReply("timeout", problem="the command timed out")
-    if run.status == "cancelled":
-        return HookReply("cancelled")
+    failed = unfinished(run)
+    if failed is not None:
+        return failed
     code = run.exit_code
     if code == 2:
-        reason = run.stderr.strip() or f"blocked by a {event.value} hook"
-        return HookReply("deny" if event is HookEvent.PRE_TOOL_USE else "block", reason)
+        return HookReply("block", run.stderr.strip() or f"blocked by a {event.value} hook")
     if code != 0:
         return HookReply("error", problem=f"the command exited with status {code}")
     text = run.stdout.strip()
     if not text:
         return HookReply("none")
     if not text.startswith("{"):
-        contexts = (text,) if event in _PLAIN_TEXT_CONTEXT else ()
-        return HookReply("none", contexts=contexts)
+        return plain_text(event, text)
     try:
         return _parse_json_reply(event, text)
-    except _Invalid as err:
+    except InvalidReply as err:
         return HookReply("invalid-output", problem=str(err))
 
 
-def _parse_json_reply(event: HookEvent, text: str) -> HookReply:
+def unfinished(run: CommandRun) -> HookReply | None:
+    """The reply of a command that did not exit by itself (both dialects), else ``None``."""
+    if run.status == "spawn-failed":
+        return HookReply("error", problem=run.error or "the command could not start")
+    if run.status == "timeout":
+        return HookReply("timeout", problem="the command timed out")
+    if run.status == "cancelled":
+        return HookReply("cancelled")
+    return None
+
+
+def plain_text(event: HookEvent, text: str) -> HookReply:
+    """Exit 0 with text that is not JSON: context where the event takes it (both dialects)."""
+    return HookReply("none", contexts=(text,) if event in _PLAIN_TEXT_CONTEXT else ())
+
+
+def reply_object(text: str) -> dict[str, object]:
+    """``text`` (stdout) as the JSON object of a reply; :class:`InvalidReply` otherwise."""
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise _Invalid(f"stdout is not valid JSON: {err}") from None
+    except (json.JSONDecodeError, RecursionError) as err:
+        raise InvalidReply(f"stdout is not valid JSON: {err}") from None
     if not isinstance(data, dict):
-        raise _Invalid("stdout JSON must be an object")
-    halt = _optional(data, "continue", bool) is False
-    _optional(data, "stopReason", str)
-    _optional(data, "suppressOutput", bool)
-    _optional(data, "systemMessage", str)
-    legacy = _optional(data, "decision", str)
-    reason = _optional(data, "reason", str)
-    specific = _optional(data, "hookSpecificOutput", dict)
+        raise InvalidReply("stdout JSON must be an object")
+    return data
+
+
+def _parse_json_reply(event: HookEvent, text: str) -> HookReply:
+    data = reply_object(text)
+    halt = optional_field(data, "continue", bool) is False
+    optional_field(data, "stopReason", str)
+    optional_field(data, "suppressOutput", bool)
+    optional_field(data, "systemMessage", str)
+    legacy = optional_field(data, "decision", str)
+    reason = optional_field(data, "reason", str)
+    specific = optional_field(data, "hookSpecificOutput", dict)
     contexts: tuple[str, ...] = ()
     permission: str | None = None
     permission_reason: str | None = None
     if specific is not None:
-        named = _optional(specific, "hookEventName", str)
+        named = optional_field(specific, "hookEventName", str)
         if named is not None and named != event.value:
-            raise _Invalid(f"hookSpecificOutput.hookEventName is {named!r}, not {event.value!r}")
-        context = _optional(specific, "additionalContext", str)
+            raise InvalidReply(
+                f"hookSpecificOutput.hookEventName is {named!r}, not {event.value!r}"
+            )
+        context = optional_field(specific, "additionalContext", str)
         contexts = (context,) if context else ()
         if event is HookEvent.PRE_TOOL_USE:
-            permission = _optional(specific, "permissionDecision", str)
-            permission_reason = _optional(specific, "permissionDecisionReason", str)
-            updated = _optional(specific, "updatedInput", dict)
+            permission = optional_field(specific, "permissionDecision", str)
+            permission_reason = optional_field(specific, "permissionDecisionReason", str)
+            updated = optional_field(specific, "updatedInput", dict)
             if updated is not None:
                 log.info("PreToolUse hook returned updatedInput (ignored): %s", updated)
     decision: HookDecision = "none"
     if legacy is not None and legacy not in ("approve", "block"):
-        raise _Invalid(f"decision must be 'approve' or 'block', got {legacy!r}")
+        raise InvalidReply(f"decision must be 'approve' or 'block', got {legacy!r}")
     if event is HookEvent.PRE_TOOL_USE:
         if permission is not None:
             if permission not in _PERMISSION:
-                raise _Invalid(f"permissionDecision must be allow, deny or ask, got {permission!r}")
+                raise InvalidReply(
+                    f"permissionDecision must be allow, deny or ask, got {permission!r}"
+                )
             decision = _PERMISSION[permission]
             reason = permission_reason if permission_reason is not None else reason
         elif legacy is not None:
@@ -141,13 +163,13 @@ def _parse_json_reply(event: HookEvent, text: str) -> HookReply:
     return HookReply(decision, reason or None, contexts, halt)
 
 
-def _optional(data: Mapping[str, object], key: str, kind: type[T]) -> T | None:
+def optional_field(data: Mapping[str, object], key: str, kind: type[T]) -> T | None:
     """``data[key]`` when present and of ``kind``; ``None`` when absent or null."""
     value = data.get(key)
     if value is None:
         return None
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise _Invalid(f"{key} must be of type {_type_name(kind)}, got {type(value).__name__}")
+        raise InvalidReply(f"{key} must be of type {_type_name(kind)}, got {type(value).__name__}")
     return value
 
 
@@ -202,9 +224,14 @@ __all__ = [
     "FAILED",
     "HookDecision",
     "HookReply",
+    "InvalidReply",
     "MergedDecision",
     "MergedReply",
     "interpret",
     "merge",
+    "optional_field",
+    "plain_text",
+    "reply_object",
     "stderr_summary",
+    "unfinished",
 ]

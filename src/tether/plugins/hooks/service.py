@@ -2,7 +2,8 @@
 
 For every command it runs, the service appends to the agent's session
 
-- ``hook/invoked {turn, point, dialect: "claude-code", matcher?, handler_id}`` before it starts,
+- ``hook/invoked {turn, point, dialect, matcher?, handler_id}`` before it starts (``dialect``:
+  ``claude-code`` or ``codex``, the protocol of the file the handler came from),
 - ``hook/result {turn, point, handler_id, decision, exit_code?, stderr_summary?, duration_ms}``
   when it finished,
 
@@ -25,6 +26,7 @@ from typing import Final, TypeVar
 from tether.agent.events import TurnOpened
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
+from tether.plugins.hooks.codex import PERMISSION_MODE, interpret_codex
 from tether.plugins.hooks.events import HookInvoked, HookResult
 from tether.plugins.hooks.hidden import NOT_RUN_STATUSES, hidden_program
 from tether.plugins.hooks.payload import base_payload, encode_payload
@@ -37,7 +39,14 @@ from tether.plugins.hooks.protocol import (
     stderr_summary,
 )
 from tether.plugins.hooks.runner import SHELL, CommandRun, hook_env, run_command
-from tether.plugins.hooks.settings import HookEvent, HookHandler
+from tether.plugins.hooks.settings import (
+    CLAUDE_CODE,
+    CODEX,
+    MATCHED_EVENTS,
+    Dialect,
+    HookEvent,
+    HookHandler,
+)
 from tether.policy.sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, ConfinedCommand
 from tether.session import JsonValue, Session
@@ -47,20 +56,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HOOKS_SERVICE: Final[ServiceKey[HookService]] = ServiceKey("hooks")
-DIALECT: Final = HookInvoked.DIALECT
+DIALECT: Final = CLAUDE_CODE
+"""The dialect of inline hooks and ``settings_files`` (``codex_files`` are ``codex``)."""
 PLUGIN_NAME: Final = "hooks"
 
-MATCHED_EVENTS: Final = frozenset(
-    {
-        HookEvent.PRE_TOOL_USE,
-        HookEvent.POST_TOOL_USE,
-        HookEvent.SESSION_START,
-        HookEvent.SUBAGENT_START,
-        HookEvent.SUBAGENT_STOP,
-    }
-)
-"""Events whose matcher applies (to the tool name, the session source, the agent type);
-Claude Code ignores the matcher of the others."""
+Record = Callable[[int], HookInvoked | HookResult]
+"""A hook record held back (``dispatch(deferred=...)``): made once its turn is known."""
 
 
 def context_source(event: HookEvent) -> dict[str, JsonValue]:
@@ -102,15 +103,17 @@ class HookService:
     def has(self, event: HookEvent) -> bool:
         return any(h.event is event for h in self.handlers)
 
-    def matching(self, event: HookEvent, subject: str | None) -> list[HookHandler]:
-        """Handlers for ``event`` whose matcher accepts ``subject``; a repeated command runs
-        once (Claude Code de-duplicates identical commands, e.g. from two settings files)."""
+    def matching(self, event: HookEvent, subject: str | Sequence[str] | None) -> list[HookHandler]:
+        """Handlers for ``event`` whose matcher accepts ``subject`` (or one of several names of
+        it: a tool's Claude Code name and tether's own); a repeated command runs once (Claude
+        Code de-duplicates identical commands, e.g. from two settings files)."""
+        names = (subject or "",) if subject is None or isinstance(subject, str) else subject
         seen: set[str] = set()
         out: list[HookHandler] = []
         for handler in self.handlers:
             if handler.event is not event or handler.command in seen:
                 continue
-            if event in MATCHED_EVENTS and not handler.matcher.matches(subject or ""):
+            if event in MATCHED_EVENTS and not any(map(handler.matcher.matches, names)):
                 continue
             seen.add(handler.command)
             out.append(handler)
@@ -159,10 +162,12 @@ class HookService:
         fields: Mapping[str, JsonValue],
         *,
         session: Session | None,
-        subject: str | None = None,
+        subject: str | Sequence[str] | None = None,
         workspace: str | None = None,
         signal: AbortSignal | None = None,
         background: bool = False,
+        deferred: list[Record] | None = None,
+        codex_fields: Mapping[str, JsonValue] | None = None,
     ) -> Dispatch:
         """Run every matching hook of ``event`` serially and merge their replies.
 
@@ -175,6 +180,12 @@ class HookService:
         together with its ``hook/result``, and only when the turn open at the start is still
         open: the log never holds half a pair, and a hook that began outside a turn (Stop,
         SessionStart) is never recorded in one that opened meanwhile.
+
+        ``deferred``: no turn is open yet and one may never be (``UserPromptSubmit`` runs
+        before its turn): the records are appended to this list instead, for the caller to
+        write into the turn once it opens (:func:`write_records`), or to drop.
+
+        ``codex_fields`` are added to the payload of Codex-dialect handlers only.
         """
         handlers = self.matching(event, subject)
         if not handlers:
@@ -185,65 +196,74 @@ class HookService:
             event, session.id if session is not None else None, cwd, self.transcript_path(session)
         )
         payload.update(fields)
-        data = encode_payload(payload)
+        data: dict[Dialect, bytes] = {CLAUDE_CODE: encode_payload(payload)}
+        if any(h.dialect == CODEX for h in handlers):
+            data[CODEX] = encode_payload(
+                {**payload, **_codex_common(session), **(codex_fields or {})}
+            )
         env = hook_env(root, self.settings.pass_env)
         replies: list[HookReply] = []
         for handler in handlers:
-            replies.append(
-                await self._run_one(handler, data, env, root, session, signal, background)
-            )
+            run = _Run(handler, data[handler.dialect], root, session, signal, background, deferred)
+            replies.append(await self._run_one(run, env))
         return Dispatch(tuple(replies), merge(replies))
 
-    async def _run_one(
-        self,
-        handler: HookHandler,
-        data: bytes,
-        env: Mapping[str, str],
-        root: str,
-        session: Session | None,
-        signal: AbortSignal | None,
-        background: bool,
-    ) -> HookReply:
+    async def _run_one(self, run: _Run, env: Mapping[str, str]) -> HookReply:
+        handler, session = run.handler, run.session
         point = handler.event.value
 
         def invoked(turn: int) -> HookInvoked:
-            return HookInvoked(turn, handler.event, handler.handler_id, handler.matcher.pattern)
+            return HookInvoked(
+                turn, handler.event, handler.handler_id, handler.matcher.pattern, handler.dialect
+            )
 
-        turn = _open_turn(session) if background else _record(session, None, invoked)
+        if run.deferred is not None:
+            run.deferred.append(invoked)
+            turn = None
+        elif run.background:
+            turn = _open_turn(session)
+        else:
+            turn = _record(session, None, invoked)
         started = time.monotonic()
         confined = self._confine(handler.command, session, env)
         try:
             if isinstance(confined, CommandRun):
-                run = confined
+                done = confined
             else:
-                run = await run_command(
+                done = await run_command(
                     handler.command,
-                    data,
-                    cwd=root,
+                    run.data,
+                    cwd=run.root,
                     env=confined.env if confined is not None else env,
                     timeout=handler.timeout or self.settings.default_timeout,
-                    signal=signal,
+                    signal=run.signal,
                     argv=confined.argv if confined is not None else None,
                 )
         except asyncio.CancelledError:
             _close(confined)
             # Torn down mid-hook (the group is already killed): close the pair we opened.
-            if turn is not None and not background:
-                took = int((time.monotonic() - started) * 1000)
-                _record(
-                    session,
-                    turn,
-                    lambda at: HookResult(at, handler.event, handler.handler_id, "cancelled", took),
-                )
+            took = int((time.monotonic() - started) * 1000)
+
+            def closing(at: int) -> HookResult:
+                return HookResult(at, handler.event, handler.handler_id, "cancelled", took)
+
+            if run.deferred is not None:
+                run.deferred.append(closing)
+            elif turn is not None and not run.background:
+                _record(session, turn, closing)
             raise
         _close(confined)
-        reply = interpret(handler.event, run)
-        if confined is not None and reply.decision == "error" and run.exit_code in NOT_RUN_STATUSES:
+        reply = (interpret_codex if handler.dialect == CODEX else interpret)(handler.event, done)
+        if (
+            confined is not None
+            and reply.decision == "error"
+            and done.exit_code in NOT_RUN_STATUSES
+        ):
             sandbox = self._ctx.get(SANDBOX_SERVICE)
             hidden = hidden_program(handler.command, env, sandbox.path_rules()) if sandbox else None
             if hidden is not None:
                 reply = dataclasses.replace(reply, problem=hidden)
-        summary = stderr_summary(run.stderr) or run.error
+        summary = stderr_summary(done.stderr) or done.error
 
         def result(at: int) -> HookResult:
             return HookResult(
@@ -251,12 +271,16 @@ class HookService:
                 handler.event,
                 handler.handler_id,
                 reply.decision,
-                run.duration_ms,
-                run.exit_code,
+                done.duration_ms,
+                done.exit_code,
                 summary or None,
             )
 
-        if turn is not None and (not background or _record(session, turn, invoked) is not None):
+        if run.deferred is not None:
+            run.deferred.append(result)
+        elif turn is not None and (
+            not run.background or _record(session, turn, invoked) is not None
+        ):
             _record(session, turn, result)
         if reply.decision in FAILED:
             log.warning("%s hook %s: %s", point, handler.handler_id, reply.problem)
@@ -317,6 +341,37 @@ class HookService:
             task.cancel()
 
 
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One handler's run within a dispatch: what it reads and where it is recorded."""
+
+    handler: HookHandler
+    data: bytes
+    root: str
+    session: Session | None
+    signal: AbortSignal | None
+    background: bool
+    deferred: list[Record] | None
+
+
+def _codex_common(session: Session | None) -> dict[str, JsonValue]:
+    """The fields Codex adds to every hook's stdin: ``turn_id`` (the open or last turn) and
+    ``permission_mode``."""
+    fields: dict[str, JsonValue] = {}
+    start = session.last(TurnOpened.TYPE) if session is not None else None
+    opened = TurnOpened.parse(start.data) if start is not None else None
+    if opened is not None:
+        fields["turn_id"] = str(opened.turn)
+    fields["permission_mode"] = PERMISSION_MODE
+    return fields
+
+
+def write_records(session: Session | None, records: Sequence[Record]) -> None:
+    """Write records held back by ``dispatch(deferred=...)`` into the turn now open."""
+    for record in records:
+        _record(session, None, record)
+
+
 def _open_turn(session: Session | None) -> int | None:
     if session is None or not session.has_open_turn():
         return None
@@ -325,9 +380,7 @@ def _open_turn(session: Session | None) -> int | None:
     return opened.turn if opened is not None else None
 
 
-def _record(
-    session: Session | None, turn: int | None, record: Callable[[int], HookInvoked | HookResult]
-) -> int | None:
+def _record(session: Session | None, turn: int | None, record: Record) -> int | None:
     """Append a hook record inside the open turn (``turn``: the one the pair started in);
     returns that turn, or ``None`` when there is no open turn to put it in. A result is only
     written next to its ``hook/invoked``, so a hook that started between turns (SessionStart)
@@ -347,12 +400,13 @@ def _record(
 __all__ = [
     "DIALECT",
     "HOOKS_SERVICE",
-    "MATCHED_EVENTS",
     "NOTHING",
     "Dispatch",
     "HookService",
     "HookSettings",
+    "Record",
     "context_source",
+    "write_records",
 ]
 
 

@@ -16,6 +16,11 @@ Two sources, one parser:
 Both are strict about what tether *would* run: a supported event whose handler is not a
 ``command`` (Claude Code also has ``prompt``, ``http``, ...) fails the load, because silently
 skipping a configured ``PreToolUse`` guard would widen what an agent may do.
+
+A matcher counts only on the events that have one (:data:`MATCHED_EVENTS`); on the others
+(``UserPromptSubmit``, ``Stop``) it is ignored, whatever it says, as Claude Code and Codex do.
+Each handler keeps the :data:`Dialect` of the file it came from, which decides its stdin
+payload and how its reply is read (Codex files: :mod:`tether.plugins.hooks.codex`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final, Literal
 
 from tether.errors import TetherError
 from tether.plugins.hooks.matcher import InvalidMatcherError, Matcher, compile_matcher
@@ -42,7 +48,7 @@ class HookEvent(StrEnum):
     POST_TOOL_USE = "PostToolUse"
     """After a tool call succeeded (``tools/post-execute``): may block the result, add context."""
     USER_PROMPT_SUBMIT = "UserPromptSubmit"
-    """Before a turn's user prompt reaches the model (``agent/pre-step`` at step 1)."""
+    """Before a user prompt opens its turn (``agent/pre-turn``): may reject it."""
     STOP = "Stop"
     """When a root agent's turn ended (``agent/turn-end``): may ask it to continue."""
     SUBAGENT_START = "SubagentStart"
@@ -51,6 +57,26 @@ class HookEvent(StrEnum):
     """When a subagent finished (``subagent/end``)."""
     SESSION_START = "SessionStart"
     """When a root session is created or resumed (``sessions.on_created``)."""
+
+
+MATCHED_EVENTS: Final = frozenset(
+    {
+        HookEvent.PRE_TOOL_USE,
+        HookEvent.POST_TOOL_USE,
+        HookEvent.SESSION_START,
+        HookEvent.SUBAGENT_START,
+        HookEvent.SUBAGENT_STOP,
+    }
+)
+"""Events whose matcher applies (to the tool name, the session source, the agent type);
+Claude Code and Codex ignore the matcher of the others."""
+
+Dialect = Literal["claude-code", "codex"]
+"""Whose hook protocol a handler speaks: Claude Code's (inline hooks, ``settings_files``) or
+Codex's (``codex_files``). Recorded as ``dialect`` in ``hook/invoked``."""
+
+CLAUDE_CODE: Final[Dialect] = "claude-code"
+CODEX: Final[Dialect] = "codex"
 
 
 class HookSettingsError(TetherError):
@@ -70,10 +96,14 @@ class HookHandler:
     """Seconds; ``None`` uses the plugin's default."""
     handler_id: str
     """Stable, human-readable origin: ``<source>#<Event>[group].hooks[index]``."""
+    dialect: Dialect = CLAUDE_CODE
 
 
-def parse_hooks_block(raw: object, source: str, *, strict: bool) -> list[HookHandler]:
-    """Parse a Claude Code ``hooks`` object. ``source`` names it in ids and errors."""
+def parse_hooks_block(
+    raw: object, source: str, *, strict: bool, dialect: Dialect = CLAUDE_CODE
+) -> list[HookHandler]:
+    """Parse a ``hooks`` object (event -> matcher groups -> handlers; Claude Code and Codex
+    share the shape). ``source`` names it in ids and errors."""
     if raw is None:
         return []
     if not isinstance(raw, Mapping):
@@ -90,12 +120,12 @@ def parse_hooks_block(raw: object, source: str, *, strict: bool) -> list[HookHan
                 ) from None
             log.info("%s: hook event %r is not bridged by tether; ignored", source, event_name)
             continue
-        handlers.extend(_parse_groups(event, groups, source, strict=strict))
+        handlers.extend(_parse_groups(event, groups, source, strict=strict, dialect=dialect))
     return handlers
 
 
 def _parse_groups(
-    event: HookEvent, groups: object, source: str, *, strict: bool
+    event: HookEvent, groups: object, source: str, *, strict: bool, dialect: Dialect
 ) -> list[HookHandler]:
     where = f"{source}: {event.value}"
     if not isinstance(groups, Sequence) or isinstance(groups, str):
@@ -106,25 +136,40 @@ def _parse_groups(
         if not isinstance(group, Mapping):
             raise HookSettingsError(f"{gwhere}: a matcher group must be an object")
         _check_keys(group, {"matcher", "hooks"}, gwhere, strict)
-        pattern = group.get("matcher")
-        if pattern is not None and not isinstance(pattern, str):
-            raise HookSettingsError(f"{gwhere}.matcher: must be a string")
-        try:
-            matcher = compile_matcher(pattern)
-        except InvalidMatcherError as err:
-            raise HookSettingsError(f"{gwhere}.matcher: {err}") from None
+        matcher = _group_matcher(event, group.get("matcher"), gwhere)
         items = group.get("hooks")
         if not isinstance(items, Sequence) or isinstance(items, str):
             raise HookSettingsError(f"{gwhere}.hooks: must be a list of hook handlers")
         for h, item in enumerate(items):
             hwhere = f"{gwhere}.hooks[{h}]"
             handler_id = f"{source}#{event.value}[{g}].hooks[{h}]"
-            handlers.append(_parse_handler(event, matcher, item, hwhere, handler_id, strict))
+            handlers.append(
+                _parse_handler(event, matcher, item, hwhere, handler_id, strict, dialect)
+            )
     return handlers
 
 
+def _group_matcher(event: HookEvent, pattern: object, where: str) -> Matcher:
+    if event not in MATCHED_EVENTS:
+        if pattern not in (None, "", "*"):
+            log.info("%s.matcher: %s has no matcher; %r ignored", where, event.value, pattern)
+        return compile_matcher(None)
+    if pattern is not None and not isinstance(pattern, str):
+        raise HookSettingsError(f"{where}.matcher: must be a string")
+    try:
+        return compile_matcher(pattern)
+    except InvalidMatcherError as err:
+        raise HookSettingsError(f"{where}.matcher: {err}") from None
+
+
 def _parse_handler(
-    event: HookEvent, matcher: Matcher, item: object, where: str, handler_id: str, strict: bool
+    event: HookEvent,
+    matcher: Matcher,
+    item: object,
+    where: str,
+    handler_id: str,
+    strict: bool,
+    dialect: Dialect,
 ) -> HookHandler:
     if not isinstance(item, Mapping):
         raise HookSettingsError(f"{where}: a hook handler must be an object")
@@ -146,7 +191,7 @@ def _parse_handler(
     ):
         raise HookSettingsError(f"{where}.timeout: must be a positive number of seconds")
     return HookHandler(
-        event, matcher, command, None if timeout is None else float(timeout), handler_id
+        event, matcher, command, None if timeout is None else float(timeout), handler_id, dialect
     )
 
 
@@ -172,6 +217,11 @@ def parse_settings_file(data: bytes | None, source: str) -> list[HookHandler]:
     if data is None:
         log.info("hooks: settings file %s does not exist; skipped", source)
         return []
+    return parse_hooks_block(json_object(data, source).get("hooks"), source, strict=False)
+
+
+def json_object(data: bytes, source: str) -> Mapping[str, object]:
+    """``data`` as a JSON object; :class:`HookSettingsError` naming ``source`` otherwise."""
     try:
         parsed = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
@@ -182,13 +232,18 @@ def parse_settings_file(data: bytes | None, source: str) -> list[HookHandler]:
         raise HookSettingsError(f"{source}: not valid JSON: nested too deeply") from None
     if not isinstance(parsed, Mapping):
         raise HookSettingsError(f"{source}: a settings file must be a JSON object")
-    return parse_hooks_block(parsed.get("hooks"), source, strict=False)
+    return parsed
 
 
 __all__ = [
+    "CLAUDE_CODE",
+    "CODEX",
+    "MATCHED_EVENTS",
+    "Dialect",
     "HookEvent",
     "HookHandler",
     "HookSettingsError",
+    "json_object",
     "parse_hooks_block",
     "parse_settings_file",
     "settings_paths",

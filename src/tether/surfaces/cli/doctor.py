@@ -3,7 +3,9 @@
 Each line is a check with ``ok`` or ``problem`` and the reason. Exit 1 when a check that a run
 needs (the store) fails; a missing model configuration is reported but is not fatal, because
 ``--model`` can still be given per run, and neither is untrusted workspace configuration
-(``tether trust`` or ``--trust-workspace`` settle it).
+(``tether trust`` or ``--trust-workspace`` settle it). Hook and permissions files of the
+workspace that a run would not use get ``hooks: problem:`` lines
+(:mod:`tether.surfaces.cli.hook_warnings`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tether.kernel.workspace_trust import trust_command_line
 from tether.model import PRESETS, choose_model, load_model_config, user_config_path
 from tether.sandbox import default_rules, describe_backends
 from tether.surfaces.cli.common import StoreOption, opened_store, run, store_url
+from tether.surfaces.cli.hook_warnings import hook_warning_lines
 
 
 def doctor_command(
@@ -73,6 +76,8 @@ def doctor_command(
     else:
         for line in _workspace_lines(inspected):
             typer.echo(line)
+        for line in hook_warning_lines(inspected):
+            typer.echo(f"hooks: problem: {line}")
     if fatal:
         raise typer.Exit(1)
 

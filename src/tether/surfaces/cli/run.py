@@ -27,6 +27,7 @@ from tether.kernel.printable import printable, printable_block
 from tether.kernel.workspace_files import read_file
 from tether.session.json import thaw
 from tether.surfaces.cli.common import JsonOption, StoreOption, error_line, fail, run, store_url
+from tether.surfaces.cli.hook_warnings import warn_unused_hooks
 from tether.surfaces.cli.interrupts import Interrupted, RunInterrupts, exit_status, resume_hint
 from tether.surfaces.cli.progress import RunProgress
 from tether.surfaces.cli.prompt_text import EmptyPromptError, read_prompt
@@ -267,6 +268,8 @@ def run_command(
         stream_flag(no_stream),
         model_timeout_value("run", model_timeout),
     )
+    trust = WorkspaceTrust.ONCE if trust_workspace else WorkspaceTrust.RECORDED
+    warn_unused_hooks(workspace, plugins, store_url(store), trust)
     result = run(
         _offering_one_run_trust(
             _run(
@@ -279,7 +282,7 @@ def run_command(
                 plugins,
                 resume,
                 json_output,
-                WorkspaceTrust.ONCE if trust_workspace else WorkspaceTrust.RECORDED,
+                trust,
                 options,
             )
         )

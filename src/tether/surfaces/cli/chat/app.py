@@ -69,6 +69,7 @@ from tether.surfaces.cli.chat.prompts import ALLOW_KEYS, CHOICES, REJECT_KEYS, A
 from tether.surfaces.cli.chat.render import EventRenderer, SessionDirectory
 from tether.surfaces.cli.chat.status import busy_line, child_statuses, idle_line
 from tether.surfaces.cli.common import StoreOption, error_line, run, store_url
+from tether.surfaces.cli.hook_warnings import warn_unused_hooks
 from tether.surfaces.cli.run import (
     AppendSystemPromptOption,
     ApprovalOption,
@@ -617,6 +618,7 @@ def chat_command(
         model_timeout_value("chat", model_timeout),
     )
     trust = ask_at_start(workspace, plugins, store_url(store))
+    warn_unused_hooks(workspace, plugins, store_url(store), trust)
     history: History = InMemoryHistory() if no_history else FileHistory(str(history_path()))
     run(
         _chat(
