@@ -20,6 +20,7 @@ from tether.session.events import Event
 from tether.session.header import SessionHeader
 from tether.session.persistence._codec import check_contiguous
 from tether.session.persistence.base import PersistenceError, StoredSession
+from tether.session.persistence.commits import Commit, CommitFeed, CommitListener
 
 T = TypeVar("T")
 
@@ -68,6 +69,13 @@ class WorkerBackend(ABC):
     """
 
     _worker: Worker
+    _commits: CommitFeed | None = None
+
+    def on_commit(self, listener: CommitListener) -> Callable[[], None]:
+        """Call ``listener`` with each batch once it is committed (see :mod:`.commits`)."""
+        if self._commits is None:
+            self._commits = CommitFeed()
+        return self._commits.subscribe(listener)
 
     async def create(self, header: SessionHeader) -> None:
         await self._worker.run(lambda: self._create(header))
@@ -77,7 +85,16 @@ class WorkerBackend(ABC):
             return
         batch = tuple(events)
         check_contiguous(session_id, batch)
-        await self._worker.run(lambda: self._append(session_id, batch))
+        loop = asyncio.get_running_loop()
+
+        def commit() -> None:
+            self._append(session_id, batch)
+            # Announced from the worker, not after the await: a caller cancelled while the
+            # write ran would otherwise drop the notice of a batch that is durable.
+            if self._commits is not None:
+                self._commits.committed(loop, Commit(session_id, batch))
+
+        await self._worker.run(commit)
 
     async def load(self, session_id: str) -> StoredSession:
         return await self._worker.run(lambda: self._read(session_id, repair=True))
