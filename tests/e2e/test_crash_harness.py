@@ -7,7 +7,8 @@ starts a background child that runs a sandboxed command and reads a file. The ru
 process group is killed after a random number of printed lines plus a random delay (or at a
 random moment of its start-up). Then:
 
-- every event the stream printed is in the store unchanged (session, seq, type, data);
+- every event the stream printed is in the store unchanged (session, seq, type, data), before
+  the repair and after it;
 - every file in the workspace (a temporary file of an unfinished write included) has its
   ``approval/asked`` / ``approval/decided {allowed-once}`` pair stored, before the call's
   result when that is stored; nothing else changed on disk;
@@ -17,8 +18,9 @@ random moment of its start-up). Then:
 
 Both stores. ``TETHER_CRASH_TRIALS`` sets the trials per store (default 24),
 ``TETHER_CRASH_SEED`` the seed (default: a fresh one); a failure names both, so it can be
-replayed: ``TETHER_CRASH_SEED=S .venv/bin/python -m pytest tests/e2e/test_crash_harness.py
--k 'sqlite and 7]'``. ``docs/reliability.md`` records the results.
+replayed: ``TETHER_CRASH_SEED=S .venv/bin/python -m pytest
+'tests/e2e/test_crash_harness.py::test_killed_at_a_random_moment[sqlite-7]'``.
+``docs/reliability.md`` records the results.
 """
 
 from __future__ import annotations
@@ -269,6 +271,7 @@ def check(trial: Trial, lines: list[Line], where: str) -> None:
     *verdicts, _summary = repaired.stdout.splitlines()
     assert len(verdicts) == len(logs), f"{where}: {repaired.stdout}"
     assert clean(trial.store) == sorted(logs), f"{where}: {repaired.stdout}"
+    assert missing_from_store(trial.store, lines) == [], f"{where}: changed by the repair"
 
     if not roots:
         assert events_printed(lines) == [], where  # nothing stored, so nothing shown
