@@ -388,7 +388,8 @@ class Harness:
         self, prompt: str, *, resume: str | None = None
     ) -> AsyncIterator[SessionEvent]:
         """Every event the run commits to any session, once the store has committed it, in
-        commit order: the root's and every child's from its seq 0 on (``docs/reliability.md``).
+        commit order: each session the run creates from its seq 0, a resumed one from the
+        first event the run adds (``docs/reliability.md``).
         Nothing yielded can be lost by a crash; the stream ends after the run has settled and
         every live session is flushed, so nothing of the run is committed after it.
 

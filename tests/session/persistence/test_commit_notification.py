@@ -5,12 +5,13 @@ that was not committed is never delivered."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tether.session import SessionMeta, SessionStore
+from tether.session import Event, SessionMeta, SessionStore
 from tether.session.persistence import (
     Commit,
     CommitsNotReportedError,
@@ -78,14 +79,27 @@ async def test_a_refused_append_is_not_delivered(backend: Persistence) -> None:
     assert heard(commits) == [("a", [0, 1])]
 
 
-async def test_a_cancelled_caller_still_hears_its_commit(backend: Persistence) -> None:
-    """The write goes on when its caller is cancelled; the batch is durable, so it is heard."""
+async def test_a_cancelled_caller_still_hears_its_commit(
+    backend: Persistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write the worker has started goes on when its caller is cancelled; the batch is
+    durable, so it is heard."""
     commits: list[Commit] = []
     commits_of(backend).on_commit(commits.append)
     await backend.create(header("a"))
+    started, release = threading.Event(), threading.Event()
+    write = backend._append  # type: ignore[attr-defined]
+
+    def held(session_id: str, batch: tuple[Event, ...]) -> None:
+        started.set()
+        release.wait(10)
+        write(session_id, batch)
+
+    monkeypatch.setattr(backend, "_append", held)
     task = asyncio.ensure_future(backend.append("a", titles(0, 2)))
-    await asyncio.sleep(0)  # the write is on the worker
+    assert await asyncio.to_thread(started.wait, 10)
     task.cancel()
+    release.set()
     with pytest.raises(asyncio.CancelledError):
         await task
     await backend.append("a", titles(2, 1))  # queued behind the cancelled write

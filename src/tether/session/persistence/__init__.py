@@ -8,6 +8,7 @@ Every backend, including a user's, can be checked with the conformance kit,
 
 from tether.session.persistence.base import (
     CorruptLogError,
+    CreatesWithEvents,
     Persistence,
     PersistenceError,
     RepairReport,
@@ -43,6 +44,7 @@ __all__ = [
     "CommitListener",
     "CommitsNotReportedError",
     "CorruptLogError",
+    "CreatesWithEvents",
     "InvalidStoreUrlError",
     "JsonlPersistence",
     "Persistence",
