@@ -90,6 +90,11 @@ def _limit(name: str, value: int | None) -> int | None:
     return value
 
 
+StreamFeed = Literal["committed", "appended"]
+"""When :meth:`Harness.stream` yields an event: once the store committed it, or as it is
+appended to a live session."""
+
+
 class SessionEvent(NamedTuple):
     session_id: str
     event: Event
@@ -385,7 +390,7 @@ class Harness:
             agent.cancel("disposed")
 
     async def stream(
-        self, prompt: str, *, resume: str | None = None
+        self, prompt: str, *, resume: str | None = None, feed: StreamFeed = "committed"
     ) -> AsyncIterator[SessionEvent]:
         """Every event the run commits to any session, once the store has committed it, in
         commit order: each session the run creates from its seq 0, a resumed one from the
@@ -395,14 +400,21 @@ class Harness:
 
         A consumer that stops early (leaves its ``async for``, or closes the generator) stops
         the wait for the run to settle; the run itself goes on. A backend that cannot report
-        its commits raises ``COMMITS_NOT_REPORTED`` before the run starts."""
+        its commits raises ``COMMITS_NOT_REPORTED`` before the run starts.
+
+        ``feed="appended"`` yields each event of a live session as it is appended instead,
+        before it is durable and without seed events: what an interactive view shows at once
+        (``tether chat``), never what a consumer should rely on."""
         queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
 
         def committed(commit: Commit) -> None:
             for event in commit.events:
                 queue.put_nowait(SessionEvent(commit.session_id, event))
 
-        remove = commits_of(self.store.persistence).on_commit(committed)
+        if feed == "committed":
+            remove = commits_of(self.store.persistence).on_commit(committed)
+        else:
+            remove = self.store.on_event(lambda s, e: queue.put_nowait(SessionEvent(s.id, e)))
         waiter: asyncio.Task[None] | None = None
         try:
             agent = await self._root_agent(resume)

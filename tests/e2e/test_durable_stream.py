@@ -184,3 +184,26 @@ async def test_stream_refuses_a_backend_that_cannot_report_commits(
         assert await stored.list() == []
     finally:
         await stored.close()
+
+
+async def test_the_appended_feed_shows_live_appends_without_seeds(tmp_path: Path, ws: Path) -> None:
+    """What ``tether chat`` renders: each live append at once, so a child starts at the first
+    event after its seed (its descriptor is in the seed)."""
+    (ws / "seed.txt").write_text("hello\n")
+    url = f"sqlite:///{tmp_path / 'api.db'}"
+    model = f"scripted:{EXAMPLES / 'parallel.json'}"
+    seen: dict[str, list[Event]] = {}
+    async with Harness.open(workspace=ws, model=model, store=url) as harness:
+        async for item in harness.stream("go", feed="appended"):
+            seen.setdefault(item.session_id, []).append(item.event)
+        assert harness.root is not None
+        root = harness.root.id
+        stored = {sid: (await harness.store.inspect(sid)).events for sid in seen}
+    for session, events in seen.items():
+        skipped = 0 if session == root else 1  # the seed: its subagent/descriptor
+        assert tuple(events) == stored[session][skipped:]
+    assert sorted(events[0].type for events in seen.values()) == [
+        "permission/preset",
+        "session/end-seed",
+        "session/end-seed",
+    ]
