@@ -4,8 +4,10 @@ Gated: ``tools/pre-execute`` (the ``ask_tools`` gate) → ask routed to the appr
 an in-process answerer allows once → ``approval/asked`` + ``approval/decided`` appended and
 flushed durably to SQLite → policy resolved → body → post-execute.
 Bypassed: the same tool body called directly.
+``--stream``: a commit listener is subscribed and a consumer task takes every committed event
+off its queue, as ``Harness.stream()`` (``tether run --json``) does.
 
-Run: ``.venv/bin/python bench/gated_calls.py [--calls N] [--runs R]``
+Run: ``.venv/bin/python bench/gated_calls.py [--calls N] [--runs R] [--stream]``
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tether.kernel import SESSIONS_SERVICE, Kernel
 from tether.plugins.ask_tools import plugin as ask_tools
 from tether.policy.approval import approval_plugin, register_answerer
 from tether.policy.sandbox_policy import sandbox_policy_plugin
-from tether.session import SessionMeta, SessionStore
+from tether.session import Event, SessionMeta, SessionStore
 from tether.session.persistence import open_persistence
 from tether.signals import AbortSignal
 from tether.tools.base import ToolArgs, ToolCall, ToolResult
@@ -46,9 +48,23 @@ class Owner:
         self.session = session
 
 
-async def measure(calls: int, workdir: Path) -> tuple[list[float], list[float]]:
+async def consume(queue: asyncio.Queue[Event]) -> None:
+    while True:
+        await queue.get()
+
+
+async def measure(calls: int, workdir: Path, stream: bool) -> tuple[list[float], list[float]]:
     kernel = Kernel()
     store = SessionStore(open_persistence(f"sqlite:///{workdir / 'bench.db'}"))
+    committed: asyncio.Queue[Event] = asyncio.Queue()
+    consumer = asyncio.create_task(consume(committed)) if stream else None
+    if stream:
+        # Imported here: without --stream this script also measures code that predates it.
+        from tether.session.persistence import commits_of
+
+        commits_of(store.persistence).on_commit(
+            lambda commit: [committed.put_nowait(event) for event in commit.events]
+        )
     kernel.ctx.provide(SESSIONS_SERVICE, store)
     kernel.load(sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(workdir)})
     kernel.load(approval_plugin, {"policy": "ask"})
@@ -74,6 +90,8 @@ async def measure(calls: int, workdir: Path) -> tuple[list[float], list[float]]:
         await tool.run(call)
         bare.append(time.perf_counter() - start)
     await store.close()
+    if consumer is not None:
+        consumer.cancel()
     return gated, bare
 
 
@@ -86,18 +104,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--stream", action="store_true")
     args = parser.parse_args()
     medians, p99s, bare_medians, rates = [], [], [], []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory() as tmp:
-            gated, bare = asyncio.run(measure(args.calls, Path(tmp)))
+            gated, bare = asyncio.run(measure(args.calls, Path(tmp), args.stream))
         medians.append(statistics.median(gated))
         p99s.append(pct(gated, 0.99))
         bare_medians.append(statistics.median(bare))
         rates.append(len(gated) / sum(gated))
     gated_p50 = statistics.median(medians)
     bare_p50 = statistics.median(bare_medians)
-    print(f"gated tool calls, {args.calls} calls x {args.runs} runs (median of runs)")
+    streamed = ", commits streamed" if args.stream else ""
+    print(f"gated tool calls, {args.calls} calls x {args.runs} runs (median of runs){streamed}")
     print(f"{'path':<28}{'calls/s':>12}{'p50 ms':>10}{'p99 ms':>10}")
     print(
         f"{'full pipeline (SQLite)':<28}{statistics.median(rates):>12.0f}"

@@ -60,7 +60,7 @@ from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider, rules
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
 from tether.session.answer_box import AnswerBox
 from tether.session.lease import Leases
-from tether.session.persistence import default_store_url, open_persistence
+from tether.session.persistence import Commit, commits_of, default_store_url, open_persistence
 from tether.session.store_files import store_url_of
 from tether.signals import cancel_and_wait
 from tether.subagents.continuation import SUBAGENTS_SERVICE
@@ -88,6 +88,11 @@ def _limit(name: str, value: int | None) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InvalidLimitError(f"{name} must be a whole number of at least 1, got {value!r}")
     return value
+
+
+StreamFeed = Literal["committed", "appended"]
+"""When :meth:`Harness.stream` yields an event: once the store committed it, or as it is
+appended to a live session."""
 
 
 class SessionEvent(NamedTuple):
@@ -389,14 +394,31 @@ class Harness:
             agent.cancel("disposed")
 
     async def stream(
-        self, prompt: str, *, resume: str | None = None
+        self, prompt: str, *, resume: str | None = None, feed: StreamFeed = "committed"
     ) -> AsyncIterator[SessionEvent]:
-        """Every event appended to any session during the run, as it is appended.
+        """Every event the run commits to any session, once the store has committed it, in
+        commit order: each session the run creates from its seq 0, a resumed one from the
+        first event the run adds (``docs/reliability.md``).
+        Nothing yielded can be lost by a crash; the stream ends after the run has settled and
+        every live session is flushed, so nothing of the run is committed after it.
 
         A consumer that stops early (leaves its ``async for``, or closes the generator) stops
-        the wait for the run to settle; the run itself goes on."""
+        the wait for the run to settle; the run itself goes on. A backend that cannot report
+        its commits raises ``COMMITS_NOT_REPORTED`` before the run starts.
+
+        ``feed="appended"`` yields each event of a live session as it is appended instead,
+        before it is durable and without seed events: what an interactive view shows at once
+        (``tether chat``), never what a consumer should rely on."""
         queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
-        remove = self.store.on_event(lambda s, e: queue.put_nowait(SessionEvent(s.id, e)))
+
+        def committed(commit: Commit) -> None:
+            for event in commit.events:
+                queue.put_nowait(SessionEvent(commit.session_id, event))
+
+        if feed == "committed":
+            remove = commits_of(self.store.persistence).on_commit(committed)
+        else:
+            remove = self.store.on_event(lambda s, e: queue.put_nowait(SessionEvent(s.id, e)))
         waiter: asyncio.Task[None] | None = None
         try:
             agent = await self._root_agent(resume)
@@ -406,7 +428,10 @@ class Harness:
             async def finish() -> None:
                 try:
                     await self.settle()
-                    await self.store.flush(agent.session)
+                    # Children stay live after they settle; their last events are written
+                    # behind like the root's, and the stream ends only after those commits.
+                    for session in self.store.live():
+                        await self.store.flush(session)
                 finally:
                     agent.lift_turn_limit()
                     queue.put_nowait(None)

@@ -46,6 +46,11 @@ class FailingPersistence(JsonlPersistence):
             raise OSError(28, "No space left on device")
         await super().append(session_id, events)
 
+    async def create_with_events(self, header: SessionHeader, events: Sequence[Event]) -> None:
+        if header.id in self.failing:
+            raise OSError(28, "No space left on device")
+        await super().create_with_events(header, events)
+
 
 class Rig:
     def __init__(

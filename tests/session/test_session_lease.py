@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tether.session import Event, Persistence, SessionStore
+from tether.session import Event, Persistence, SessionHeader, SessionStore
 from tether.session.lease import Holder, Leases, LeaseUnavailableError, SessionLiveError
 from tether.session.persistence import open_persistence
 
@@ -193,6 +193,11 @@ class GatedAppends:
     async def append(self, session_id: str, events: Sequence[Event]) -> None:
         await self.gate.wait()
         await self.inner.append(session_id, events)
+
+    async def create_with_events(self, header: SessionHeader, events: Sequence[Event]) -> None:
+        # A new session's first write (its header and first events in one commit).
+        await self.gate.wait()
+        await self.inner.create_with_events(header, events)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

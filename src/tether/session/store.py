@@ -24,6 +24,7 @@ from tether.errors import TetherError
 from tether.session.events import Event
 from tether.session.header import SessionHeader, SessionMeta
 from tether.session.persistence.base import (
+    CreatesWithEvents,
     Persistence,
     PersistenceError,
     SessionExistsError,
@@ -251,10 +252,15 @@ class SessionStore:
         assert self.persistence is not None
         try:
             while writer.persisted < len(session):
+                batch = session.events[writer.persisted :]
+                if not writer.created and isinstance(self.persistence, CreatesWithEvents):
+                    await self.persistence.create_with_events(session.header, batch)
+                    writer.created = True
+                    writer.persisted += len(batch)
+                    continue
                 if not writer.created:
                     await self.persistence.create(session.header)
                     writer.created = True
-                batch = session.events[writer.persisted :]
                 await self.persistence.append(session.id, batch)
                 writer.persisted += len(batch)
         except Exception as err:

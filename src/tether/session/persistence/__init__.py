@@ -2,11 +2,13 @@
 
 ``SqlitePersistence`` is the default; ``JsonlPersistence`` keeps one JSONL file per session.
 Every backend, including a user's, can be checked with the conformance kit,
-:mod:`tether.testing`.
+:mod:`tether.testing`. Both bundled backends report each committed batch to
+``on_commit`` listeners (:mod:`.commits`), which is how a stream shows only what is durable.
 """
 
 from tether.session.persistence.base import (
     CorruptLogError,
+    CreatesWithEvents,
     Persistence,
     PersistenceError,
     RepairReport,
@@ -14,6 +16,13 @@ from tether.session.persistence.base import (
     SessionExistsError,
     SessionNotFoundError,
     StoredSession,
+)
+from tether.session.persistence.commits import (
+    Commit,
+    CommitListener,
+    CommitsNotReportedError,
+    ReportsCommits,
+    commits_of,
 )
 from tether.session.persistence.factory import (
     STORE_ENV,
@@ -32,18 +41,24 @@ __all__ = [
     "STORE_ENV",
     "STORE_URL_FORMS",
     "TOOL_OUTCOME_UNKNOWN",
+    "Commit",
+    "CommitListener",
+    "CommitsNotReportedError",
     "CorruptLogError",
+    "CreatesWithEvents",
     "InvalidStoreUrlError",
     "JsonlPersistence",
     "Persistence",
     "PersistenceError",
     "RepairReport",
+    "ReportsCommits",
     "SeqConflictError",
     "SessionExistsError",
     "SessionNotFoundError",
     "SqlitePersistence",
     "StoredSession",
     "Synchronous",
+    "commits_of",
     "default_store_url",
     "open_persistence",
     "plan_repair",

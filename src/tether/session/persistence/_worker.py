@@ -19,7 +19,8 @@ from tether.errors import TetherError
 from tether.session.events import Event
 from tether.session.header import SessionHeader
 from tether.session.persistence._codec import check_contiguous
-from tether.session.persistence.base import PersistenceError, StoredSession
+from tether.session.persistence.base import PersistenceError, SeqConflictError, StoredSession
+from tether.session.persistence.commits import Commit, CommitFeed, CommitListener
 
 T = TypeVar("T")
 
@@ -78,16 +79,51 @@ class WorkerBackend(ABC):
     """
 
     _worker: Worker
+    _commits: CommitFeed | None = None
+
+    def on_commit(self, listener: CommitListener) -> Callable[[], None]:
+        """Call ``listener`` with each batch once it is committed (see :mod:`.commits`)."""
+        if self._commits is None:
+            self._commits = CommitFeed()
+        return self._commits.subscribe(listener)
 
     async def create(self, header: SessionHeader) -> None:
-        await self._worker.run(lambda: self._create(header))
+        await self._worker.run(lambda: self._create(header, ()))
+
+    async def create_with_events(self, header: SessionHeader, events: Sequence[Event]) -> None:
+        """Store a new header and its first events (seq 0 on) in one commit (``CreatesWithEvents``)."""
+        batch = tuple(events)
+        if batch:
+            check_contiguous(header.id, batch)
+            if batch[0].seq != 0:
+                raise SeqConflictError(
+                    f"session {header.id!r}: a new session's first event is seq 0, not "
+                    f"{batch[0].seq}"
+                )
+        loop = asyncio.get_running_loop()
+
+        def commit() -> None:
+            self._create(header, batch)
+            if batch and self._commits is not None:
+                self._commits.committed(loop, Commit(header.id, batch))
+
+        await self._worker.run(commit)
 
     async def append(self, session_id: str, events: Sequence[Event]) -> None:
         if not events:
             return
         batch = tuple(events)
         check_contiguous(session_id, batch)
-        await self._worker.run(lambda: self._append(session_id, batch))
+        loop = asyncio.get_running_loop()
+
+        def commit() -> None:
+            self._append(session_id, batch)
+            # Announced from the worker, not after the await: a caller cancelled while the
+            # write ran would otherwise drop the notice of a batch that is durable.
+            if self._commits is not None:
+                self._commits.committed(loop, Commit(session_id, batch))
+
+        await self._worker.run(commit)
 
     async def load(self, session_id: str) -> StoredSession:
         return await self._worker.run(lambda: self._read(session_id, repair=True))
@@ -107,7 +143,8 @@ class WorkerBackend(ABC):
 
     # -- the blocking half (worker thread) ----------------------------------------------
     @abstractmethod
-    def _create(self, header: SessionHeader) -> None: ...
+    def _create(self, header: SessionHeader, first: tuple[Event, ...]) -> None:
+        """Store ``header`` and ``first`` (seq 0 on, possibly none) atomically."""
 
     @abstractmethod
     def _append(self, session_id: str, batch: tuple[Event, ...]) -> None: ...

@@ -100,3 +100,16 @@ class ListsIds(Protocol):
     """
 
     async def list_ids(self) -> list[str]: ...
+
+
+@runtime_checkable
+class CreatesWithEvents(Protocol):
+    """Optional capability: store a new header and its first events in one commit.
+
+    A session's first events are its scope (``sandbox/mode``, ``approval/policy``, a child's
+    delegation pins). A crash between a separate ``create`` and the first ``append`` would
+    leave a header with an empty log, which a cold resume would give the deployment's default
+    scope; with this, a crash leaves both or neither.
+    """
+
+    async def create_with_events(self, header: SessionHeader, events: Sequence[Event]) -> None: ...

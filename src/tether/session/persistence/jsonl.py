@@ -112,14 +112,16 @@ class JsonlPersistence(WorkerBackend):
     def _release(self) -> None:
         self._tails.clear()
 
-    def _create(self, header: SessionHeader) -> None:
+    def _create(self, header: SessionHeader, first: tuple[Event, ...]) -> None:
         if not self.root.is_dir():
             self.root.mkdir(parents=True, exist_ok=True)
             _fsync_dir(self.root.parent)  # the new root's own entry must survive a crash too
         final = self.session_dir(header.id)
         if (final / LOG_NAME).exists():
             raise SessionExistsError(f"session {header.id!r} already exists")
+        # The first events go into the staged file too: the rename publishes both or neither.
         line = (dumps(header.to_dict()) + "\n").encode("utf-8")
+        line += b"".join(event_line(event) for event in first)
         staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
         try:
             fd = os.open(staging / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -143,7 +145,7 @@ class JsonlPersistence(WorkerBackend):
             shutil.rmtree(staging, ignore_errors=True)
             raise
         _fsync_dir(self.root)
-        self._tails[header.id] = _Tail(inode, len(line), 0)
+        self._tails[header.id] = _Tail(inode, len(line), len(first))
 
     def _append(self, session_id: str, events: Sequence[Event]) -> None:
         payload = b"".join(event_line(event) for event in events)

@@ -207,7 +207,7 @@ class SqlitePersistence(WorkerBackend):
             self._conn.close()
             self._conn = None
 
-    def _create(self, header: SessionHeader) -> None:
+    def _create(self, header: SessionHeader, first: tuple[Event, ...]) -> None:
         conn = self._connection()
         try:
             with _write_transaction(conn):
@@ -225,6 +225,9 @@ class SqlitePersistence(WorkerBackend):
                         header.agent_preset,
                     ),
                 )
+                if first:
+                    rows = [_event_row(header.id, event) for event in first]
+                    self._write_events(conn, header.id, 0, rows)
         except sqlite3.IntegrityError as err:
             raise SessionExistsError(f"session {header.id!r} already exists") from err
 

@@ -1,9 +1,11 @@
 """``tether run``: one root turn from the command line (``docs/design.md`` §5).
 
-``--json`` prints one JSON object per line for every event appended to any session of the run,
-then ``{"type": "run/result", ...}``. Exit status 0 when the root turn completed; 3 when a turn
-reached ``--max-steps``, 4 when the run reached ``--max-turns``; 130/143 when SIGINT/SIGTERM
-stopped it (:mod:`.interrupts`); otherwise 1, each with a one-line reason on stderr.
+``--json`` prints one JSON object per line for every event of any session of the run once the
+store has committed it, in commit order (``Harness.stream``), then ``{"type": "run/result",
+...}`` after the last commit (``docs/reliability.md``). Exit status 0 when the root turn
+completed; 3 when a turn reached ``--max-steps``, 4 when the run reached ``--max-turns``;
+130/143 when SIGINT/SIGTERM stopped it (:mod:`.interrupts`); otherwise 1, each with a one-line
+reason on stderr.
 """
 
 from __future__ import annotations

@@ -462,7 +462,9 @@ class ChatApp:
         self.console.print(Text("── " + format_summary(summary), style="dim"))
 
     async def _consume(self, line: str, events: list[SessionEvent]) -> None:
-        stream = self.harness.stream(line)
+        # The transcript is a view, not a record: it shows each event as it happens, and the
+        # log (``--json``, ``sessions show``) is what a crash leaves (docs/reliability.md).
+        stream = self.harness.stream(line, feed="appended")
         try:
             async for item in stream:
                 events.append(item)
