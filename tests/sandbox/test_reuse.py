@@ -65,6 +65,22 @@ async def test_a_hidden_path_created_after_a_command_is_hidden_from_the_next(
     assert "must-not-leak" not in second.stdout + second.stderr
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_a_control_name_linked_after_a_command_protects_its_target_from_the_next(
+    quiet: Host, variant: str
+) -> None:
+    provider = make_provider(variant, quiet)
+    policy = quiet.policy("workspace-write")
+    target = quiet.ws / "src" / "agent-settings"
+    target.mkdir()
+    first = await run_confined(provider, policy, "echo one > src/agent-settings/a.json")
+    assert first.returncode == 0, first.stderr
+    (quiet.ws / ".claude").symlink_to(target)  # .claude is a control name at the root
+    second = await run_confined(provider, policy, "echo two > src/agent-settings/b.json")
+    assert second.returncode != 0
+    assert not (target / "b.json").exists()
+
+
 def test_the_cover_is_reused_until_a_walked_directory_changes(quiet: Host) -> None:
     ws = str(quiet.ws)
     carve = {f"{ws}/.git", f"{ws}/tether.toml"}

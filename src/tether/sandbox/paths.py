@@ -445,18 +445,39 @@ def below(path: str, top: str) -> bool:
 
 def _root_controls(root: str) -> list[str]:
     """:data:`CONTROL_NAMES` in canonical ``root``, resolved: only the names whose first
-    component exists there need a look (the root is listed once, a confine at a time)."""
+    component exists there need a look. Kept while the root and the directories looked into
+    stand (:mod:`.listings`), unless a link was followed on the way."""
+    cached = _root_cache.pop(root, None)
+    if cached is not None and cached.snapshot.unchanged():
+        _root_cache[root] = cached
+        return list(cached.paths)
+    built = listings.started()
     try:
         present = {name.casefold() for name in os.listdir(root)}
     except OSError:
         present = set()
     resolver = _Resolver()
-    return [
+    found = [
         resolver.resolve(os.path.join(root, name))
         if name.split("/", 1)[0].casefold() in present
         else os.path.join(root, name)
         for name in CONTROL_NAMES
     ]
+    if not resolver.followed:
+        consulted = [root, *sorted(resolver.consulted)]
+        _root_cache[root] = _RootCached(tuple(found), listings.snapshot(consulted, built))
+        while len(_root_cache) > _CACHE_SIZE:
+            _root_cache.pop(next(iter(_root_cache)))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _RootCached:
+    paths: tuple[str, ...]
+    snapshot: listings.Snapshot
+
+
+_root_cache: dict[str, _RootCached] = {}
 
 
 @dataclass(frozen=True, slots=True)
