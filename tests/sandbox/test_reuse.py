@@ -4,9 +4,9 @@ The workspace's cover, the masks over hidden paths, the hidden and control paths
 layer are kept while the directories they came from stand (tether/sandbox/listings.py). A
 directory that changes between two commands must be seen by the second: a hidden path created
 after the first command is hidden from the second, a new top-level workspace entry is
-writable by the next command. Each test makes the directories look long quiet first and trusts
-a listing at once (``FRESH_NS`` 0), so that only the directories' stamps decide whether the
-second command derives its confinement again: without them it would reuse the first's.
+writable by the next command. Each test trusts a listing at once (``FRESH_NS`` 0), so that only
+the directories' stamps decide whether the second command derives its confinement again:
+without them it would reuse the first's.
 """
 
 from __future__ import annotations
@@ -20,15 +20,10 @@ from sandbox_support import SSH_KEY, VARIANTS, Host, make_provider, run_confined
 from tether.sandbox import landlock_exec, listings
 from tether.sandbox.bwrap_exec import SHARE_NET
 
-LONG_AGO = 1_000_000_000
-"""A modification time (2001) that any change made now differs from."""
-
 
 @pytest.fixture
 def quiet(host: Host, monkeypatch: pytest.MonkeyPatch) -> Host:
     monkeypatch.setattr(listings, "FRESH_NS", 0)
-    for directory in (host.ws, host.home, host.top):
-        os.utime(directory, (LONG_AGO, LONG_AGO))
     return host
 
 
@@ -102,10 +97,22 @@ def test_a_snapshot_sees_a_missing_path_appear(
 ) -> None:
     monkeypatch.setattr(listings, "FRESH_NS", 0)
     missing = tmp_path / "later"
-    os.utime(tmp_path, (LONG_AGO, LONG_AGO))
     shot = listings.snapshot([str(missing), str(tmp_path)], listings.started())
     assert shot.unchanged()
     missing.mkdir()
+    assert not shot.unchanged()
+
+
+def test_setting_a_directory_time_back_does_not_hide_a_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A command that may write a directory may also touch its mtime back to what it was.
+    monkeypatch.setattr(listings, "FRESH_NS", 0)
+    before = os.stat(tmp_path)
+    shot = listings.snapshot([str(tmp_path)], listings.started())
+    (tmp_path / ".claude").symlink_to("/")
+    os.utime(tmp_path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(tmp_path).st_mtime_ns == before.st_mtime_ns
     assert not shot.unchanged()
 
 
