@@ -7,9 +7,9 @@ machine noise hits them alike. bubblewrap and Landlock are measured through thei
 can only spawn an argv gets).
 
 After a fork-server sample the script waits until the server has forked the next pair of that
-kind, and :data:`SETTLE` more for the pair to set itself up (its filter, its supervisor's
-rehearsal), so that work (done between commands, off a spawn's critical path) is not charged
-to whichever sample runs next.
+kind, and :data:`SETTLE` more for the pair to set itself up (a bubblewrap pair's network
+namespace, its filter, its supervisor's rehearsal), so that work (done between commands, off a
+spawn's critical path) is not charged to whichever sample runs next.
 
 The median is the figure the targets are read from. On a machine shared with other work the
 lower tail (``p10``: the fastest tenth of the samples, and the added time measured there) is
