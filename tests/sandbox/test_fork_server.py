@@ -25,6 +25,7 @@ from tether.sandbox import (
     SandboxError,
     SandboxUnavailableError,
     landlock_exec,
+    listings,
     spawn,
     stop,
     unconfined,
@@ -397,7 +398,7 @@ async def test_files_added_beside_hidden_paths_are_readable_next_time(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Trust listings at once, so only the directory stamps decide whether to list again.
-    monkeypatch.setattr(landlock_exec, "_FRESH_NS", 0)
+    monkeypatch.setattr(listings, "FRESH_NS", 0)
     provider = make_provider("landlock", host)
     policy = host.policy("read-only")
 
@@ -418,7 +419,7 @@ async def test_files_added_beside_hidden_paths_are_readable_next_time(
 def test_the_listed_roots_are_reused_until_a_listed_directory_changes(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(landlock_exec, "_FRESH_NS", 0)
+    monkeypatch.setattr(listings, "FRESH_NS", 0)
     hidden = (str(host.home / ".ssh"),)
     spec = landlock_exec.LandlockSpec((), hidden)
     key = (landlock_exec.abi_version(), tuple(sorted(hidden)))

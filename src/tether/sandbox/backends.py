@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal, Protocol
 
 from tether.policy import SandboxMode
-from tether.sandbox.bwrap_exec import PROGRAM_FD
+from tether.sandbox.bwrap_exec import PROGRAM_FD, SHARE_NET
 from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
 from tether.sandbox.environment import FALLBACK_PATH
 from tether.sandbox.errors import SandboxError
+from tether.sandbox.hidden_masks import hidden_masks
 from tether.sandbox.landlock_exec import (
     FULL_ENFORCEMENT_ABI,
     NETWORK_ABI,
@@ -283,19 +284,7 @@ class BwrapBackend:
         out = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         # The workspace is bound *after* the private /tmp, or a workspace under /tmp would
         # disappear under the tmpfs.
-        out += ["--tmpfs", "/tmp", *_workspace_binds(profile)]
-        # After the workspace binds, so that no bind re-exposes a hidden path below it. A path
-        # below one masked already is covered by that mask (and has no mount point left).
-        masked: list[str] = []
-        for path in profile.hidden:
-            directory = os.path.isdir(path)
-            if not (directory or os.path.lexists(path)) or any(below(path, t) for t in masked):
-                continue
-            masked.append(path)
-            if directory:
-                out += ["--tmpfs", path, "--remount-ro", path]
-            else:
-                out += ["--ro-bind", "/dev/null", path]
+        out += ["--tmpfs", "/tmp", *_workspace_binds(profile), *hidden_masks(profile.hidden)]
         out += ["--unshare-all"]
         if profile.network:
             out += ["--share-net"]
@@ -341,6 +330,12 @@ class BwrapBackend:
             signatures = (*signatures, self.busy_signature)
         bwrap = self.build(binary, argv, profile)
         rules = self.socket_rules(profile)
+        pair: tuple[str, ...] = ()
+        if rules is not None:
+            # Right after --unshare-all, which it narrows (nothing before it is a value that
+            # could read as that flag: the options there take absolute paths).
+            at = bwrap.index("--unshare-all") + 1
+            pair = (*bwrap[:at], SHARE_NET, *bwrap[at:])
         return ConfinedCommand(
             argv=tuple(self._supervised(bwrap, rules)),
             env=env,
@@ -355,6 +350,7 @@ class BwrapBackend:
             denial_note=closed_root_note(profile) if profile.closed_root else None,
             sockets=rules,
             bwrap_argv=tuple(bwrap) if rules is not None else (),
+            bwrap_pair_argv=pair,
             fast_path=rules is not None,
         )
 

@@ -17,9 +17,12 @@ Standard library only. Failures print one ``tether-landlock: ...`` line on stder
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import json
 import os
 import socket
+import struct
 import sys
 from typing import Final, NoReturn
 
@@ -55,6 +58,34 @@ def place_program(fd: int) -> None:
         return
     os.dup2(fd, PROGRAM_FD)
     os.close(fd)
+
+
+_CLONE_NEWNET: Final = 0x40000000
+_SIOCGIFFLAGS: Final = 0x8913
+_SIOCSIFFLAGS: Final = 0x8914
+_IFF_UP: Final = 0x1
+_IFREQ: Final = struct.Struct("16sH14x")
+"""``struct ifreq`` with its ``ifr_flags`` (40 bytes)."""
+SHARE_NET: Final = "--share-net"
+"""What a fork-server pair adds to bwrap's command line: bwrap joins the network namespace
+the pair made (:func:`private_network`) instead of making one."""
+
+
+def private_network(arch: str) -> None:
+    """Move this process into a network namespace of its own with its loopback up (the
+    kernel gives it 127.0.0.1/8 and ::1, as bwrap's own set-up does; nothing else is in it).
+    A fork-server pair does this while it waits for its command, so bwrap, below, need not
+    (``--share-net``): its two netlink sends at start, each a call the supervisor would
+    serve, and the namespace's creation leave the spawn's critical path. Raises ``OSError``:
+    then nothing may run (with ``--share-net`` bwrap would share this namespace, whatever
+    it is)."""
+    if syscalls.syscall(arch, "unshare", ctypes.c_ulong(_CLONE_NEWNET)) < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"cannot make a network namespace: {os.strerror(code)}")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        request = _IFREQ.pack(b"lo", 0)
+        flags = _IFREQ.unpack(fcntl.ioctl(probe, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(probe, _SIOCSIFFLAGS, _IFREQ.pack(b"lo", flags | _IFF_UP))
 
 
 def filter_key(arch: str) -> seccomp_filter.FilterKey:

@@ -81,6 +81,10 @@ class ConfinedCommand:
     bwrap_argv: tuple[str, ...] = ()
     """Bubblewrap below a supervisor: the bwrap command line the supervisor's command execs
     (``argv`` is the same behind the launcher)."""
+    bwrap_pair_argv: tuple[str, ...] = ()
+    """What a fork-server pair execs instead: ``bwrap_argv`` joining the network namespace
+    the pair made ahead of time (:func:`tether.sandbox.bwrap_exec.private_network`) rather
+    than making one. Only such a pair may run it."""
     fast_path: bool = False
     """Spawn through the fork server instead of the launcher in ``argv``."""
     temp_dir: str | None = field(default=None, compare=False)

@@ -77,7 +77,7 @@ def kind_of(command: ConfinedCommand) -> bytes:
     no supervisor)."""
     if command.landlock is not None:
         return LANDLOCK_NET if command.landlock.network else LANDLOCK
-    if command.bwrap_argv and command.sockets is not None:
+    if command.bwrap_pair_argv and command.sockets is not None:
         return BWRAP
     raise SandboxError("the fork server only spawns supervised commands", code="SANDBOX_CONFIG")
 
@@ -395,7 +395,7 @@ class ForkServer:
         if stdin == subprocess.PIPE:
             raise SandboxError("the fork server does not support stdin=PIPE", code="SANDBOX_CONFIG")
         spec = command.landlock
-        argv = list(command.bwrap_argv if spec is None else command.command)
+        argv = list(command.bwrap_pair_argv if spec is None else command.command)
         env = dict(command.env)
         if any("\0" in text for text in (*argv, *env, *env.values())):
             raise SandboxError("embedded null byte in argv or env", code="SANDBOX_CONFIG")
@@ -466,7 +466,7 @@ class ForkServer:
 def _check_runner(command: ConfinedCommand) -> None:
     """A runner that cannot be executed (``SANDBOX_UNAVAILABLE``) is found before a pair is
     spent on it; the pair fails closed too if it goes away in between."""
-    runner = command.bwrap_argv[0]
+    runner = command.bwrap_pair_argv[0]
     # A bare name is looked up as the exec will: on the command environment's PATH.
     found = runner if "/" in runner else shutil.which(runner, path=command.env.get("PATH"))
     if found is None or not os.path.exists(found):

@@ -29,7 +29,6 @@ backend's runner-failure rule); a command that cannot be executed exits 127 like
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import functools
@@ -40,17 +39,17 @@ import socket
 import stat
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, NoReturn
 
 if __package__:
-    from tether.sandbox import seccomp_filter, supervisor, syscalls
+    from tether.sandbox import listings, seccomp_filter, supervisor, syscalls
     from tether.sandbox.socket_calls import SocketRules
     from tether.sandbox.supervisor import LAUNCHER_EXIT, LAUNCHER_PREFIX, Rules
 else:  # the launcher: ``-I`` leaves this directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import listings  # type: ignore[import-not-found,no-redef,unused-ignore]
     import seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
     import supervisor  # type: ignore[import-not-found,no-redef,unused-ignore]
     import syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
@@ -348,8 +347,39 @@ def writable_cover(root: str, carve: set[str]) -> tuple[list[str], list[str]]:
     return _writable_cover(root, frozenset(c.casefold() for c in carve))
 
 
+@dataclass(frozen=True, slots=True)
+class _Cover:
+    granted: tuple[str, ...]
+    walked: tuple[str, ...]
+    snapshot: listings.Snapshot
+
+
+_COVER_CACHE: Final = 8
+"""``(root, carved)`` pairs whose cover is kept (a harness has a workspace or two)."""
+_cover_cache: dict[tuple[str, frozenset[str]], _Cover] = {}
+
+
 def _writable_cover(root: str, folded: frozenset[str]) -> tuple[list[str], list[str]]:
-    """:func:`writable_cover` with the carved paths case-folded already."""
+    """:func:`writable_cover` with the carved paths case-folded already. Every command pays
+    for it (both backends, and bubblewrap twice: its binds and its socket roots), so a cover
+    is reused while the directories walked for it are unchanged (:mod:`.listings`): an entry
+    created in the root is granted to the next command, a hidden or control path created in
+    it is never granted."""
+    key = (root, folded)
+    cached = _cover_cache.pop(key, None)
+    if cached is None or not cached.snapshot.unchanged():
+        built = listings.started()
+        granted, walked = _list_cover(root, folded)
+        # The root among them: replaced by another directory, it has another inode.
+        cached = _Cover(tuple(granted), tuple(walked), listings.snapshot(walked, built))
+    _cover_cache[key] = cached  # most recently used last
+    while len(_cover_cache) > _COVER_CACHE:
+        _cover_cache.pop(next(iter(_cover_cache)))
+    return list(cached.granted), list(cached.walked)
+
+
+def _list_cover(root: str, folded: frozenset[str]) -> tuple[list[str], list[str]]:
+    """:func:`_writable_cover` as the filesystem stands."""
     exact, named = _split_carve(folded)
     key = root.casefold()
     under = key.rstrip("/") + "/"
@@ -405,10 +435,8 @@ def _writable_cover(root: str, folded: frozenset[str]) -> tuple[list[str], list[
 class _ReadableRoots:
     """The readable roots for one ``hidden`` set, and what they were derived from."""
 
-    stamps: tuple[tuple[str, int, int, int], ...]
-    """(directory, device, inode, mtime in ns) of every directory listed to find them."""
-    built: int
-    """When the listing was taken (``time.time_ns``)."""
+    snapshot: listings.Snapshot
+    """Every directory listed to find them, as it stood."""
     roots: tuple[str, ...]
     directories: tuple[bool, ...] = ()
     """Whether each of ``roots`` was a directory (which rights its rule may carry)."""
@@ -424,10 +452,6 @@ class _ReadLayer:
 
 _READABLE_CACHE: Final = 4
 """``(abi, hidden)`` sets whose read layer is kept for reuse (a harness has one, usually)."""
-_FRESH_NS: Final = 2_000_000_000
-"""A listing is trusted again only if every directory it read was last changed this long
-before it was taken: on a filesystem with coarse timestamps, a change in the same tick would
-otherwise go unseen."""
 _readable_cache: dict[tuple[int, tuple[str, ...]], _ReadLayer] = {}
 _readable_lock = threading.Lock()
 
@@ -441,30 +465,11 @@ def _fresh_lock_after_fork() -> None:
 os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
-def _stamp(directory: str) -> tuple[str, int, int, int]:
-    info = os.stat(directory)
-    return directory, info.st_dev, info.st_ino, info.st_mtime_ns
-
-
-def _still_valid(entry: _ReadableRoots) -> bool:
-    try:
-        for recorded in entry.stamps:
-            if _stamp(recorded[0]) != recorded or recorded[3] > entry.built - _FRESH_NS:
-                return False
-    except OSError:
-        return False
-    return True
-
-
 def _list_readable(hidden: tuple[str, ...]) -> _ReadableRoots:
-    built = time.time_ns()
+    built = listings.started()
     roots, walked = _walk_readable(hidden)
-    stamps = []
-    for directory in walked:
-        with contextlib.suppress(OSError):
-            stamps.append(_stamp(directory))
     directories = tuple(os.path.isdir(root) for root in roots)
-    return _ReadableRoots(tuple(stamps), built, tuple(roots), directories)
+    return _ReadableRoots(listings.snapshot(walked, built), tuple(roots), directories)
 
 
 _rule_calls: list[Callable[[int, int, int, int, int], int]] = []
@@ -553,7 +558,7 @@ def read_layer(hidden: Sequence[str], abi: int) -> int:
     libc = _libc()
     with _readable_lock:
         cached = _readable_cache.pop(key, None)
-        if cached is None or not _still_valid(cached.listing):
+        if cached is None or not cached.listing.snapshot.unchanged():
             if cached is not None:
                 os.close(cached.ruleset)
             listing = _list_readable(key[1])

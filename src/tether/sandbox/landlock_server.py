@@ -30,7 +30,9 @@ A pair is forked before any command is known, so a spawn costs the harness one m
   forked from the harness with the harness's privileges). Bubblewrap's command lives in PID
   and mount namespaces of its own, from which the supervisor is not visible at all.
 * the **command-to-be** installs its filter (:mod:`seccomp_filter`: Landlock's metadata and
-  socket rules, or bubblewrap's socket rules), hands the supervisor its listener, and waits
+  socket rules, or bubblewrap's socket rules; a bubblewrap pair's enters a network namespace
+  of its own first, :func:`bwrap_exec.private_network`, which its bwrap joins with
+  ``--share-net``), hands the supervisor its listener, and waits
   on the pair socket for one request: the descriptors (stdin, stdout, stderr, for Landlock
   the two rulesets the harness built, and a memfd holding the JSON body: argv, env, cwd, the
   writable roots, the supervisor's rules). It puts its stdio in place, enters cwd, enters the
@@ -269,6 +271,8 @@ def _command(
         # supervisor refuses every call it serves.
         program = -1
         if kind == BWRAP:
+            # bwrap's command line says --share-net for this namespace (see bwrap_exec.py).
+            bwrap_exec.private_network(key[0])
             syscalls.set_no_new_privs()  # the Landlock kinds' supervisor set it already
             program = bwrap_exec.program_file(key[0])
         supervisor.offer_listener(handover, seccomp_filter.install(key))

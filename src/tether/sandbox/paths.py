@@ -32,13 +32,13 @@ import site
 import stat
 import sys
 import sysconfig
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
 from tether.dirs import config_dir, data_dir
 from tether.kernel.config import CONFIG_FILE
+from tether.sandbox import listings
 from tether.sandbox.errors import SandboxError
 from tether.sandbox.landlock_exec import carved
 from tether.session.persistence import STORE_ENV, InvalidStoreUrlError
@@ -447,18 +447,39 @@ def below(path: str, top: str) -> bool:
 
 def _root_controls(root: str) -> list[str]:
     """:data:`CONTROL_NAMES` in canonical ``root``, resolved: only the names whose first
-    component exists there need a look (the root is listed once, a confine at a time)."""
+    component exists there need a look. Kept while the root and the directories looked into
+    stand (:mod:`.listings`), unless a link was followed on the way."""
+    cached = _root_cache.pop(root, None)
+    if cached is not None and cached.snapshot.unchanged():
+        _root_cache[root] = cached
+        return list(cached.paths)
+    built = listings.started()
     try:
         present = {name.casefold() for name in os.listdir(root)}
     except OSError:
         present = set()
     resolver = _Resolver()
-    return [
+    found = [
         resolver.resolve(os.path.join(root, name))
         if name.split("/", 1)[0].casefold() in present
         else os.path.join(root, name)
         for name in CONTROL_NAMES
     ]
+    if not resolver.followed:
+        consulted = [root, *sorted(resolver.consulted)]
+        _root_cache[root] = _RootCached(tuple(found), listings.snapshot(consulted, built))
+        while len(_root_cache) > _CACHE_SIZE:
+            _root_cache.pop(next(iter(_root_cache)))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _RootCached:
+    paths: tuple[str, ...]
+    snapshot: listings.Snapshot
+
+
+_root_cache: dict[str, _RootCached] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -693,14 +714,6 @@ def git_config_entries(text: str) -> list[tuple[str, str, str | None]]:
     return entries
 
 
-def _stamp(path: str) -> tuple[str, tuple[int, int, int, int] | None]:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return path, None
-    return path, (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
-
-
 def _read_small(path: str, limit: int = 1 << 20) -> str | None:
     try:
         with open(path, "rb") as f:
@@ -716,22 +729,12 @@ def _inside(path: str, root: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class _GitCached:
     paths: tuple[str, ...]
-    stamps: tuple[tuple[str, tuple[int, int, int, int] | None], ...]
+    snapshot: listings.Snapshot
     """Every file consulted (``.git``, a ``gitdir:`` file's target, the configuration files
-    and their includes), with (device, inode, mtime in ns, size), or ``None`` when missing."""
-    built: int
+    and their includes)."""
 
 
 _git_cache: dict[str, _GitCached] = {}
-
-
-def _git_reusable(entry: _GitCached) -> bool:
-    for path, recorded in entry.stamps:
-        if _stamp(path)[1] != recorded:
-            return False
-        if recorded is not None and recorded[2] > entry.built - _FRESH_NS:
-            return False
-    return True
 
 
 def git_controls(root: str) -> tuple[str, ...]:
@@ -747,13 +750,13 @@ def git_controls(root: str) -> tuple[str, ...]:
     mtime and size; one changed in the last two seconds is read again), so that a change of
     the configuration takes effect at the next command."""
     cached = _git_cache.get(root)
-    if cached is not None and _git_reusable(cached):
+    if cached is not None and cached.snapshot.unchanged():
         return cached.paths
-    built = time.time_ns()
-    stamps: list[tuple[str, tuple[int, int, int, int] | None]] = []
+    built = listings.started()
+    consulted: list[str] = []
     found: list[str] = []
     dotgit = os.path.join(root, ".git")
-    stamps.append(_stamp(dotgit))
+    consulted.append(dotgit)
     gitdir: str | None = None
     if os.path.isdir(dotgit):
         gitdir = dotgit
@@ -763,7 +766,7 @@ def git_controls(root: str) -> tuple[str, ...]:
             gitdir = os.path.normpath(os.path.join(root, line[len("gitdir:") :].strip()))
     if gitdir is not None:
         common_file = os.path.join(gitdir, "commondir")
-        stamps.append(_stamp(common_file))
+        consulted.append(common_file)
         common = (_read_small(common_file, 4096) or "").strip()
         commondir = os.path.normpath(os.path.join(gitdir, common)) if common else gitdir
         found += [d for d in (gitdir, commondir) if d != dotgit]
@@ -777,7 +780,7 @@ def git_controls(root: str) -> tuple[str, ...]:
             if path in seen:
                 continue
             seen.add(path)
-            stamps.append(_stamp(path))
+            consulted.append(path)
             content = _read_small(path)
             if content is None:
                 continue
@@ -800,7 +803,7 @@ def git_controls(root: str) -> tuple[str, ...]:
     resolver = _Resolver()
     paths = tuple(p for p in canonical(found, resolver) if _inside(p, root))
     _git_cache.pop(root, None)
-    _git_cache[root] = _GitCached(paths, tuple(stamps), built)
+    _git_cache[root] = _GitCached(paths, listings.snapshot(consulted, built))
     while len(_git_cache) > _CACHE_SIZE:
         _git_cache.pop(next(iter(_git_cache)), None)
     return paths
@@ -820,29 +823,12 @@ _RELEVANT: Final = (
 @dataclass(frozen=True, slots=True)
 class _Cached:
     rules: PathRules
-    stamps: tuple[tuple[str, int, int, int], ...]
-    """(directory, device, inode, mtime in ns) of every directory consulted."""
-    built: int
+    snapshot: listings.Snapshot
+    """Every directory consulted."""
 
 
 _CACHE_SIZE: Final = 8
-_FRESH_NS: Final = 2_000_000_000
-"""A directory changed this recently may change again within its timestamp's tick: the rules
-are not reused until it has been quiet this long."""
 _cache: dict[tuple[object, ...], _Cached] = {}
-
-
-def _reusable(entry: _Cached) -> bool:
-    try:
-        for directory, dev, ino, mtime in entry.stamps:
-            info = os.stat(directory)
-            if (info.st_dev, info.st_ino, info.st_mtime_ns) != (dev, ino, mtime):
-                return False
-            if mtime > entry.built - _FRESH_NS:
-                return False
-    except OSError:
-        return False
-    return True
 
 
 def path_rules(
@@ -872,9 +858,9 @@ def path_rules(
         tuple(protected),
     )
     cached = _cache.get(key)
-    if cached is not None and _reusable(cached):
+    if cached is not None and cached.snapshot.unchanged():
         return cached.rules
-    built = time.time_ns()
+    built = listings.started()
     resolver = _Resolver()
     store_paths = canonical([*store, *env_store_files(source)], resolver)
     every = canonical(
@@ -893,13 +879,8 @@ def path_rules(
     control = canonical([*protected, *harness_paths(), *archives], resolver)
     rules = PathRules(every, store_paths, control, present, identities, patterns)
     if not resolver.followed:
-        stamps = []
-        for directory in sorted(resolver.consulted):
-            with contextlib.suppress(OSError):
-                info = os.stat(directory)
-                stamps.append((directory, info.st_dev, info.st_ino, info.st_mtime_ns))
         _cache.pop(key, None)
-        _cache[key] = _Cached(rules, tuple(stamps), built)
+        _cache[key] = _Cached(rules, listings.snapshot(sorted(resolver.consulted), built))
         while len(_cache) > _CACHE_SIZE:
             _cache.pop(next(iter(_cache)), None)
     return rules

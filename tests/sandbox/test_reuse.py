@@ -1,0 +1,147 @@
+"""What a confine reuses from the previous one, and what must not be reused.
+
+The workspace's cover, the masks over hidden paths, the hidden and control paths and the read
+layer are kept while the directories they came from stand (tether/sandbox/listings.py). A
+directory that changes between two commands must be seen by the second: a hidden path created
+after the first command is hidden from the second, a new top-level workspace entry is
+writable by the next command. Each test trusts a listing at once (``FRESH_NS`` 0), so that only
+the directories' stamps decide whether the second command derives its confinement again:
+without them it would reuse the first's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from sandbox_support import SSH_KEY, VARIANTS, Host, make_provider, run_confined
+
+from tether.sandbox import landlock_exec, listings
+from tether.sandbox.bwrap_exec import SHARE_NET
+
+
+@pytest.fixture
+def quiet(host: Host, monkeypatch: pytest.MonkeyPatch) -> Host:
+    monkeypatch.setattr(listings, "FRESH_NS", 0)
+    return host
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_a_new_top_level_entry_is_writable_by_the_next_command(
+    quiet: Host, variant: str
+) -> None:
+    provider = make_provider(variant, quiet)
+    policy = quiet.policy("workspace-write")
+    first = await run_confined(provider, policy, "echo one > file.txt")
+    assert first.returncode == 0, first.stderr
+    (quiet.ws / "added").mkdir()
+    (quiet.ws / "added.txt").write_text("")
+    second = await run_confined(provider, policy, "echo two > added/new && echo three > added.txt")
+    assert second.returncode == 0, second.stderr
+    assert (quiet.ws / "added" / "new").read_text() == "two\n"
+    assert (quiet.ws / "added.txt").read_text() == "three\n"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_a_hidden_path_created_after_a_command_is_hidden_from_the_next(
+    quiet: Host, variant: str
+) -> None:
+    provider = make_provider(variant, quiet)
+    policy = quiet.policy("workspace-write")
+    aws = quiet.home / ".aws"  # a credential path, missing at first
+    first = await run_confined(provider, policy, f"ls {aws}")
+    assert first.returncode != 0 and "No such file" in first.stderr
+    aws.mkdir()
+    (aws / "credentials").write_text(SSH_KEY + "\n")
+    (quiet.home / ".pgpass").write_text(SSH_KEY + "\n")  # a hidden file, missing at first
+    second = await run_confined(provider, policy, f"cat {aws}/credentials {quiet.home}/.pgpass")
+    assert second.returncode != 0
+    assert "must-not-leak" not in second.stdout + second.stderr
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_a_control_name_linked_after_a_command_protects_its_target_from_the_next(
+    quiet: Host, variant: str
+) -> None:
+    provider = make_provider(variant, quiet)
+    policy = quiet.policy("workspace-write")
+    target = quiet.ws / "src" / "agent-settings"
+    target.mkdir()
+    first = await run_confined(provider, policy, "echo one > src/agent-settings/a.json")
+    assert first.returncode == 0, first.stderr
+    (quiet.ws / ".claude").symlink_to(target)  # .claude is a control name at the root
+    second = await run_confined(provider, policy, "echo two > src/agent-settings/b.json")
+    assert second.returncode != 0
+    assert not (target / "b.json").exists()
+
+
+def test_the_cover_is_reused_until_a_walked_directory_changes(quiet: Host) -> None:
+    ws = str(quiet.ws)
+    carve = {f"{ws}/.git", f"{ws}/tether.toml"}
+    key = (ws, frozenset(carve))
+    first = landlock_exec.writable_cover(ws, carve)
+    entry = landlock_exec._cover_cache[key]
+    assert landlock_exec.writable_cover(ws, carve) == first
+    assert landlock_exec._cover_cache[key] is entry  # reused, not walked again
+    (quiet.ws / "tether.toml").write_text("")  # carved: changes the root, never granted
+    (quiet.ws / "new").mkdir()
+    granted, walked = landlock_exec.writable_cover(ws, carve)
+    assert landlock_exec._cover_cache[key] is not entry
+    assert granted == sorted([*first[0], f"{ws}/new"])
+    assert f"{ws}/tether.toml" not in granted and walked == [ws]
+
+
+def test_a_snapshot_sees_a_missing_path_appear(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(listings, "FRESH_NS", 0)
+    missing = tmp_path / "later"
+    shot = listings.snapshot([str(missing), str(tmp_path)], listings.started())
+    assert shot.unchanged()
+    missing.mkdir()
+    assert not shot.unchanged()
+
+
+def test_setting_a_directory_time_back_does_not_hide_a_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A command that may write a directory may also touch its mtime back to what it was.
+    monkeypatch.setattr(listings, "FRESH_NS", 0)
+    before = os.stat(tmp_path)
+    shot = listings.snapshot([str(tmp_path)], listings.started())
+    (tmp_path / ".claude").symlink_to("/")
+    os.utime(tmp_path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(tmp_path).st_mtime_ns == before.st_mtime_ns
+    assert not shot.unchanged()
+
+
+def test_a_recent_change_is_not_trusted(tmp_path: Path) -> None:
+    # Changed within FRESH_NS before the listing: a second change in the same tick of a coarse
+    # clock would leave the stamp as it was.
+    shot = listings.snapshot([str(tmp_path)], listings.started())
+    assert not shot.unchanged()
+
+
+@pytest.mark.bwrap
+async def test_a_bubblewrap_pair_runs_bwrap_in_a_network_namespace_of_its_own(host: Host) -> None:
+    provider = make_provider("bwrap", host)
+    policy = host.policy("workspace-write")
+    command = provider.confine(["true"], policy)
+    at = command.bwrap_pair_argv.index("--unshare-all") + 1
+    assert command.bwrap_pair_argv[at] == SHARE_NET
+    assert command.bwrap_pair_argv[:at] + command.bwrap_pair_argv[at + 1 :] == command.bwrap_argv
+    assert SHARE_NET not in command.argv  # the launcher's bwrap makes its own namespace
+    script = (
+        "readlink /proc/self/ns/net; "
+        'python3 -c "import socket; print(*(n for _, n in socket.if_nameindex())); '
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+        "socket.create_connection(s.getsockname()); print('loopback')\""
+    )
+    ran = await run_confined(provider, policy, script)
+    assert ran.returncode == 0, ran.stderr
+    namespace, *interfaces, loopback = ran.stdout.split()
+    assert namespace != os.readlink("/proc/self/ns/net")
+    assert interfaces == ["lo"] and loopback == "loopback"
+    networked = provider.confine(["true"], policy, network=True)
+    assert not networked.fast_path and networked.bwrap_pair_argv == ()
