@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tether.session.answer_box import AnswerBox
-from tether.session.answer_channel import CLI_SURFACE
+from tether.session._answer_box import AnswerBox
+from tether.session._answer_channel import CLI_SURFACE
 
 TETHER = str(Path(sys.executable).parent / "tether")
 

@@ -30,12 +30,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.agent import Agent, AgentOptions
-from tether.harness import Harness
+from tether._harness import Harness
+from tether.agent import Agent
+from tether.agent._agent import AgentOptions
 from tether.model import ScriptedModel
 from tether.session import Event, Persistence, Session
 from tether.session.persistence import JsonlPersistence, SqlitePersistence
-from tether.subagents import SUBAGENTS_SERVICE, ContinuationManager
+from tether.subagents import SUBAGENTS_SERVICE
+from tether.subagents._continuation import ContinuationManager
 
 EVENTS_PER_READ_STEP = 5  # step/start, assistant/message, tool/call, tool/result, step/end
 

@@ -19,15 +19,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from tether.kernel import SESSIONS_SERVICE, Kernel
-from tether.plugins.ask_tools import plugin as ask_tools
-from tether.policy.approval import approval_plugin, register_answerer
-from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether._signals import AbortSignal
+from tether.kernel import SESSIONS_SERVICE
+from tether.kernel._plugin import Kernel
+from tether.plugins._ask_tools import plugin as ask_tools
+from tether.policy._approval import approval_plugin, register_answerer
+from tether.policy._sandbox_policy import sandbox_policy_plugin
 from tether.session import Event, SessionMeta, SessionStore
 from tether.session.persistence import open_persistence
-from tether.signals import AbortSignal
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.pipeline import ToolRuntime
+from tether.tools._base import ToolArgs, ToolCall, ToolResult
+from tether.tools._pipeline import ToolRuntime
 
 
 class NoArgs(ToolArgs):
@@ -60,7 +61,7 @@ async def measure(calls: int, workdir: Path, stream: bool) -> tuple[list[float],
     consumer = asyncio.create_task(consume(committed)) if stream else None
     if stream:
         # Imported here: without --stream this script also measures code that predates it.
-        from tether.session.persistence import commits_of
+        from tether.session.persistence._commits import commits_of
 
         commits_of(store.persistence).on_commit(
             lambda commit: [committed.put_nowait(event) for event in commit.events]

@@ -39,8 +39,8 @@ from pathlib import Path
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider, spawn, unconfined
-from tether.sandbox.command import ConfinedCommand
-from tether.sandbox.landlock_client import fork_server, kind_of
+from tether.sandbox._command import ConfinedCommand
+from tether.sandbox._landlock_client import fork_server, kind_of
 
 SETTLE = 0.05
 """Seconds a fresh pair gets to set itself up before the next sample."""

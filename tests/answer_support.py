@@ -11,12 +11,12 @@ import subprocess
 import sys
 import time
 
-from tether.session.answer_box import AnswerBox
+from tether.session._answer_box import AnswerBox
 
 WAITER = """
 import asyncio, json, sys
 from pathlib import Path
-from tether.session.answer_box import AnswerBox
+from tether.session._answer_box import AnswerBox
 
 def refused(r):
     print(json.dumps({"refused": r.fields()}), flush=True)

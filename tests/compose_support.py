@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from tether.agent import AGENTS_SERVICE, Agent, AgentRegistry
-from tether.kernel import SESSIONS_SERVICE, Context, Kernel, Next
-from tether.policy.approval import ApprovalRequest, approval_plugin, register_answerer
-from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.kernel import SESSIONS_SERVICE, Context, Next
+from tether.kernel._plugin import Kernel
+from tether.policy._approval import ApprovalRequest, approval_plugin, register_answerer
+from tether.policy._sandbox_policy import sandbox_policy_plugin
 from tether.sandbox import SANDBOX_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
 from tether.subagents import SUBAGENTS_SERVICE
-from tether.tools.base import Tool, ToolArgs, ToolCall, ToolResult
-from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
+from tether.tools._base import Tool, ToolArgs, ToolCall, ToolResult
+from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
 
 
 @dataclass

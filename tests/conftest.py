@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tether.sandbox.backends import BwrapBackend
+from tether.sandbox._backends import BwrapBackend
 
 # The conformance kit is plain asserts in the package; rewrite them for readable failures
 # (before any test module imports it).

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tether.agent.instructions import is_instructions
+from tether.agent._instructions import is_instructions
 from tether.session import Event, Session
-from tether.session.json import thaw
+from tether.session._json import thaw
 
 
 def events_of(source: object) -> Sequence[Event]:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tether.signals import AbortedError, AbortSignal, cancel_and_wait, race
+from tether._signals import AbortedError, AbortSignal, cancel_and_wait, race
 
 
 async def test_race_returns_the_result_when_not_aborted() -> None:

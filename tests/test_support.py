@@ -12,13 +12,14 @@ from compose_support import compose_kernel, record_answers
 from event_support import events_of, kinds, plain, seq_kinds, type_data
 from script_support import ROOT, call, script, write
 from tether import __version__
-from tether.kernel import SESSIONS_SERVICE, Kernel
+from tether.kernel import SESSIONS_SERVICE
+from tether.kernel._plugin import Kernel
 from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE
-from tether.policy.approval import ApprovalRequest
+from tether.policy._approval import ApprovalRequest
 from tether.sandbox import SANDBOX_SERVICE
 from tether.session import Session, SessionHeader
+from tether.tools._pipeline import TOOLS_SERVICE
 from tether.tools.fs import file_tools
-from tether.tools.pipeline import TOOLS_SERVICE
 
 
 # -- event_support -------------------------------------------------------------------------------

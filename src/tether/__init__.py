@@ -18,38 +18,38 @@ from typing import TYPE_CHECKING, Final
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from tether._harness import ApproverFn, Harness, RunResult, SessionEvent
     from tether.errors import TetherError
-    from tether.harness import ApproverFn, Harness, RunResult, SessionEvent
-    from tether.kernel.config import PluginEntry
-    from tether.kernel.workspace_trust import WorkspaceTrust
-    from tether.policy.approval import ApprovalRequest
-    from tether.policy.modes import ApprovalOutcome, ApprovalPolicy, SandboxMode
-    from tether.session.persistence.base import Persistence
-    from tether.session.persistence.factory import open_persistence
-    from tether.session.persistence.jsonl import JsonlPersistence
-    from tether.session.persistence.sqlite import SqlitePersistence
-    from tether.tools.base import Tool, ToolArgs, ToolCall, ToolResult
+    from tether.kernel._config import PluginEntry
+    from tether.kernel._workspace_trust import WorkspaceTrust
+    from tether.policy._approval import ApprovalRequest
+    from tether.policy._modes import ApprovalOutcome, ApprovalPolicy, SandboxMode
+    from tether.session.persistence._base import Persistence
+    from tether.session.persistence._factory import open_persistence
+    from tether.session.persistence._jsonl import JsonlPersistence
+    from tether.session.persistence._sqlite import SqlitePersistence
+    from tether.tools._base import Tool, ToolArgs, ToolCall, ToolResult
 
 _HOMES: Final[dict[str, str]] = {
-    "ApprovalOutcome": "tether.policy.modes",
-    "ApprovalPolicy": "tether.policy.modes",
-    "ApprovalRequest": "tether.policy.approval",
-    "ApproverFn": "tether.harness",
-    "Harness": "tether.harness",
-    "JsonlPersistence": "tether.session.persistence.jsonl",
-    "Persistence": "tether.session.persistence.base",
-    "PluginEntry": "tether.kernel.config",
-    "RunResult": "tether.harness",
-    "SandboxMode": "tether.policy.modes",
-    "SessionEvent": "tether.harness",
-    "SqlitePersistence": "tether.session.persistence.sqlite",
+    "ApprovalOutcome": "tether.policy._modes",
+    "ApprovalPolicy": "tether.policy._modes",
+    "ApprovalRequest": "tether.policy._approval",
+    "ApproverFn": "tether._harness",
+    "Harness": "tether._harness",
+    "JsonlPersistence": "tether.session.persistence._jsonl",
+    "Persistence": "tether.session.persistence._base",
+    "PluginEntry": "tether.kernel._config",
+    "RunResult": "tether._harness",
+    "SandboxMode": "tether.policy._modes",
+    "SessionEvent": "tether._harness",
+    "SqlitePersistence": "tether.session.persistence._sqlite",
     "TetherError": "tether.errors",
-    "Tool": "tether.tools.base",
-    "ToolArgs": "tether.tools.base",
-    "ToolCall": "tether.tools.base",
-    "ToolResult": "tether.tools.base",
-    "WorkspaceTrust": "tether.kernel.workspace_trust",
-    "open_persistence": "tether.session.persistence.factory",
+    "Tool": "tether.tools._base",
+    "ToolArgs": "tether.tools._base",
+    "ToolCall": "tether.tools._base",
+    "ToolResult": "tether.tools._base",
+    "WorkspaceTrust": "tether.kernel._workspace_trust",
+    "open_persistence": "tether.session.persistence._factory",
 }
 """Where each public name is defined (its one home)."""
 

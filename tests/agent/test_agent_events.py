@@ -1,4 +1,4 @@
-"""The agent layer's event payloads (``agent/events.py``): every definition reads back, key for
+"""The agent layer's event payloads (``agent/_events.py``): every definition reads back, key for
 key and in the stored order, what the real agent wrote to a real store; a payload that does
 not fit is refused with its exact message, and the lenient readers read it as they always
 did."""
@@ -15,8 +15,8 @@ import pytest
 from compose_support import FollowUpTool
 from script_support import call
 from tether import Harness
-from tether.agent.compaction import SUMMARY_REQUEST
-from tether.agent.events import (
+from tether.agent._compaction import SUMMARY_REQUEST
+from tether.agent._events import (
     AssistantMessage,
     CompactFailed,
     ContextCompacted,
@@ -31,12 +31,13 @@ from tether.agent.events import (
     TurnOpened,
     UserMessage,
 )
-from tether.agent.history import history
+from tether.agent._history import history
 from tether.model import Message, ToolCall, Usage
-from tether.session import SURFACE_EVENT_TYPES, Event, JsonObject
-from tether.session.json import thaw
+from tether.session import Event, JsonObject
+from tether.session._events import SURFACE_EVENT_TYPES
+from tether.session._json import thaw
 from tether.session.persistence import open_persistence
-from tether.session.persistence.repair import TOOL_OUTCOME_UNKNOWN, plan_repair
+from tether.session.persistence._repair import TOOL_OUTCOME_UNKNOWN, plan_repair
 
 Definition = (
     TurnOpened

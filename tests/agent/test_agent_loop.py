@@ -12,19 +12,20 @@ from compose_support import compose_kernel
 from event_support import kinds as layout
 from tether.agent import (
     AGENTS_SERVICE,
-    SNAPSHOT_HEAD,
     TEXT_DELTA,
     TURN_END,
     Agent,
-    AgentOptions,
     AgentRegistry,
     StreamedText,
     TurnEnded,
 )
-from tether.kernel import SESSIONS_SERVICE, Kernel
+from tether.agent._agent import AgentOptions
+from tether.agent._context_snapshot import SNAPSHOT_HEAD
+from tether.kernel import SESSIONS_SERVICE
+from tether.kernel._plugin import Kernel
 from tether.model import ScriptedModel
 from tether.policy import SANDBOX_POLICY_SERVICE
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.tools._base import ToolArgs, ToolCall, ToolResult
 
 
 class EchoArgs(ToolArgs):

@@ -10,10 +10,11 @@ from typing import Any
 
 from compose_support import compose_kernel
 from event_support import kinds, plain
-from tether.agent import Agent, AgentOptions
+from tether._signals import AbortSignal
+from tether.agent import Agent
+from tether.agent._agent import AgentOptions
 from tether.model import Completion, ModelRequest, ScriptedModel, StreamEvent, TextDelta
-from tether.signals import AbortSignal
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.tools._base import ToolArgs, ToolCall, ToolResult
 
 
 class RawListArgs(ToolArgs):

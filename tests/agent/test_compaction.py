@@ -12,22 +12,16 @@ from typing import Any
 
 from cli_support import sqlite_store
 from tether import Harness
-from tether.agent.compaction import COMPACT_AT, SUMMARY_REQUEST, SUMMARY_SYSTEM, CompactionError
-from tether.agent.history import SUMMARY_HEAD
-from tether.agent.instructions import is_instructions
-from tether.model import (
-    Completion,
-    Message,
-    ModelRequest,
-    ScriptedModel,
-    StreamEvent,
-)
-from tether.policy.approval import APPROVAL_SERVICE, fold_approval_policy
-from tether.policy.sandbox_policy import fold_sandbox_mode
+from tether._signals import AbortSignal
+from tether.agent._compaction import COMPACT_AT, SUMMARY_REQUEST, SUMMARY_SYSTEM, CompactionError
+from tether.agent._history import SUMMARY_HEAD
+from tether.agent._instructions import is_instructions
+from tether.model import Completion, Message, ModelRequest, ScriptedModel, StreamEvent
+from tether.policy._approval import APPROVAL_SERVICE, fold_approval_policy
+from tether.policy._sandbox_policy import fold_sandbox_mode
 from tether.session import Event, Session
-from tether.session.json import thaw
-from tether.signals import AbortSignal
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.session._json import thaw
+from tether.tools._base import ToolArgs, ToolCall, ToolResult
 
 LINE = "lorem ipsum dolor sit amet\n"
 BIG = LINE * 900

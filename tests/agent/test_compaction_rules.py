@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.agent.compaction import CompactionPlan, estimate_tokens, plan_compaction
-from tether.agent.history import SUMMARY_HEAD, history, model_replies_since
-from tether.agent.instructions import INSTRUCTIONS_FORM, INSTRUCTIONS_PLUGIN
+from tether.agent._compaction import CompactionPlan, estimate_tokens, plan_compaction
+from tether.agent._history import SUMMARY_HEAD, history, model_replies_since
+from tether.agent._instructions import INSTRUCTIONS_FORM, INSTRUCTIONS_PLUGIN
 from tether.model import Message, ToolCall
 from tether.session import Event
 

@@ -15,11 +15,15 @@ import pytest
 from event_support import instruction_records as instruction_events
 from script_support import call, script
 from tether import Harness
-from tether.agent import ProjectInstructions
-from tether.agent.instructions import INSTRUCTIONS_HEAD, MAX_FILE_BYTES, MAX_TOTAL_BYTES
-from tether.dirs import config_dir
+from tether._dirs import config_dir
+from tether.agent._instructions import (
+    INSTRUCTIONS_HEAD,
+    MAX_FILE_BYTES,
+    MAX_TOTAL_BYTES,
+    ProjectInstructions,
+)
 from tether.policy import SANDBOX_POLICY_SERVICE
-from tether.sandbox import default_rules
+from tether.sandbox._paths import default_rules
 
 
 def instructions() -> ProjectInstructions:

@@ -11,7 +11,7 @@ from cli_support import sqlite_store
 from compose_support import FollowUpTool
 from script_support import call, script
 from tether import Harness
-from tether.harness import InvalidLimitError
+from tether._harness import InvalidLimitError
 from tether.kernel import WorkspaceTrust
 
 STEPS_DETAIL = (

@@ -13,8 +13,9 @@ import pytest
 from cli_support import sqlite_store
 from script_support import call, script
 from tether import Harness
-from tether.agent import Agent, AgentOptions
-from tether.agent.system_prompt import (
+from tether.agent import Agent
+from tether.agent._agent import AgentOptions
+from tether.agent._system_prompt import (
     BUILT_IN_GUIDES,
     PERMISSIONS_TEXT,
     REFUSALS_TEXT,
@@ -22,14 +23,15 @@ from tether.agent.system_prompt import (
     ROLE_TEXT,
     plugin,
 )
-from tether.kernel import SESSIONS_SERVICE, Kernel, WorkspaceTrust, WorkspaceUntrustedError
-from tether.kernel.config import ConfigFileError
+from tether.kernel import SESSIONS_SERVICE, WorkspaceTrust, WorkspaceUntrustedError
+from tether.kernel._config import ConfigFileError
+from tether.kernel._plugin import Kernel
 from tether.model import ScriptedModel
 from tether.session import Session, SessionMeta, SessionStore
-from tether.subagents.plugin import DELEGATION_GUIDE
-from tether.subagents.plugin import plugin as subagents_plugin
+from tether.subagents._plugin import DELEGATION_GUIDE
+from tether.subagents._plugin import plugin as subagents_plugin
+from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
 from tether.tools.fs import ReadTool
-from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
 
 TETHER_PROMPT = "\n\n".join(
     [

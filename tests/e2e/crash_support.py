@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cli_support import TETHER
-from tether.session.json import thaw
+from tether.session._json import thaw
 from tether.session.persistence import SessionNotFoundError, open_persistence
 
 Line = dict[str, Any]

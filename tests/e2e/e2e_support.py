@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cli_support import tether
-from tether.model import user_config_path
+from tether.model._settings import user_config_path
 
 
 class JsonRun:

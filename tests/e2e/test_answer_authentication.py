@@ -23,7 +23,7 @@ import pytest
 from cli_support import TETHER, run_args, tether
 from script_support import call, write
 from script_support import script as steps_script
-from tether.session.answer_box import AnswerBox
+from tether.session._answer_box import AnswerBox
 
 USER = pwd.getpwuid(os.getuid()).pw_name
 ANSWERED_BY = f"tether approvals answer ({USER}, pid "

@@ -18,10 +18,10 @@ import pytest
 from e2e_support import JsonRun, tree
 
 from cli_support import TETHER, run_args, tether
-from tether.harness import Harness
+from tether._harness import Harness
 from tether.model import ScriptedModel
 from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
-from tether.policy.sandbox_policy import SandboxPolicyService, fold_sandbox_mode
+from tether.policy._sandbox_policy import SandboxPolicyService, fold_sandbox_mode
 from tether.session import SessionStore
 from tether.session.persistence import JsonlPersistence
 

@@ -20,13 +20,10 @@ from crash_support import (
 from e2e_support import JsonRun, tree
 
 from cli_support import run_args, tether
-from tether.harness import Harness
+from tether._harness import Harness
 from tether.session import Event, SessionHeader
-from tether.session.persistence import (
-    CommitsNotReportedError,
-    JsonlPersistence,
-    StoredSession,
-)
+from tether.session.persistence import JsonlPersistence, StoredSession
+from tether.session.persistence._commits import CommitsNotReportedError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "delegation"
 

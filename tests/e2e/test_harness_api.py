@@ -13,11 +13,12 @@ import pytest
 
 from script_support import script as script_file
 from tether import Harness
+from tether._signals import AbortedError, AbortSignal
 from tether.agent import PENDING_WORK, TURN_END, Agent, TurnEnded
 from tether.model import Completion, ModelRequest, StreamEvent, ToolCall
-from tether.session.lease import SessionLiveError
-from tether.signals import AbortedError, AbortSignal
-from tether.subagents import SUBAGENTS_SERVICE, ContinuationManager
+from tether.session._lease import SessionLiveError
+from tether.subagents import SUBAGENTS_SERVICE
+from tether.subagents._continuation import ContinuationManager
 
 
 def script(tmp_path: Path, steps: list[dict[str, Any]]) -> str:

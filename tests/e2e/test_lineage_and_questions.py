@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from cli_support import tether
-from tether.harness import Harness
-from tether.tools.ask_user import DELEGATED_CALLER, USER_QUESTION
+from tether._harness import Harness
+from tether.tools._ask_user import DELEGATED_CALLER, USER_QUESTION
 
 pytestmark = pytest.mark.timeout(120)
 

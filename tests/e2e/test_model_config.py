@@ -18,7 +18,8 @@ from e2e_support import write_user_config
 from cli_support import TETHER
 from model.strict_servers import Answer, StrictServer
 from tether import Harness, TetherError
-from tether.model import OpenAICompatClient, user_config_path
+from tether.model import OpenAICompatClient
+from tether.model._settings import user_config_path
 
 pytestmark = pytest.mark.timeout(100)
 

@@ -15,7 +15,7 @@ import pytest
 
 from cli_support import TETHER, tether
 from model.fake_openai import FakeOpenAI, Reply
-from tether.model import user_config_path
+from tether.model._settings import user_config_path
 
 pytestmark = pytest.mark.timeout(100)
 

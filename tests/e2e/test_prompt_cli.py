@@ -13,7 +13,7 @@ import pytest
 
 from cli_support import run_args, tether
 from script_support import call, script
-from tether.dirs import config_dir
+from tether._dirs import config_dir
 
 pytestmark = pytest.mark.timeout(120)
 

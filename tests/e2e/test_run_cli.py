@@ -71,7 +71,7 @@ def test_json_stream_shows_the_run_layout_and_writes_the_file(env: dict[str, Any
         "step/end",
         "turn/end",
     ]
-    # a fresh root is pinned to the default preset's three facts (``policy/presets.py``)
+    # a fresh root is pinned to the default preset's three facts (``policy/_presets.py``)
     assert events[0]["data"] == {"preset": "workspace-write"}
     assert events[1]["data"] == {"mode": "workspace-write"}
     assert events[2]["data"] == {"policy": "ask"}

@@ -109,7 +109,7 @@ async def test_a_signal_ends_the_turn_durably_and_says_how_to_resume(
 DOUBLE = textwrap.dedent(
     """
     import asyncio
-    from tether.surfaces.cli.interrupts import RunInterrupts
+    from tether.surfaces.cli._interrupts import RunInterrupts
 
     async def main() -> None:
         with RunInterrupts(lambda: None):

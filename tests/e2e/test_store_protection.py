@@ -15,11 +15,12 @@ import pytest
 from cli_support import run_args, tether
 from script_support import script
 from tether import Harness
-from tether.harness import _protect_store
+from tether._harness import _protect_store
 from tether.kernel import PluginEntry
 from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider
-from tether.session.persistence import SqlitePersistence, sqlite_url
-from tether.session.store_files import store_files
+from tether.session._store_files import store_files
+from tether.session.persistence import SqlitePersistence
+from tether.session.persistence._factory import sqlite_url
 
 TOKEN = "prompt-token-8f3a"
 HIDDEN = "it is hidden from every agent (it holds credentials or tether's own state)"

@@ -11,7 +11,7 @@ import pytest
 
 from cli_support import TETHER
 from pty_support import read_until
-from tether.surfaces.cli.tty_answerer import parse_reply
+from tether.surfaces.cli._tty_answerer import parse_reply
 
 
 @pytest.mark.parametrize(

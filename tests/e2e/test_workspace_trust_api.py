@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 from test_workspace_trust_cli import escalations, plants
 
-from tether.harness import Harness
-from tether.kernel import TrustStore, WorkspaceTrust, WorkspaceUntrustedError, record_trust
+from tether._harness import Harness
+from tether.kernel import WorkspaceTrust, WorkspaceUntrustedError
+from tether.kernel._trust_store import TrustStore
+from tether.kernel._workspace_trust import record_trust
 from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
-from tether.session.json import thaw
+from tether.session._json import thaw
 
 pytestmark = pytest.mark.timeout(120)
 

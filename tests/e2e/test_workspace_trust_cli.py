@@ -19,7 +19,7 @@ from cli_support import TETHER, run_args, tether
 from model.fake_openai import FakeOpenAI, Reply, chunk, sse
 from script_support import script
 from script_support import write as write_step
-from tether.dirs import config_dir
+from tether._dirs import config_dir
 
 ASK_WRITES = '[[plugins]]\nname = "ask_tools"\nconfig = { tools = ["write"] }\n'
 

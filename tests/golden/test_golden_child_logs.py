@@ -32,13 +32,13 @@ from typing import Any
 import pytest
 
 from tether.policy import SANDBOX_POLICY_SERVICE
-from tether.subagents.seams import SUBAGENT_START
+from tether.subagents._seams import SUBAGENT_START
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "subagents"))
 
 from subagent_support import World, child, plain, settle, subagents, world, write
 
-from tether.subagents import OneShotRequest, run_one_shot
+from tether.subagents._oneshot import OneShotRequest, run_one_shot
 
 GOLDEN = Path(__file__).parent
 UPDATE = os.environ.get("TETHER_UPDATE_GOLDEN") == "1"

@@ -11,15 +11,15 @@ import pytest
 from plugin_dist import Distribution
 
 from tether.kernel import (
-    ConfigFileError,
-    DuplicatePluginError,
-    Kernel,
     Notice,
     PluginConfigError,
     PluginEntry,
     PluginError,
     PluginRequirementError,
     ServiceKey,
+)
+from tether.kernel._config import (
+    ConfigFileError,
     TetherConfig,
     UnknownPluginError,
     available_plugins,
@@ -27,6 +27,7 @@ from tether.kernel import (
     read_config,
     resolve_plugin,
 )
+from tether.kernel._plugin import DuplicatePluginError, Kernel
 
 PREEXISTING = ServiceKey[int]("preexisting")
 TICK = Notice[object]("tick")

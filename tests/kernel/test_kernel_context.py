@@ -24,8 +24,8 @@ from tether.kernel import (
     Waterfall,
 )
 from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE
-from tether.policy.approval import APPROVAL_REQUEST
-from tether.tools.seams import TOOL_GUARD
+from tether.policy._approval import APPROVAL_REQUEST
+from tether.tools._seams import TOOL_GUARD
 
 SVC = ServiceKey[object]("svc")
 OTHER = Notice[object]("other")
@@ -112,7 +112,7 @@ def test_emit_contains_a_failing_listener(ctx: Context, caplog: pytest.LogCaptur
 
     ctx.on(TICK, broken)
     ctx.on(TICK, seen.append)
-    with caplog.at_level(logging.ERROR, logger="tether.kernel.context"):
+    with caplog.at_level(logging.ERROR, logger="tether.kernel._context"):
         ctx.emit(TICK, 1)
     assert seen == [1]
     assert "listener for 'tick' failed" in caplog.text
@@ -135,7 +135,7 @@ async def test_emit_runs_async_listeners_in_the_background_and_contains_failures
 
     ctx.on(TICK, broken)
     ctx.on(TICK, slow)
-    with caplog.at_level(logging.ERROR, logger="tether.kernel.context"):
+    with caplog.at_level(logging.ERROR, logger="tether.kernel._context"):
         ctx.emit(TICK, "p")
         assert seen == []  # emit does not wait
         await asyncio.wait_for(done.wait(), 5)
@@ -153,7 +153,7 @@ def test_emit_of_an_async_listener_without_a_loop_is_reported(
         ran.append(payload)
 
     ctx.on(TICK, listener)
-    with caplog.at_level(logging.ERROR, logger="tether.kernel.context"):
+    with caplog.at_level(logging.ERROR, logger="tether.kernel._context"):
         ctx.emit(TICK, 1)
     assert ran == []
     assert "async listener for 'tick' needs a running event loop; not run" in caplog.text
@@ -430,7 +430,7 @@ def test_a_failing_cleanup_does_not_stop_the_others(
 
     plugin.effect(broken)
     plugin.effect(lambda: calls.append("third"))
-    with caplog.at_level(logging.ERROR, logger="tether.kernel.context"):
+    with caplog.at_level(logging.ERROR, logger="tether.kernel._context"):
         plugin.dispose()
     assert calls == ["third", "first"]
     assert "disposing a registration of 'p' failed" in caplog.text
@@ -557,6 +557,6 @@ async def test_a_bare_name_is_refused_by_every_operation(ctx: Context) -> None:
     with pytest.raises(NotAKeyError) as waited:
         await ctx.waterfall("w", None, "fallback")
     assert str(waited.value) == (
-        "kernel seams are named by typed keys (tether.kernel.keys), not 'w'"
+        "kernel seams are named by typed keys (tether.kernel._keys), not 'w'"
     )
     assert ctx.get(COUNTER) is not None  # nothing was registered or removed

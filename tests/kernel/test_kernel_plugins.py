@@ -9,9 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import (
     Context,
-    DuplicatePluginError,
     FunctionPlugin,
-    Kernel,
     Next,
     Notice,
     Plugin,
@@ -20,8 +18,9 @@ from tether.kernel import (
     PluginRequirementError,
     ServiceKey,
 )
+from tether.kernel._plugin import DuplicatePluginError, Kernel
 from tether.policy import APPROVAL_SERVICE
-from tether.policy.approval import APPROVAL_REQUEST
+from tether.policy._approval import APPROVAL_REQUEST
 
 SESSION_CREATED = Notice[object]("session/created")
 TICK = Notice[object]("tick")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from kernel_support import Agent
 
-from tether.kernel import Context, PromptPart, PromptRegistry
+from tether.kernel import Context, PromptPart
+from tether.kernel._prompt import PromptRegistry
 
 
 def test_sections_render_in_order(ctx: Context) -> None:

@@ -10,7 +10,9 @@ import warnings
 
 import pytest
 
-from tether.kernel import Kernel, Notice, TaskScope, TaskScopeClosedError
+from tether.kernel import Notice, TaskScope
+from tether.kernel._plugin import Kernel
+from tether.kernel._tasks import TaskScopeClosedError
 
 
 async def test_closing_cancels_and_waits_for_every_task() -> None:
@@ -56,7 +58,7 @@ async def test_an_unobserved_failure_is_logged(caplog: pytest.LogCaptureFixture)
     async def boom() -> None:
         raise RuntimeError("broken listener")
 
-    with caplog.at_level(logging.ERROR, logger="tether.kernel.tasks"):
+    with caplog.at_level(logging.ERROR, logger="tether.kernel._tasks"):
         task = scope.spawn(boom(), name="listener")
         await asyncio.gather(task, return_exceptions=True)
         await asyncio.sleep(0)
@@ -121,7 +123,7 @@ async def test_after_close_an_async_listener_is_not_run_and_leaves_no_coroutine(
     await kernel.aclose()
     with (
         warnings.catch_warnings(record=True) as caught,
-        caplog.at_level(logging.WARNING, logger="tether.kernel.context"),
+        caplog.at_level(logging.WARNING, logger="tether.kernel._context"),
     ):
         warnings.simplefilter("always")
         kernel.ctx.emit(tick, "late")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.kernel.printable import needs_escape, printable, printable_block
+from tether.kernel._printable import needs_escape, printable, printable_block
 
 ATTACKS = [
     ("\x1b[2K", "\\x1b[2K"),  # erase line (CSI)

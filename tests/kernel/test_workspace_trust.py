@@ -12,30 +12,25 @@ from pathlib import Path
 import pytest
 from plugin_dist import Distribution
 
-from tether.dirs import config_dir
-from tether.kernel import (
-    WORKSPACE_FILES,
-    FileStatus,
-    InspectedWorkspace,
-    Kernel,
-    PluginEntry,
-    TrustStore,
-    WorkspaceTrust,
-    WorkspaceUntrustedError,
-    inspect_workspace,
-    load_plugins,
-    record_trust,
-)
-from tether.kernel.config import ConfigFileError, UnknownPluginError
-from tether.kernel.plugin import PluginError
-from tether.kernel.printable import printable
-from tether.kernel.trust_store import TrustStoreError
-from tether.kernel.workspace_files import (
+from tether._dirs import config_dir
+from tether.kernel import WORKSPACE_FILES, PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
+from tether.kernel._config import ConfigFileError, UnknownPluginError, load_plugins
+from tether.kernel._plugin import Kernel, PluginError
+from tether.kernel._printable import printable
+from tether.kernel._trust_store import TrustStore, TrustStoreError
+from tether.kernel._workspace_files import (
     MAX_CONFIG_BYTES,
     MAX_TOTAL_BYTES,
     UndeclaredWorkspaceFileError,
 )
-from tether.kernel.workspace_trust import InvalidWorkspaceTrustError, parse_workspace_trust
+from tether.kernel._workspace_trust import (
+    FileStatus,
+    InspectedWorkspace,
+    InvalidWorkspaceTrustError,
+    inspect_workspace,
+    parse_workspace_trust,
+    record_trust,
+)
 
 HOOKS_TOML = (
     '[[plugins]]\nname = "hooks"\n'

@@ -9,15 +9,9 @@ from typing import Any
 
 import pytest
 
-from tether.model import (
-    KNOWN_CONTEXT_WINDOWS,
-    ModelError,
-    OpenAICompatClient,
-    ScriptedModel,
-    context_window_of,
-    resolve_model,
-)
-from tether.model.settings import model_config_from
+from tether.model import KNOWN_CONTEXT_WINDOWS, ModelError, OpenAICompatClient, ScriptedModel
+from tether.model._context_window import context_window_of
+from tether.model._settings import model_config_from, resolve_model
 
 KEYS = {"DEEPSEEK_API_KEY": "sk-d", "OPENAI_API_KEY": "sk-o"}
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tether._signals import AbortedError, AbortSignal
 from tether.model import (
     Completion,
     Message,
@@ -23,10 +24,9 @@ from tether.model import (
     ToolCallDelta,
     ToolSchema,
     Usage,
-    complete,
 )
-from tether.model import openai_compat as oc
-from tether.signals import AbortedError, AbortSignal
+from tether.model import _openai_compat as oc
+from tether.model._client import complete
 
 from .fake_openai import FakeOpenAI, Reply, chunk, json_error, sse
 

@@ -13,16 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.model import (
-    Completion,
-    Message,
-    ModelRequest,
-    OpenAICompatClient,
-    ToolCall,
-    Usage,
-    complete,
-    retry_after_seconds,
-)
+from tether.model import Completion, Message, ModelRequest, OpenAICompatClient, ToolCall, Usage
+from tether.model._client import complete
+from tether.model._openai_compat import retry_after_seconds
 from tether.model._sse import SSEDecoder, SSEEvent, SSEFormatError
 
 from .fake_openai import chunk, sse

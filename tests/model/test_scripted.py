@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tether._signals import AbortedError, AbortSignal
 from tether.model import (
-    NO_MORE_STEPS,
     Completion,
     Message,
     ModelClient,
@@ -21,9 +21,9 @@ from tether.model import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
-    complete,
 )
-from tether.signals import AbortedError, AbortSignal
+from tether.model._client import complete
+from tether.model._scripted import NO_MORE_STEPS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scripted"
 

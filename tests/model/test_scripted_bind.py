@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tether.model import Message, ModelError, ModelRequest, ScriptedModel, complete
+from tether.model import Message, ModelError, ModelRequest, ScriptedModel
+from tether.model._client import complete
 
 
 def model(bind: dict[str, str]) -> ScriptedModel:

@@ -1,4 +1,4 @@
-"""Choosing and building a configured model (``tether.model.settings``): which choice wins,
+"""Choosing and building a configured model (``tether.model._settings``): which choice wins,
 per-provider defaults, and the refusals a workspace's table gets."""
 
 from __future__ import annotations
@@ -7,18 +7,9 @@ from typing import Any
 
 import pytest
 
-from tether.model import (
-    Message,
-    ModelConfig,
-    ModelError,
-    ModelRequest,
-    OpenAICompatClient,
-    ToolCall,
-    choose_model,
-    complete,
-    resolve_model,
-)
-from tether.model.settings import model_config_from
+from tether.model import Message, ModelError, ModelRequest, OpenAICompatClient, ToolCall
+from tether.model._client import complete
+from tether.model._settings import ModelConfig, choose_model, model_config_from, resolve_model
 
 from .fake_openai import FakeOpenAI, Reply, chunk, json_error, sse
 

@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 from tether.model import (
-    MODEL_SPEC_HELP,
     Message,
     ModelError,
     ModelRequest,
     ModelSpec,
     OpenAICompatClient,
     ScriptedModel,
-    complete,
     parse_model_spec,
-    resolve_model,
 )
+from tether.model._client import complete
+from tether.model._help import MODEL_SPEC_HELP
+from tether.model._settings import resolve_model
 
 from .fake_openai import FakeOpenAI, Reply, chunk, sse
 

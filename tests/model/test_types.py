@@ -8,9 +8,6 @@ import pytest
 
 from tether.errors import TetherError
 from tether.model import (
-    FINISH_REASON_MEANINGS,
-    MODEL_ERROR_CODES,
-    ROLE_MEANINGS,
     Completion,
     FinishReason,
     Message,
@@ -20,6 +17,7 @@ from tether.model import (
     ToolCall,
     Usage,
 )
+from tether.model._types import FINISH_REASON_MEANINGS, MODEL_ERROR_CODES, ROLE_MEANINGS
 
 
 def test_every_vocabulary_member_is_documented() -> None:

@@ -13,9 +13,9 @@ from tether.model import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
-    complete,
 )
-from tether.model.valid_text import valid_arguments, valid_text
+from tether.model._client import complete
+from tether.model._valid_text import valid_arguments, valid_text
 
 from .fake_openai import FakeOpenAI, Reply, chunk, sse
 

@@ -18,9 +18,9 @@ from tether.model import (
     OpenAICompatClient,
     ToolCall,
     ToolSchema,
-    WireOptions,
-    complete,
 )
+from tether.model._client import complete
+from tether.model._openai_wire import WireOptions
 
 from .fake_openai import FakeOpenAI, Reply
 from .strict_servers import (
@@ -270,7 +270,7 @@ async def test_an_error_event_after_output_names_the_servers_message(server: Fak
 async def test_a_response_broken_off_after_http_200_on_every_attempt_suggests_no_stream(
     server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tether.model import openai_compat
+    from tether.model import _openai_compat as openai_compat
 
     async def no_sleep(seconds: float) -> None:
         return None
@@ -324,7 +324,7 @@ async def test_the_error_body_is_cut_and_its_control_characters_escaped(
 async def test_a_500_that_is_not_a_validation_error_is_still_retried(
     server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tether.model import openai_compat
+    from tether.model import _openai_compat as openai_compat
 
     async def no_sleep(seconds: float) -> None:
         return None

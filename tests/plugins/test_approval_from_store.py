@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tether.harness import Harness
+from tether._harness import Harness
 from tether.kernel import PluginConfigError, PluginEntry
-from tether.plugins.approval_from_store import ApprovalFromStoreConfig, answer_command
+from tether.plugins._approval_from_store import ApprovalFromStoreConfig, answer_command
 
 
 def test_the_hint_names_the_store_unless_it_is_the_default_one(

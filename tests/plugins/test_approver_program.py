@@ -15,8 +15,8 @@ from script_support import call, script, write
 from tether import Harness
 from tether.kernel import PluginEntry
 from tether.sandbox import SandboxError
-from tether.sandbox.paths import path_rules
-from tether.sandbox.programs import rewritable_programs
+from tether.sandbox._paths import path_rules
+from tether.sandbox._programs import rewritable_programs
 
 ALLOW = "#!/bin/sh\ncat >/dev/null\necho allowed-once\n"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from tether.kernel.printable import printable
-from tether.plugins.headline import (
+from tether.kernel._printable import printable
+from tether.plugins._headline import (
     FIELD_LIMIT,
     SEPARATOR,
     action_text,
@@ -15,9 +15,9 @@ from tether.plugins.headline import (
     headline,
     subject,
 )
-from tether.plugins.shown_text import inert_json, quoted
-from tether.policy.approval import AskedAction
-from tether.policy.modes import SandboxMode
+from tether.plugins._shown_text import inert_json, quoted
+from tether.policy._approval import AskedAction
+from tether.policy._modes import SandboxMode
 
 FORGED_WHY = "tidy up\n· Command: ls -la\n"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tether.plugins.root_approvals import Routed, denial_reason
-from tether.policy.modes import ApprovalOutcome, AskFailure
+from tether.plugins._root_approvals import Routed, denial_reason
+from tether.policy._modes import ApprovalOutcome, AskFailure
 
 NEEDS = '"write" needs the root session\'s approval, but'
 

@@ -21,11 +21,12 @@ from compose_support import compose_kernel, settle_agents
 from event_support import plain
 from script_support import call as call
 from script_support import write as write
-from tether.agent import AGENTS_SERVICE, Agent, AgentOptions, AgentRegistry
+from tether.agent import AGENTS_SERVICE, Agent, AgentRegistry
+from tether.agent._agent import AgentOptions
 from tether.model import ScriptedModel
-from tether.plugins.root_approvals import plugin as root_approvals_plugin
+from tether.plugins._root_approvals import plugin as root_approvals_plugin
 from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE
-from tether.policy.approval import ApprovalRequest, register_answerer
+from tether.policy._approval import ApprovalRequest, register_answerer
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
 from tether.tools.fs import file_tools
@@ -85,7 +86,7 @@ class Rig:
         self.asked: list[ApprovalRequest] = []
         self.removers: dict[str, Callable[[], None]] = {}
         if subagents is not None:
-            from tether.subagents.plugin import plugin as subagents_plugin
+            from tether.subagents._plugin import plugin as subagents_plugin
 
             self.kernel.load(subagents_plugin, subagents)
         if plugin:

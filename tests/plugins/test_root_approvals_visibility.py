@@ -24,9 +24,9 @@ from test_root_approvals_support import (
 from tether.errors import TetherError
 from tether.session import Event
 from tether.subagents import SUBAGENTS_SERVICE
-from tether.subagents.lineage import lineage_tree, render_tree, walk
-from tether.subagents.narrowing import narrow_live, narrow_stored
-from tether.subagents.visibility import (
+from tether.subagents._lineage import lineage_tree, render_tree, walk
+from tether.subagents._narrowing import narrow_live, narrow_stored
+from tether.subagents._visibility import (
     PendingQuestion,
     blocked_labels,
     is_denial,

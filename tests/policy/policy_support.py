@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from event_support import type_data
-from tether.kernel import SESSIONS_SERVICE, Kernel
+from tether.kernel import SESSIONS_SERVICE
+from tether.kernel._plugin import Kernel
 from tether.policy import (
     APPROVAL_SERVICE,
     PERMISSION_PRESETS_SERVICE,
@@ -24,10 +25,10 @@ from tether.policy import (
     ApprovalService,
     PermissionPresetsService,
     SandboxPolicyService,
-    approval_plugin,
-    permission_presets_plugin,
-    sandbox_policy_plugin,
 )
+from tether.policy._approval import approval_plugin
+from tether.policy._presets import permission_presets_plugin
+from tether.policy._sandbox_policy import sandbox_policy_plugin
 from tether.session import (
     Event,
     JsonValue,

@@ -22,26 +22,28 @@ from policy_support import (
 )
 from policy_support import approval_of as service_of
 
-from tether.kernel import SESSIONS_SERVICE, Kernel, Next, PluginConfigError, resolve_plugin
+from tether._signals import AbortSignal
+from tether.kernel import SESSIONS_SERVICE, Next, PluginConfigError
+from tether.kernel._config import resolve_plugin
+from tether.kernel._plugin import Kernel
 from tether.policy import (
     APPROVAL_SERVICE,
     ApprovalOutcome,
-    ApprovalOutsideTurnError,
     ApprovalPolicy,
     ApprovalRequest,
     ApprovalService,
+    register_answerer,
+)
+from tether.policy._approval import AskedAction, approval_plugin, fold_approval_policy
+from tether.policy._errors import (
+    ApprovalOutsideTurnError,
     InvalidPolicyConfigError,
     InvalidPolicyError,
     InvalidSourceError,
-    approval_plugin,
-    fold_approval_policy,
-    register_answerer,
 )
-from tether.policy.approval import AskedAction
-from tether.policy.modes import SandboxMode
+from tether.policy._modes import SandboxMode
 from tether.session import Event, PersistenceError, Session, SessionHeader, SessionStore
-from tether.session.persistence.factory import open_persistence
-from tether.signals import AbortSignal
+from tether.session.persistence._factory import open_persistence
 
 NEVER_TEXT = (
     "Approval prompts are disabled in this session. Actions that need approval are rejected "

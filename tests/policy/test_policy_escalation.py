@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from policy_support import ToyAgent, compose, layout, open_turn
 
-from tether.kernel import Kernel
-from tether.policy.approval import ApprovalRequest, register_answerer
-from tether.policy.escalation import (
+from tether._signals import AbortSignal
+from tether.kernel._plugin import Kernel
+from tether.policy._approval import ApprovalRequest, register_answerer
+from tether.policy._escalation import (
     ESCALATION_ASK,
     ESCALATION_ROUTED,
     EscalationRefused,
@@ -28,10 +29,9 @@ from tether.policy.escalation import (
     take_escalation,
     with_escalation_parameters,
 )
-from tether.policy.modes import ApprovalOutcome, SandboxMode
-from tether.policy.sandbox_policy import SandboxExecutionPolicy
+from tether.policy._modes import ApprovalOutcome, SandboxMode
+from tether.policy._sandbox_policy import SandboxExecutionPolicy
 from tether.session import Session, SessionHeader, SessionStore
-from tether.signals import AbortSignal
 
 RO, WW, DFA = SandboxMode.READ_ONLY, SandboxMode.WORKSPACE_WRITE, SandboxMode.DANGER_FULL_ACCESS
 POLICY = SandboxExecutionPolicy(RO, "/work/space", "s1")

@@ -1,4 +1,4 @@
-"""The policy layer's event payloads (``policy/events.py``): each definition reads back what
+"""The policy layer's event payloads (``policy/_events.py``): each definition reads back what
 it writes, key for key and in the stored order, and refuses a stored payload that does not
 fit with its vocabulary's own error code."""
 
@@ -9,15 +9,9 @@ import json
 import pytest
 
 from tether.errors import TetherError
-from tether.policy import (
-    ApprovalOutcome,
-    ApprovalPolicy,
-    SandboxMode,
-    derive_preset,
-    fold_approval_policy,
-    fold_sandbox_mode,
-)
-from tether.policy.events import (
+from tether.policy import ApprovalOutcome, ApprovalPolicy, SandboxMode
+from tether.policy._approval import fold_approval_policy
+from tether.policy._events import (
     ApprovalAnswerRefused,
     ApprovalAsked,
     ApprovalDecided,
@@ -28,9 +22,11 @@ from tether.policy.events import (
     SandboxModeSet,
     read_approval_pending,
 )
+from tether.policy._presets import derive_preset
+from tether.policy._sandbox_policy import fold_sandbox_mode
 from tether.session import Event, JsonObject
-from tether.session.answer_channel import RefusedAnswer
-from tether.session.persistence.repair import plan_repair
+from tether.session._answer_channel import RefusedAnswer
+from tether.session.persistence._repair import plan_repair
 
 Definition = (
     SandboxModeSet

@@ -5,21 +5,21 @@ from __future__ import annotations
 import pytest
 
 from tether.policy import (
+    ApprovalOutcome,
+    ApprovalPolicy,
+    SandboxMode,
+    is_strictly_wider,
+    parse_approval_policy,
+    parse_sandbox_mode,
+)
+from tether.policy._errors import InvalidModeError, InvalidPolicyError, InvalidSourceError
+from tether.policy._modes import (
     ESCALATION_TARGETS,
     POLICY_SOURCES,
     WIDER_MODES,
-    ApprovalOutcome,
-    ApprovalPolicy,
-    InvalidModeError,
-    InvalidPolicyError,
-    InvalidSourceError,
-    SandboxMode,
     as_outcome,
-    is_strictly_wider,
     narrowest_wider_mode,
-    parse_approval_policy,
     parse_policy_source,
-    parse_sandbox_mode,
 )
 
 RO, WW, DFA = SandboxMode.READ_ONLY, SandboxMode.WORKSPACE_WRITE, SandboxMode.DANGER_FULL_ACCESS

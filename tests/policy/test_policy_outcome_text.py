@@ -11,8 +11,8 @@ from typing import get_args
 
 import pytest
 
-from tether.policy.modes import ApprovalOutcome, AskFailure, SandboxMode
-from tether.policy.outcome_text import (
+from tether.policy._modes import ApprovalOutcome, AskFailure, SandboxMode
+from tether.policy._outcome_text import (
     Asked,
     EscalationAsk,
     Refusal,

@@ -16,24 +16,30 @@ from policy_support import (
     sandbox_of,
 )
 
-from tether.kernel import Kernel, PluginConfigError, PluginRequirementError, resolve_plugin
+from tether.kernel import PluginConfigError, PluginRequirementError
+from tether.kernel._config import resolve_plugin
+from tether.kernel._plugin import Kernel
 from tether.policy import (
-    CUSTOM_PRESET,
-    DEFAULT_PRESET_TABLE,
     PERMISSION_PRESETS_SERVICE,
     ApprovalPolicy,
     PermissionPresetsService,
-    PolicyServiceUnavailableError,
     Preset,
-    PresetTableError,
     SandboxMode,
+)
+from tether.policy._errors import (
+    PolicyServiceUnavailableError,
+    PresetTableError,
     UnknownPresetError,
+)
+from tether.policy._presets import (
+    CUSTOM_PRESET,
+    DEFAULT_PRESET_TABLE,
     derive_preset,
     permission_presets_plugin,
     validate_table,
 )
 from tether.session import Event, Session, SessionHeader, SessionStore
-from tether.session.persistence.factory import open_persistence
+from tether.session.persistence._factory import open_persistence
 
 RO, WW, DFA = SandboxMode.READ_ONLY, SandboxMode.WORKSPACE_WRITE, SandboxMode.DANGER_FULL_ACCESS
 ASK, NEVER = ApprovalPolicy.ASK, ApprovalPolicy.NEVER

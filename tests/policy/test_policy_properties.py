@@ -18,25 +18,25 @@ from policy_support import (
     sandbox_of,
 )
 
-from tether.kernel import Kernel, Next
+from tether._signals import AbortSignal
+from tether.kernel import Next
+from tether.kernel._plugin import Kernel
 from tether.policy import (
-    DEFAULT_PRESET_TABLE,
     ApprovalOutcome,
-    ApprovalOutsideTurnError,
     ApprovalPolicy,
     ApprovalRequest,
     ApprovalService,
     PermissionPresetsService,
     SandboxMode,
     SandboxPolicyService,
-    derive_preset,
-    fold_approval_policy,
-    fold_sandbox_mode,
     register_answerer,
 )
+from tether.policy._approval import fold_approval_policy
+from tether.policy._errors import ApprovalOutsideTurnError
+from tether.policy._presets import DEFAULT_PRESET_TABLE, derive_preset
+from tether.policy._sandbox_policy import fold_sandbox_mode
 from tether.session import Event, Session, SessionStore
-from tether.session.persistence.factory import open_persistence
-from tether.signals import AbortSignal
+from tether.session.persistence._factory import open_persistence
 
 MODES = [m.value for m in SandboxMode]
 POLICIES = [p.value for p in ApprovalPolicy]

@@ -11,20 +11,19 @@ import pytest
 from policy_support import SessionOnlyAgent, ToyAgent, compose, layout
 from policy_support import sandbox_of as service_of
 
-from tether.kernel import Kernel, PluginConfigError, resolve_plugin
+from tether.kernel import PluginConfigError
+from tether.kernel._config import resolve_plugin
+from tether.kernel._plugin import Kernel
 from tether.policy import (
     SANDBOX_POLICY_SERVICE,
-    InvalidModeError,
-    InvalidPolicyConfigError,
-    InvalidSourceError,
     SandboxExecutionPolicy,
     SandboxMode,
     SandboxPolicyService,
-    fold_sandbox_mode,
-    sandbox_policy_plugin,
 )
+from tether.policy._errors import InvalidModeError, InvalidPolicyConfigError, InvalidSourceError
+from tether.policy._sandbox_policy import fold_sandbox_mode, sandbox_policy_plugin
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
-from tether.session.persistence.factory import open_persistence
+from tether.session.persistence._factory import open_persistence
 
 READ_ONLY_TEXT = (
     "Current tether file policy: read-only. Commands and file tools run under a sandbox that "

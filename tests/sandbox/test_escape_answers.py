@@ -35,8 +35,8 @@ from sandbox_support import (
 )
 
 from answer_support import start_waiter
-from tether.session.answer_box import AnswerBox
-from tether.session.answer_channel import CLI_SURFACE
+from tether.session._answer_box import AnswerBox
+from tether.session._answer_channel import CLI_SURFACE
 
 pytestmark = pytest.mark.timeout(60)
 

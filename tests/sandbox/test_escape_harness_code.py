@@ -85,7 +85,7 @@ def test_a_workspace_venv_running_tether_is_out_of_the_agents_reach(
         [
             str(venv / "bin" / "python"),
             "-c",
-            "from tether.surfaces.cli.app import main; main()",
+            "from tether.surfaces.cli._app import main; main()",
             "run",
             "--model",
             f"scripted:{script}",
@@ -140,7 +140,7 @@ def tether_run(
         [
             str(python),
             "-c",
-            "from tether.surfaces.cli.app import main; main()",
+            "from tether.surfaces.cli._app import main; main()",
             "run",
             "--model",
             f"scripted:{script}",

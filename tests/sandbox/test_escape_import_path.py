@@ -23,7 +23,7 @@ from sandbox_support import (
     variant_mode_cases,
 )
 
-from tether.sandbox import paths
+from tether.sandbox import _paths as paths
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -32,10 +32,11 @@ from sandbox_support import (
 
 from hidden_support import TOKENS_AND_HISTORIES
 from tether.policy import SandboxExecutionPolicy, SandboxMode
-from tether.sandbox import CREDENTIAL_PATHS, SandboxError, SandboxProvider
-from tether.sandbox.environment import FALLBACK_PATH
-from tether.session.persistence import sqlite_url
-from tether.session.store_files import store_files
+from tether.sandbox import SandboxError, SandboxProvider
+from tether.sandbox._environment import FALLBACK_PATH
+from tether.sandbox._paths import CREDENTIAL_PATHS
+from tether.session._store_files import store_files
+from tether.session.persistence._factory import sqlite_url
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -326,7 +327,7 @@ async def test_the_real_home_is_hidden_when_home_points_elsewhere(
 ) -> None:
     """``sudo -E`` or CI: the harness's ``$HOME`` (and the command's) is not the effective
     user's home, whose credentials are hidden all the same."""
-    from tether.sandbox import paths
+    from tether.sandbox import _paths as paths
 
     elsewhere = host.top / "elsewhere"
     elsewhere.mkdir()
@@ -347,7 +348,7 @@ async def test_missing_credential_paths_cannot_be_created_in_a_writable_home(
     host: Host, variant: str
 ) -> None:
     """The workspace is the home directory: a credential path that does not exist yet (a
-    planted ``.npmrc``, ``.config/gh/config.yml`` with an alias, a cargo token) cannot be
+    planted ``.npmrc``, ``._config/gh/config.yml`` with an alias, a cargo token) cannot be
     created either, nor can the directories on the way to one."""
     (host.home / "project").mkdir()
     provider = make_provider(variant, host)

@@ -173,7 +173,7 @@ async def probe(
         assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr
         return ran.stdout.strip()
     command = provider.confine(["bash", "-c", script], host.policy(mode))
-    assert command.argv[3].endswith("bwrap_exec.py")
+    assert command.argv[3].endswith("_bwrap_exec.py")
     process = await asyncio.create_subprocess_exec(
         *command.argv,
         env=dict(command.env),
@@ -476,7 +476,7 @@ async def test_a_host_socket_mounted_into_a_writable_root_stays_refused(
 PASS_THROUGH = f"""#!{PYTHON} -IS
 import os, sys
 sys.path.insert(0, {str(SANDBOX_DIR)!r})
-import syscalls
+import _syscalls as syscalls
 syscalls.drop_privileges()
 argv = sys.argv[sys.argv.index("--") + 1 :]
 os.execvp(argv[0], argv)
@@ -524,7 +524,7 @@ def test_the_network_rules_of_socket_creation(rule: str, expected: str) -> None:
     namespace); the same filter in a plain process, so only the rule decides."""
     code = (
         f"import sys; sys.path.insert(0, {str(SANDBOX_DIR)!r})\n"
-        "import errno, socket, seccomp_filter, syscalls\n"
+        "import errno, socket, _seccomp_filter as seccomp_filter, _syscalls as syscalls\n"
         "syscalls.set_no_new_privs()\n"
         f"seccomp_filter.install((syscalls.machine(), None, {rule!r}, False))\n"
         "def make(kind):\n"

@@ -23,7 +23,7 @@ import pytest
 from sandbox_support import Host
 
 from cli_support import tether
-from tether.dirs import config_dir
+from tether._dirs import config_dir
 
 pytestmark = pytest.mark.timeout(120)
 

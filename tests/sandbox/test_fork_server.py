@@ -21,20 +21,14 @@ import pytest
 from sandbox_support import Host, make_provider
 
 from proc_support import gone, processes_with
-from tether.sandbox import (
-    SandboxError,
-    SandboxUnavailableError,
-    landlock_exec,
-    listings,
-    spawn,
-    stop,
-    unconfined,
-)
-from tether.sandbox import landlock_client as client
-from tether.sandbox.command import ConfinedCommand
-from tether.sandbox.landlock_client import ForkServer, fork_server
-from tether.sandbox.landlock_exec import LAUNCHER_EXIT, LAUNCHER_PREFIX
-from tether.sandbox.landlock_server import REQUEST
+from tether.sandbox import SandboxError, SandboxUnavailableError, spawn, stop, unconfined
+from tether.sandbox import _landlock_client as client
+from tether.sandbox import _landlock_exec as landlock_exec
+from tether.sandbox import _listings as listings
+from tether.sandbox._command import ConfinedCommand
+from tether.sandbox._landlock_client import ForkServer, fork_server
+from tether.sandbox._landlock_exec import LAUNCHER_EXIT, LAUNCHER_PREFIX
+from tether.sandbox._landlock_server import REQUEST
 
 pytestmark = pytest.mark.timeout(60)
 

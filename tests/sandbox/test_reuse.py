@@ -1,7 +1,7 @@
 """What a confine reuses from the previous one, and what must not be reused.
 
 The workspace's cover, the masks over hidden paths, the hidden and control paths and the read
-layer are kept while the directories they came from stand (tether/sandbox/listings.py). A
+layer are kept while the directories they came from stand (tether/sandbox/_listings.py). A
 directory that changes between two commands must be seen by the second: a hidden path created
 after the first command is hidden from the second, a new top-level workspace entry is
 writable by the next command. Each test trusts a listing at once (``FRESH_NS`` 0), so that only
@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from sandbox_support import SSH_KEY, VARIANTS, Host, make_provider, run_confined
 
-from tether.sandbox import landlock_exec, listings
-from tether.sandbox.bwrap_exec import SHARE_NET
+from tether.sandbox import _landlock_exec as landlock_exec
+from tether.sandbox import _listings as listings
+from tether.sandbox._bwrap_exec import SHARE_NET
 
 
 @pytest.fixture

@@ -26,25 +26,23 @@ from sandbox_support import (
 
 from proc_support import processes_with
 from runner_support import fake_runner, passing_runner
-from tether.kernel import Kernel, PluginConfigError, resolve_plugin
+from tether.kernel import PluginConfigError
+from tether.kernel._config import resolve_plugin
+from tether.kernel._plugin import Kernel
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import (
-    CREDENTIAL_PATHS,
     SANDBOX_SERVICE,
-    BackendReport,
     SandboxError,
     SandboxProvider,
     SandboxUnavailableError,
-    confined_env,
-    describe_backends,
-    is_secret_name,
-    path_rules,
     spawn,
     stop,
-    unconfined_env,
 )
-from tether.sandbox.backends import BWRAP_LAUNCHER_PATH, LAUNCHER_PATH
-from tether.sandbox.landlock_exec import LAUNCHER_EXIT, readable_roots
+from tether.sandbox._backends import BWRAP_LAUNCHER_PATH, LAUNCHER_PATH
+from tether.sandbox._environment import confined_env, is_secret_name, unconfined_env
+from tether.sandbox._landlock_exec import LAUNCHER_EXIT, readable_roots
+from tether.sandbox._paths import CREDENTIAL_PATHS, path_rules
+from tether.sandbox._provider import BackendReport, describe_backends
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,8 +19,8 @@ import pytest
 from answer_support import start_waiter
 from cli_support import TETHER
 from tether.session import SessionMeta, SessionStore
-from tether.session.answer_box import AnswerBox, ApprovalStaleError
-from tether.session.answer_channel import (
+from tether.session._answer_box import AnswerBox, ApprovalStaleError
+from tether.session._answer_channel import (
     CLI_SURFACE,
     ApprovalAnswerRefusedError,
     ApprovalWaiterUntrustedError,
@@ -139,7 +139,7 @@ def test_an_answer_from_a_process_the_waiter_started_is_refused(tmp_path: Path) 
         "import sys\n"
         "from pathlib import Path\n"
         "from tether.errors import TetherError\n"
-        "from tether.session.answer_box import AnswerBox\n"
+        "from tether.session._answer_box import AnswerBox\n"
         "try:\n"
         f"    AnswerBox(Path({str(box.directory)!r})).deliver({approval_id!r}, 'allowed-once', "
         f"{CLI_SURFACE!r})\n"

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.session import Event, has_open_turn
+from tether.session import Event
+from tether.session._session import has_open_turn
 from tether.session.persistence import SessionNotFoundError, open_persistence
 
 TRIALS = 25
@@ -37,7 +38,7 @@ CHILD = r"""
 import asyncio, json, random, sys
 
 from tether.session import SessionMeta, SessionStore
-from tether.session.json import thaw
+from tether.session._json import thaw
 from tether.session.persistence import SessionNotFoundError, open_persistence
 
 

@@ -6,16 +6,13 @@ import itertools
 
 import pytest
 
-from tether.session import (
+from tether.session import Event, Session, SessionHeader, register_event_type
+from tether.session._events import (
     CORE_EVENT_TYPES,
     SURFACE_EVENT_TYPES,
-    Event,
     InvalidEventError,
-    Session,
-    SessionHeader,
     UnknownEventTypeError,
     is_known_event_type,
-    register_event_type,
 )
 
 _names = itertools.count()

@@ -7,13 +7,8 @@ import json
 
 import pytest
 
-from tether.session import (
-    SESSION_FORMAT_VERSION,
-    FormatVersionError,
-    InvalidHeaderError,
-    SessionHeader,
-    SessionMeta,
-)
+from tether.session import SESSION_FORMAT_VERSION, SessionHeader, SessionMeta
+from tether.session._header import FormatVersionError, InvalidHeaderError
 
 
 def full() -> SessionHeader:

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether.errors import TetherError
-from tether.session import Event, PayloadError, Session, SessionHeader
+from tether.session import Event, Session, SessionHeader
+from tether.session._json import PayloadError
 
 
 def fresh() -> Session:

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from tether.session import Event, Persistence, SessionHeader, SessionStore
-from tether.session.lease import Holder, Leases, LeaseUnavailableError, SessionLiveError
+from tether.session._lease import Holder, Leases, LeaseUnavailableError, SessionLiveError
 from tether.session.persistence import open_persistence
 
 HOLDER = """
 import os, sys, time
 from pathlib import Path
-from tether.session.lease import Leases
+from tether.session._lease import Leases
 
 lease = Leases(Path(sys.argv[1])).take(sys.argv[2])
 ready_r, ready_w = os.pipe()

@@ -9,15 +9,10 @@ from collections.abc import Sequence
 import pytest
 
 from event_support import seq_kinds as layout
-from tether.session import (
-    Event,
-    PayloadError,
-    SeedError,
-    Session,
-    SessionHeader,
-    UnknownEventTypeError,
-    has_open_turn,
-)
+from tether.session import Event, Session, SessionHeader
+from tether.session._events import UnknownEventTypeError
+from tether.session._json import PayloadError
+from tether.session._session import SeedError, has_open_turn
 
 
 def ticking() -> itertools.count[int]:
@@ -249,7 +244,7 @@ def test_raising_observer_does_not_undo_the_append(caplog: pytest.LogCaptureFixt
 
     session.observe(boom)
     session.observe(lambda s, e: after.append(e.seq))
-    with caplog.at_level(logging.ERROR, logger="tether.session.session"):
+    with caplog.at_level(logging.ERROR, logger="tether.session._session"):
         event = session.append("turn/start", {"turn": 1})
     assert event.seq == 0
     assert layout(session) == [(0, "turn/start")]

@@ -20,9 +20,6 @@ from event_support import seq_kinds as layout
 from tether.errors import TetherError
 from tether.session import (
     Event,
-    InvalidBoundaryError,
-    NoPersistenceError,
-    OpenTurnError,
     Persistence,
     PersistenceError,
     SeqConflictError,
@@ -31,9 +28,14 @@ from tether.session import (
     SessionHeader,
     SessionMeta,
     SessionNotFoundError,
-    SessionNotLiveError,
     SessionStore,
     StoredSession,
+)
+from tether.session._store import (
+    InvalidBoundaryError,
+    NoPersistenceError,
+    OpenTurnError,
+    SessionNotLiveError,
 )
 from tether.session.persistence import open_persistence
 
@@ -421,7 +423,7 @@ def test_failing_event_listener_is_contained(caplog: pytest.LogCaptureFixture) -
     store.on_event(broken)
     store.on_event(lambda s, e: seen.append(e.seq))
     session = store.create("s")
-    with caplog.at_level(logging.ERROR, logger="tether.session.store"):
+    with caplog.at_level(logging.ERROR, logger="tether.session._store"):
         event = session.append("turn/start", {"turn": 1})
     assert event.seq == 0
     assert seen == [0]
@@ -437,7 +439,7 @@ def test_failing_disposed_listener_is_contained(caplog: pytest.LogCaptureFixture
     session = store.prepare("s")
     detach = store.enter(session)
     store.announce(session)
-    with caplog.at_level(logging.ERROR, logger="tether.session.store"):
+    with caplog.at_level(logging.ERROR, logger="tether.session._store"):
         detach()
     assert seen == ["s"]
     assert store.get("s") is None

@@ -15,16 +15,17 @@ from event_support import kinds as kinds
 from event_support import plain
 from script_support import call
 from script_support import write as write
-from tether.agent import Agent, AgentOptions, AgentRegistry
-from tether.agent.system_prompt import plugin as system_prompt_plugin
-from tether.kernel import Kernel
+from tether.agent import Agent, AgentRegistry
+from tether.agent._agent import AgentOptions
+from tether.agent._system_prompt import plugin as system_prompt_plugin
+from tether.kernel._plugin import Kernel
 from tether.model import ScriptedModel
 from tether.policy import SANDBOX_POLICY_SERVICE
 from tether.session import Session, SessionMeta, SessionStore
 from tether.session.persistence import JsonlPersistence
 from tether.subagents import SUBAGENTS_SERVICE
+from tether.tools._pipeline import ToolRuntime
 from tether.tools.fs import file_tools
-from tether.tools.pipeline import ToolRuntime
 
 
 @dataclass
@@ -98,7 +99,7 @@ def data(session: Session, event_type: str) -> list[dict[str, Any]]:
 
 def subagents(w: World, config: dict[str, Any] | None = None) -> Any:
     """Load the real ``subagents`` plugin (manager + delegation tools) and return the manager."""
-    from tether.subagents.plugin import plugin
+    from tether.subagents._plugin import plugin
 
     w.kernel.load(plugin, config or {})
     return w.ctx.get(SUBAGENTS_SERVICE)

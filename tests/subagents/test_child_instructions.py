@@ -12,12 +12,13 @@ from subagent_support import NEVER, delegated
 from event_support import instruction_records, kinds, plain, type_data
 from script_support import call, write_script
 from tether import Harness
+from tether._dirs import config_dir
 from tether.agent import PROJECT_INSTRUCTIONS, Agent
-from tether.agent.instructions import instructions_data, is_instructions
-from tether.dirs import config_dir
+from tether.agent._instructions import instructions_data, is_instructions
 from tether.session import SessionMeta
-from tether.session.json import thaw
-from tether.subagents import SUBAGENTS_SERVICE, ContinuationManager
+from tether.session._json import thaw
+from tether.subagents import SUBAGENTS_SERVICE
+from tether.subagents._continuation import ContinuationManager
 
 DELEGATION = [delegated("workspace-write"), NEVER]
 TURN = [

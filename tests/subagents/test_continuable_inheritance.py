@@ -24,12 +24,12 @@ from subagent_support import (
     write,
 )
 
-from tether.agent.context_snapshot import SNAPSHOT_HEAD
+from tether.agent._context_snapshot import SNAPSHOT_HEAD
 from tether.policy import APPROVAL_SERVICE, SANDBOX_POLICY_SERVICE, SandboxMode
-from tether.policy.approval import NEVER_TEXT, fold_approval_policy
-from tether.policy.modes import ApprovalPolicy
-from tether.policy.sandbox_policy import fold_sandbox_mode
-from tether.subagents.composition import DELEGATION_TEXT
+from tether.policy._approval import NEVER_TEXT, fold_approval_policy
+from tether.policy._modes import ApprovalPolicy
+from tether.policy._sandbox_policy import fold_sandbox_mode
+from tether.subagents._composition import DELEGATION_TEXT
 
 READ_ONLY_MARKER = "[sandbox: file access denied under read-only mode]"
 DESCRIPTOR = {"version": 2, "mode": "continuable", "provider": "spawn", "label": "probe"}

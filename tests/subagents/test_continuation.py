@@ -29,18 +29,14 @@ from subagent_support import (
     write,
 )
 
-from tether.agent import Agent, AgentOptions
-from tether.signals import AbortSignal
-from tether.subagents import (
-    AncestorAuthority,
-    OneShotRequest,
-    SubagentDepthError,
-    SubagentError,
-    ToolFilter,
-    UserAuthority,
-    run_one_shot,
-)
-from tether.subagents.seams import SUBAGENT_END
+from tether._signals import AbortSignal
+from tether.agent import Agent
+from tether.agent._agent import AgentOptions
+from tether.subagents import SubagentError, ToolFilter
+from tether.subagents._composition import SubagentDepthError
+from tether.subagents._continuation import AncestorAuthority, UserAuthority
+from tether.subagents._oneshot import OneShotRequest, run_one_shot
+from tether.subagents._seams import SUBAGENT_END
 
 PARENT = {"match": {"depth": 0}, "steps": [{"text": "noted"}] * 8}
 FINISHED = "finished and will do no further work unless you send it more."
@@ -676,6 +672,6 @@ async def test_drain_right_after_acceptance_runs_no_turn(tmp_path: Path) -> None
     child_id = await manager.start(parent, "task")
     await manager.drain()
     events = (await stored(w, child_id)).events
-    # A ``disposed`` cancel parks unclaimed work (``agent/inbox.py``): no turn, no write.
+    # A ``disposed`` cancel parks unclaimed work (``agent/_inbox.py``): no turn, no write.
     assert not (w.workspace / "during-drain.txt").exists()
     assert "turn/start" not in types(events)

@@ -26,11 +26,11 @@ from subagent_support import World, settle, subagents, world
 
 from script_support import call as tool_call
 from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
-from tether.policy.approval import fold_approval_policy
-from tether.policy.modes import ApprovalPolicy
-from tether.policy.sandbox_policy import SandboxPolicyService, fold_sandbox_mode
-from tether.subagents import fold_descriptor
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.policy._approval import fold_approval_policy
+from tether.policy._modes import ApprovalPolicy
+from tether.policy._sandbox_policy import SandboxPolicyService, fold_sandbox_mode
+from tether.subagents._descriptor import fold_descriptor
+from tether.tools._base import ToolArgs, ToolCall, ToolResult
 
 Kind = Literal["spawn-bg", "fork-bg", "spawn-fg", "fork-fg"]
 KINDS: tuple[Kind, ...] = ("spawn-bg", "fork-bg", "spawn-fg", "fork-fg")

@@ -22,10 +22,11 @@ from subagent_support import (
     world,
 )
 
+from tether._signals import AbortSignal
 from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
-from tether.signals import AbortSignal
-from tether.subagents import DEFAULT_MAX_DEPTH, OneShotRequest, run_one_shot
-from tether.subagents.plugin import SubagentsConfig
+from tether.subagents._composition import DEFAULT_MAX_DEPTH
+from tether.subagents._oneshot import OneShotRequest, run_one_shot
+from tether.subagents._plugin import SubagentsConfig
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 

@@ -12,8 +12,8 @@ from subagent_support import World, child, hold, hold_tool, holding, until, worl
 
 from tether.session import Session
 from tether.subagents import workflow
-from tether.subagents.lifecycle import SubagentLifecycle
-from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
+from tether.subagents._lifecycle import SubagentLifecycle
+from tether.subagents._seams import SUBAGENT_END, SUBAGENT_START
 
 
 class Vetoed(Exception):

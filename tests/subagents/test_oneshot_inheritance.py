@@ -6,12 +6,12 @@ from pathlib import Path
 
 from subagent_support import data, kinds, world, write
 
-from tether.agent.context_snapshot import SNAPSHOT_HEAD
+from tether.agent._context_snapshot import SNAPSHOT_HEAD
 from tether.policy import SANDBOX_POLICY_SERVICE
-from tether.policy.approval import NEVER_TEXT, register_answerer
+from tether.policy._approval import NEVER_TEXT, register_answerer
 from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
-from tether.subagents.composition import DELEGATION_TEXT
-from tether.subagents.oneshot import OneShotRequest, run_one_shot
+from tether.subagents._composition import DELEGATION_TEXT
+from tether.subagents._oneshot import OneShotRequest, run_one_shot
 
 MARKER = "[sandbox: file access denied under read-only mode]"
 
@@ -157,7 +157,7 @@ async def test_executor_boundary_pin_rejects_escalation_without_asking(tmp_path:
 
 
 async def test_depth_cap(tmp_path: Path) -> None:
-    from tether.subagents.composition import SubagentDepthError
+    from tether.subagents._composition import SubagentDepthError
 
     w = world(tmp_path, [child_script({"text": "x"})])
     parent = w.root()

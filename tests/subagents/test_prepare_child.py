@@ -15,24 +15,23 @@ import pytest
 from subagent_support import NEVER, delegated, plain, world
 
 from event_support import type_data as layout
-from tether.agent import Agent, AgentOptions
-from tether.kernel import SESSIONS_SERVICE, Kernel
+from tether.agent import Agent
+from tether.agent._agent import AgentOptions
+from tether.kernel import SESSIONS_SERVICE
+from tether.kernel._plugin import Kernel
 from tether.model import ScriptedModel
 from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
-from tether.policy.approval import approval_plugin
+from tether.policy._approval import approval_plugin
 from tether.session import SessionMeta, SessionStore
-from tether.subagents import (
+from tether.subagents import ChildSpec, Descriptor, SubagentError, ToolFilter
+from tether.subagents._composition import (
     DELEGATION_TEXT,
-    ChildSpec,
-    Descriptor,
     PreparedChild,
     SubagentDepthError,
-    SubagentError,
-    ToolFilter,
+    UnknownToolError,
     compose_child_agent,
     prepare_child,
 )
-from tether.subagents.composition import UnknownToolError
 
 UNUSED = [{"match": {}, "steps": []}]
 """No test here runs a model; the scripted model still needs one entry."""

@@ -1,4 +1,4 @@
-"""The subagents layer's event payload (``subagents/events.py``): the ``subagent/descriptor``
+"""The subagents layer's event payload (``subagents/_events.py``): the ``subagent/descriptor``
 definition reads back, key for key, what the real delegation writes, and its lenient reader
 reads a descriptor it does not know as none."""
 
@@ -12,12 +12,12 @@ import pytest
 from subagent_support import child, settle, stored, subagents, world
 
 from tether.session import Event, JsonObject
-from tether.session.json import thaw
-from tether.subagents.descriptor import fold_descriptor
-from tether.subagents.events import Descriptor, ToolFilter
-from tether.subagents.lineage import status_of
-from tether.subagents.results import result_from_events
-from tether.subagents.visibility import last_denial, pending_from_log
+from tether.session._json import thaw
+from tether.subagents._descriptor import fold_descriptor
+from tether.subagents._events import Descriptor, ToolFilter
+from tether.subagents._lineage import status_of
+from tether.subagents._results import result_from_events
+from tether.subagents._visibility import last_denial, pending_from_log
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 PARENT = {"match": {"depth": 0}, "steps": [{"text": "noted"}] * 4}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from subagent_support import hold, hold_tool, holding, until, world, write
 
-from tether.signals import AbortSignal
+from tether._signals import AbortSignal
 from tether.subagents import workflow
 
 

@@ -15,14 +15,16 @@ import pytest
 
 from proc_support import gone, processes_with
 from runner_support import passing_runner
-from tether.kernel import Context, Kernel, Runtime, resolve_plugin
+from tether._signals import AbortSignal
+from tether.kernel import Context, Runtime
+from tether.kernel._config import resolve_plugin
+from tether.kernel._plugin import Kernel
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
-from tether.sandbox.backends import CLOSED_ROOT_NOTE
-from tether.signals import AbortSignal
-from tether.tools.base import ToolCall, ToolResult
-from tether.tools.bash import BashTool
-from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
+from tether.sandbox._backends import CLOSED_ROOT_NOTE
+from tether.tools._base import ToolCall, ToolResult
+from tether.tools._bash import BashTool
+from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 
 from proc_support import gone, processes_with
-from tether.kernel import Kernel, PluginHandle, resolve_plugin
-from tether.sandbox.backends import CLOSED_ROOT_NOTE
-from tether.signals import AbortSignal
-from tether.tools.base import ToolResult
-from tether.tools.jobs import JOBS_SERVICE
-from tether.tools.pipeline import TOOLS_SERVICE, ToolRuntime
+from tether._signals import AbortSignal
+from tether.kernel import PluginHandle
+from tether.kernel._config import resolve_plugin
+from tether.kernel._plugin import Kernel
+from tether.sandbox._backends import CLOSED_ROOT_NOTE
+from tether.tools._base import ToolResult
+from tether.tools._jobs import JOBS_SERVICE
+from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,5 +1,5 @@
 """The escalation ladder through the real tool pipeline: every fail-closed text, the strictly
-wider check without a prompt, the one-call grant, and the audit pair (``policy/escalation.py``)."""
+wider check without a prompt, the one-call grant, and the audit pair (``policy/_escalation.py``)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 
 from compose_support import compose_kernel
-from tether.kernel import Kernel
+from tether._signals import AbortSignal
+from tether.kernel._plugin import Kernel
 from tether.policy import SANDBOX_POLICY_SERVICE
-from tether.policy.approval import register_answerer
-from tether.policy.escalation import denial_hint
+from tether.policy._approval import register_answerer
+from tether.policy._escalation import denial_hint
 from tether.sandbox import SandboxProvider
 from tether.session import Session
-from tether.signals import AbortSignal
-from tether.tools.bash import BashTool
+from tether.tools._bash import BashTool
+from tether.tools._pipeline import ToolRuntime
 from tether.tools.fs import file_tools
-from tether.tools.pipeline import ToolRuntime
 
 MARKER = "[sandbox: file access denied under read-only mode]"
 

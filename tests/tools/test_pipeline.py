@@ -1,4 +1,4 @@
-"""The tool pipeline (``tools/pipeline.py``): ask routing texts, a throwing
+"""The tool pipeline (``tools/_pipeline.py``): ask routing texts, a throwing
 pre-execute listener, guards that can only deny, post-execute, cancellation."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from compose_support import compose_kernel
-from tether.kernel import Kernel
+from tether._signals import AbortSignal
+from tether.kernel._plugin import Kernel
 from tether.policy import APPROVAL_SERVICE
-from tether.policy.approval import register_answerer
-from tether.signals import AbortSignal
-from tether.tools.base import PostDecision, PreDecision, ToolArgs, ToolCall, ToolResult
-from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH, ToolRuntime
-from tether.tools.seams import POST_EXECUTE, PRE_EXECUTE, TOOL_GUARD
+from tether.policy._approval import register_answerer
+from tether.tools._base import PostDecision, PreDecision, ToolArgs, ToolCall, ToolResult
+from tether.tools._pipeline import ABORTED_BEFORE_DISPATCH, ToolRuntime
+from tether.tools._seams import POST_EXECUTE, PRE_EXECUTE, TOOL_GUARD
 
 
 class MarkArgs(ToolArgs):

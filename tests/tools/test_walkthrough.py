@@ -12,9 +12,9 @@ from script_support import call, script
 from tether import Harness
 from tether.kernel import Next
 from tether.policy import SandboxMode
-from tether.policy.approval import ApprovalRequest
-from tether.tools.base import PostDecision, PreDecision, ToolCall, ToolResult
-from tether.tools.seams import POST_EXECUTE, PRE_EXECUTE, TOOL_GUARD
+from tether.policy._approval import ApprovalRequest
+from tether.tools._base import PostDecision, PreDecision, ToolCall, ToolResult
+from tether.tools._seams import POST_EXECUTE, PRE_EXECUTE, TOOL_GUARD
 
 pytestmark = pytest.mark.timeout(60)
 

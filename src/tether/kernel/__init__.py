@@ -1,19 +1,7 @@
 """The plugin kernel: services, listeners (emit/waterfall), plugins and disposal."""
 
-from tether.kernel.config import (
-    CONFIG_FILE,
-    ENTRY_POINT_GROUP,
-    ConfigFileError,
-    PluginEntry,
-    TetherConfig,
-    UnknownPluginError,
-    available_plugins,
-    load_plugins,
-    parse_config,
-    read_config,
-    resolve_plugin,
-)
-from tether.kernel.context import (
+from tether.kernel._config import CONFIG_FILE, ENTRY_POINT_GROUP, PluginEntry
+from tether.kernel._context import (
     Context,
     Disposable,
     KeyConflictError,
@@ -22,7 +10,7 @@ from tether.kernel.context import (
     ServiceConflictError,
     ServiceMissingError,
 )
-from tether.kernel.keys import (
+from tether.kernel._keys import (
     AnyServiceKey,
     Gather,
     GatherListener,
@@ -33,35 +21,19 @@ from tether.kernel.keys import (
     Waterfall,
     WaterfallListener,
 )
-from tether.kernel.plugin import (
-    DuplicatePluginError,
+from tether.kernel._plugin import (
     FunctionPlugin,
-    Kernel,
     Plugin,
     PluginConfigError,
     PluginError,
     PluginHandle,
     PluginRequirementError,
 )
-from tether.kernel.prompt import PromptPart, PromptRegistry, PromptText
-from tether.kernel.sessions import SESSIONS_SERVICE
-from tether.kernel.tasks import TaskScope, TaskScopeClosedError
-from tether.kernel.trust_store import TrustRecord, TrustStore, TrustStoreError
-from tether.kernel.workspace_files import (
-    WORKSPACE_FILES,
-    DeclaresFiles,
-    UndeclaredWorkspaceFileError,
-    WorkspaceFiles,
-)
-from tether.kernel.workspace_trust import (
-    FileStatus,
-    InspectedWorkspace,
-    WorkspaceTrust,
-    WorkspaceUntrustedError,
-    inspect_workspace,
-    parse_workspace_trust,
-    record_trust,
-)
+from tether.kernel._prompt import PromptPart, PromptText
+from tether.kernel._sessions import SESSIONS_SERVICE
+from tether.kernel._tasks import TaskScope
+from tether.kernel._workspace_files import WORKSPACE_FILES, DeclaresFiles
+from tether.kernel._workspace_trust import WorkspaceTrust, WorkspaceUntrustedError
 
 __all__ = [
     "CONFIG_FILE",
@@ -69,17 +41,12 @@ __all__ = [
     "SESSIONS_SERVICE",
     "WORKSPACE_FILES",
     "AnyServiceKey",
-    "ConfigFileError",
     "Context",
     "DeclaresFiles",
     "Disposable",
-    "DuplicatePluginError",
-    "FileStatus",
     "FunctionPlugin",
     "Gather",
     "GatherListener",
-    "InspectedWorkspace",
-    "Kernel",
     "KeyConflictError",
     "Next",
     "NotAKeyError",
@@ -92,31 +59,14 @@ __all__ = [
     "PluginHandle",
     "PluginRequirementError",
     "PromptPart",
-    "PromptRegistry",
     "PromptText",
     "Runtime",
     "ServiceConflictError",
     "ServiceKey",
     "ServiceMissingError",
     "TaskScope",
-    "TaskScopeClosedError",
-    "TetherConfig",
-    "TrustRecord",
-    "TrustStore",
-    "TrustStoreError",
-    "UndeclaredWorkspaceFileError",
-    "UnknownPluginError",
     "Waterfall",
     "WaterfallListener",
-    "WorkspaceFiles",
     "WorkspaceTrust",
     "WorkspaceUntrustedError",
-    "available_plugins",
-    "inspect_workspace",
-    "load_plugins",
-    "parse_config",
-    "parse_workspace_trust",
-    "read_config",
-    "record_trust",
-    "resolve_plugin",
 ]

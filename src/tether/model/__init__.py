@@ -3,46 +3,12 @@
 This package sits below the agent layer and imports nothing from agent, tools or session.
 """
 
-from tether.model._help import MODEL_SPEC_HELP
-from tether.model._openai_wire import Thinking, ToolCallContent, WireOptions
-from tether.model.client import ModelClient, complete
-from tether.model.context_window import (
-    KNOWN_CONTEXT_WINDOWS,
-    context_window_of,
-    known_context_window,
-)
-from tether.model.openai_compat import (
-    DEEPSEEK,
-    OPENAI,
-    PRESETS,
-    OpenAICompatClient,
-    ProviderPreset,
-    retry_after_seconds,
-)
-from tether.model.scripted import (
-    NO_MORE_STEPS,
-    Script,
-    ScriptedModel,
-    ScriptEntry,
-    ScriptMatch,
-    ScriptStep,
-    ScriptToolCall,
-)
-from tether.model.settings import (
-    ChosenModel,
-    ConfiguredModel,
-    ModelConfig,
-    ModelProfile,
-    choose_model,
-    load_model_config,
-    resolve_model,
-    user_config_path,
-)
-from tether.model.spec import ModelSpec, SpecKind, parse_model_spec
-from tether.model.types import (
-    FINISH_REASON_MEANINGS,
-    MODEL_ERROR_CODES,
-    ROLE_MEANINGS,
+from tether.model._client import ModelClient
+from tether.model._context_window import KNOWN_CONTEXT_WINDOWS
+from tether.model._openai_compat import OpenAICompatClient
+from tether.model._scripted import ScriptedModel
+from tether.model._spec import ModelSpec, parse_model_spec
+from tether.model._types import (
     Completion,
     FinishReason,
     Message,
@@ -61,55 +27,25 @@ from tether.model.types import (
 )
 
 __all__ = [
-    "DEEPSEEK",
-    "FINISH_REASON_MEANINGS",
     "KNOWN_CONTEXT_WINDOWS",
-    "MODEL_ERROR_CODES",
-    "MODEL_SPEC_HELP",
-    "NO_MORE_STEPS",
-    "OPENAI",
-    "PRESETS",
-    "ROLE_MEANINGS",
-    "ChosenModel",
     "Completion",
-    "ConfiguredModel",
     "FinishReason",
     "Message",
     "ModelClient",
-    "ModelConfig",
     "ModelError",
     "ModelErrorCode",
-    "ModelProfile",
     "ModelRequest",
     "ModelSpec",
     "OpenAICompatClient",
-    "ProviderPreset",
     "ReasoningDelta",
     "Role",
-    "Script",
-    "ScriptEntry",
-    "ScriptMatch",
-    "ScriptStep",
-    "ScriptToolCall",
     "ScriptedModel",
-    "SpecKind",
     "StreamDelta",
     "StreamEvent",
     "TextDelta",
-    "Thinking",
     "ToolCall",
-    "ToolCallContent",
     "ToolCallDelta",
     "ToolSchema",
     "Usage",
-    "WireOptions",
-    "choose_model",
-    "complete",
-    "context_window_of",
-    "known_context_window",
-    "load_model_config",
     "parse_model_spec",
-    "resolve_model",
-    "retry_after_seconds",
-    "user_config_path",
 ]

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias
 
-from tether.kernel.printable import printable
-from tether.model.types import (
+from tether.kernel._printable import printable
+from tether.model._types import (
     Completion,
     FinishReason,
     Message,

@@ -7,68 +7,26 @@ usable backend a restricted mode raises :class:`SandboxUnavailableError` (``SAND
 and nothing runs. ``tether doctor`` prints :func:`describe_backends`. See ``docs/sandbox.md``.
 """
 
-from tether.sandbox.backends import BwrapBackend, LandlockBackend, Probe, Profile
-from tether.sandbox.command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
-from tether.sandbox.environment import (
-    DEFAULT_ENV_ALLOW,
-    confined_env,
-    is_secret_name,
-    unconfined_env,
-)
-from tether.sandbox.errors import SandboxError, SandboxUnavailableError
-from tether.sandbox.paths import (
-    CONTROL_NAMES,
-    CREDENTIAL_PATHS,
-    PathRules,
-    default_rules,
-    path_rules,
-    rules_for,
-)
-from tether.sandbox.plugin import SANDBOX_SERVICE
-from tether.sandbox.process import STOP_GRACE, CommandProcess, kill, kill_group, spawn, stop
-from tether.sandbox.provider import (
-    CHAIN,
-    DISABLE_ENV,
-    BackendReport,
-    BackendStatus,
-    SandboxProvider,
-    describe_backends,
-    unconfined,
-)
+from tether.sandbox._command import BackendName, ConfinedCommand, Enforcement
+from tether.sandbox._errors import SandboxError, SandboxUnavailableError
+from tether.sandbox._paths import PathRules, rules_for
+from tether.sandbox._plugin import SANDBOX_SERVICE
+from tether.sandbox._process import CommandProcess, kill, spawn, stop
+from tether.sandbox._provider import SandboxProvider, unconfined
 
 __all__ = [
-    "CHAIN",
-    "CONTROL_NAMES",
-    "CREDENTIAL_PATHS",
-    "DEFAULT_ENV_ALLOW",
-    "DISABLE_ENV",
     "SANDBOX_SERVICE",
-    "STOP_GRACE",
     "BackendName",
-    "BackendReport",
-    "BackendStatus",
-    "BwrapBackend",
     "CommandProcess",
     "ConfinedCommand",
     "Enforcement",
-    "LandlockBackend",
     "PathRules",
-    "Probe",
-    "Profile",
-    "RunnerFailureRule",
     "SandboxError",
     "SandboxProvider",
     "SandboxUnavailableError",
-    "confined_env",
-    "default_rules",
-    "describe_backends",
-    "is_secret_name",
     "kill",
-    "kill_group",
-    "path_rules",
     "rules_for",
     "spawn",
     "stop",
     "unconfined",
-    "unconfined_env",
 ]

@@ -1,23 +1,11 @@
 """Durable sessions: events, the session log, the store and persistence."""
 
-from tether.session.events import (
-    CORE_EVENT_TYPES,
-    SURFACE_EVENT_TYPES,
-    Event,
-    InvalidEventError,
-    UnknownEventTypeError,
-    is_known_event_type,
-    register_event_type,
-)
-from tether.session.header import (
-    SESSION_FORMAT_VERSION,
-    FormatVersionError,
-    InvalidHeaderError,
-    SessionHeader,
-    SessionMeta,
-)
-from tether.session.json import JsonObject, JsonValue, PayloadError
-from tether.session.persistence.base import (
+from tether.session._events import Event, register_event_type
+from tether.session._header import SESSION_FORMAT_VERSION, SessionHeader, SessionMeta
+from tether.session._json import JsonObject, JsonValue
+from tether.session._session import EventLog, HasSession, Session
+from tether.session._store import SessionStore
+from tether.session.persistence._base import (
     CorruptLogError,
     Persistence,
     PersistenceError,
@@ -27,55 +15,25 @@ from tether.session.persistence.base import (
     SessionNotFoundError,
     StoredSession,
 )
-from tether.session.session import (
-    EventLog,
-    HasSession,
-    SeedError,
-    Session,
-    has_open_turn,
-    wall_clock_ms,
-)
-from tether.session.store import (
-    InvalidBoundaryError,
-    NoPersistenceError,
-    OpenTurnError,
-    SessionNotLiveError,
-    SessionStore,
-)
 
 __all__ = [
-    "CORE_EVENT_TYPES",
     "SESSION_FORMAT_VERSION",
-    "SURFACE_EVENT_TYPES",
     "CorruptLogError",
     "Event",
     "EventLog",
-    "FormatVersionError",
     "HasSession",
-    "InvalidBoundaryError",
-    "InvalidEventError",
-    "InvalidHeaderError",
     "JsonObject",
     "JsonValue",
-    "NoPersistenceError",
-    "OpenTurnError",
-    "PayloadError",
     "Persistence",
     "PersistenceError",
     "RepairReport",
-    "SeedError",
     "SeqConflictError",
     "Session",
     "SessionExistsError",
     "SessionHeader",
     "SessionMeta",
     "SessionNotFoundError",
-    "SessionNotLiveError",
     "SessionStore",
     "StoredSession",
-    "UnknownEventTypeError",
-    "has_open_turn",
-    "is_known_event_type",
     "register_event_type",
-    "wall_clock_ms",
 ]

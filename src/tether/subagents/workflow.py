@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from tether._signals import AbortSignal
 from tether.agent import Agent
 from tether.policy import SandboxMode
-from tether.signals import AbortSignal
-from tether.subagents.composition import Provider
-from tether.subagents.events import ToolFilter
-from tether.subagents.oneshot import OneShotRequest, run_one_shot
-from tether.subagents.results import SubagentResult
+from tether.subagents._composition import Provider
+from tether.subagents._events import ToolFilter
+from tether.subagents._oneshot import OneShotRequest, run_one_shot
+from tether.subagents._results import SubagentResult
 
 
 async def run(

@@ -24,7 +24,7 @@ The checks are asserts, so they refuse to run under ``python -O``, which strips 
 
 ``open`` may be called more than once in a check with the same ``root``: every call must
 return a new, independent handle onto the same storage. A backend has the six operations of
-:class:`~tether.session.persistence.base.Persistence`; everything else is a
+:class:`~tether.session.persistence._base.Persistence`; everything else is a
 :class:`Capability` it claims in ``capabilities``, and a check that needs an unclaimed one is
 skipped (the report names the claim). The damage capabilities (``corrupt_tail``,
 ``corrupt_record``, ``set_format_version``, ``storage_snapshot``) each need the method of the
@@ -39,19 +39,19 @@ raises when the check fails. tether's own adapter, for pytest, is
 for detailed assertion messages.
 
 The contract: ``create`` refuses a taken id; ``append`` is all-or-nothing and its first event
-continues the stored length, else :class:`~tether.session.persistence.base.SeqConflictError`
+continues the stored length, else :class:`~tether.session.persistence._base.SeqConflictError`
 (also for a batch with a gap and for a racing writer); ``load`` returns exactly what was
 appended, drops a torn tail, refuses damage before the tail, refuses unknown required event
 types and other format versions, and closes an interrupted turn durably (see
-:mod:`tether.session.persistence.repair`); ``inspect`` returns the same view and writes
+:mod:`tether.session.persistence._repair`); ``inspect`` returns the same view and writes
 nothing; ``list`` returns every header, oldest first, without reading events; ``close`` is
 idempotent. Each rule is a check in the spec of the operation or capability it is about
 (:mod:`tether.testing.spec`, one module each).
 """
 
-from tether.testing.capabilities import OPTIONAL, REQUIRED, Capability
-from tether.testing.checks import Check, Spec, Trial, raises
-from tether.testing.fixtures import (
+from tether.testing._capabilities import OPTIONAL, REQUIRED, Capability
+from tether.testing._checks import Check, Spec, Trial, raises
+from tether.testing._fixtures import (
     T0,
     UNKNOWN_TYPE,
     closed_turn,
@@ -62,7 +62,7 @@ from tether.testing.fixtures import (
     make_events,
     titles,
 )
-from tether.testing.runner import (
+from tether.testing._runner import (
     AssertsDisabledError,
     CheckResult,
     Report,
@@ -72,7 +72,7 @@ from tether.testing.runner import (
     run_check,
     run_conformance,
 )
-from tether.testing.subject import BackendUnderTest
+from tether.testing._subject import BackendUnderTest
 
 __all__ = [
     "OPTIONAL",

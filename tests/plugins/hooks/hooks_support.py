@@ -17,22 +17,20 @@ from typing import Any
 from compose_support import compose_kernel
 from event_support import kinds
 from script_support import write
-from tether.agent import Agent, AgentOptions
-from tether.kernel import (
-    Kernel,
-    PluginEntry,
-    TrustStore,
-    WorkspaceFiles,
-    WorkspaceTrust,
-    inspect_workspace,
-)
+from tether.agent import Agent
+from tether.agent._agent import AgentOptions
+from tether.kernel import PluginEntry, WorkspaceTrust
+from tether.kernel._plugin import Kernel
+from tether.kernel._trust_store import TrustStore
+from tether.kernel._workspace_files import WorkspaceFiles
+from tether.kernel._workspace_trust import inspect_workspace
 from tether.model import ScriptedModel
 from tether.plugins.hooks import HookService, plugin
-from tether.plugins.hooks.service import HOOKS_SERVICE
-from tether.policy.approval import ApprovalRequest
+from tether.plugins.hooks._service import HOOKS_SERVICE
+from tether.policy._approval import ApprovalRequest
 from tether.session import Event, Persistence, Session, SessionStore
-from tether.session.json import thaw
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether.session._json import thaw
+from tether.tools._base import ToolArgs, ToolCall, ToolResult
 
 PY = sys.executable
 

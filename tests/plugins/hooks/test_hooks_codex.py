@@ -1,4 +1,4 @@
-"""The Codex hook dialect: ``.codex/hooks.json`` and ``.codex/config.toml`` handlers run by the
+"""The Codex hook dialect: ``._codex/hooks.json`` and ``._codex/config.toml`` handlers run by the
 same runner, recorded with ``dialect: "codex"``, read with Codex's stricter reply rules."""
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from hooks_support import (
 )
 
 from cli_support import run_args, tether
-from tether.kernel import WORKSPACE_FILES, Kernel
-from tether.plugins.hooks import HookEvent, HookReply, HookSettingsError
-from tether.plugins.hooks.codex import interpret_codex, parse_codex_file
-from tether.plugins.hooks.runner import CommandRun
+from tether.kernel import WORKSPACE_FILES
+from tether.kernel._plugin import Kernel
+from tether.plugins.hooks import HookEvent, HookReply
+from tether.plugins.hooks._codex import interpret_codex, parse_codex_file
+from tether.plugins.hooks._runner import CommandRun
+from tether.plugins.hooks._settings import HookSettingsError
 
 pytestmark = pytest.mark.timeout(120)
 

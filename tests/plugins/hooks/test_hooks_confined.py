@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 
 from compose_support import compose_kernel
-from tether.agent import Agent, AgentOptions
-from tether.kernel import resolve_plugin
+from tether.agent import Agent
+from tether.agent._agent import AgentOptions
+from tether.kernel._config import resolve_plugin
 from tether.model import ScriptedModel
 from tether.tools.fs import file_tools
 

@@ -1,4 +1,4 @@
-"""The hooks plugin's event payloads (``plugins/hooks/events.py``): ``hook/invoked`` and
+"""The hooks plugin's event payloads (``plugins/hooks/_events.py``): ``hook/invoked`` and
 ``hook/result`` read back, key for key, what real hook processes made the service write, and
 a payload that does not fit is refused with its exact message."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from hooks_support import compose, group, script, write_call
 
-from tether.plugins.hooks.events import HookInvoked, HookResult, InvalidHookEventError
-from tether.plugins.hooks.settings import HookEvent
+from tether.plugins.hooks._events import HookInvoked, HookResult, InvalidHookEventError
+from tether.plugins.hooks._settings import HookEvent
 from tether.session import JsonObject
-from tether.session.json import thaw
+from tether.session._json import thaw
 
 
 async def test_the_stored_hook_records_read_back_key_for_key(tmp_path: Path) -> None:

@@ -20,10 +20,12 @@ from hooks_support import (
     write_call,
 )
 
-from tether.agent import PRE_TURN, Agent, AgentOptions, InboxItem, PreTurn, TurnRejected
+from tether.agent import Agent
+from tether.agent._agent import PRE_TURN, AgentOptions, PreTurn, TurnRejected
+from tether.agent._inbox import InboxItem
 from tether.model import ScriptedModel
 from tether.session import SessionMeta
-from tether.subagents.seams import SUBAGENT_END, SUBAGENT_START
+from tether.subagents._seams import SUBAGENT_END, SUBAGENT_START
 
 POST_SOURCE = {"kind": "plugin", "plugin": "hooks", "hook_event": "PostToolUse"}
 
@@ -221,7 +223,7 @@ async def test_user_prompt_submit_can_block_or_add_context(tmp_path: Path) -> No
     out = tmp_path / "prompt.jsonl"
     hook = py_hook(
         tmp_path,
-        "prompt.py",
+        "_prompt.py",
         f"data = sys.stdin.read()\nopen({str(out)!r}, 'a').write(data)\n"
         "if 'password' in json.loads(data)['prompt']:\n"
         "    print('prompts must not contain secrets', file=sys.stderr)\n"

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from hooks_support import compose, dump_hook, group, normalized, payloads
 
-from tether.kernel import Kernel
-from tether.plugins.hooks import parse_settings_file, plugin
-from tether.plugins.hooks.matchers_check import unknown_tool_matchers
+from tether.kernel._plugin import Kernel
+from tether.plugins.hooks import plugin
+from tether.plugins.hooks._matchers_check import unknown_tool_matchers
+from tether.plugins.hooks._settings import parse_settings_file
 
 BASH_CALL = {"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]}
 KNOWN = "Bash, Edit, Glob, Grep, LS, Read, Write, bash, edit, glob, grep, ls, read, write"
@@ -83,7 +84,7 @@ def test_a_tool_matcher_that_matches_no_tool_is_a_warning_at_load(
         "PostToolUse": [{"matcher": "Rm", "hooks": [{"type": "command", "command": "e"}] * 2}],
         "SessionStart": [group("f", "nothing-here")],
     }
-    with caplog.at_level(logging.WARNING, logger="tether.plugins.hooks.matchers_check"):
+    with caplog.at_level(logging.WARNING, logger="tether.plugins.hooks._matchers_check"):
         kernel.load(plugin, {"hooks": hooks})
     assert [r.getMessage() for r in caplog.records] == [
         "hooks: tether.toml#PreToolUse[0]: matcher 'Task|NotebookEdit' matches no tool tether "
@@ -107,7 +108,7 @@ async def test_a_matcher_on_an_event_without_one_is_ignored(tmp_path: Path) -> N
     # "[" is no valid regex: on UserPromptSubmit Claude Code ignores it, so the load must not
     # fail, and the hook runs for every prompt.
     out = tmp_path / "prompt.jsonl"
-    hook = dump_hook(tmp_path, "prompt.py", out)
+    hook = dump_hook(tmp_path, "_prompt.py", out)
     rig = compose(tmp_path, {"UserPromptSubmit": [group(hook, "[")]})
     await rig.agent.run("hello")
     assert [p["prompt"] for p in payloads(out)] == ["hello"]

@@ -10,10 +10,10 @@ from typing import Any
 
 from hooks_support import compose, dump_hook, group, payloads, py_hook
 
-from tether.plugins.hooks import claude_tool_input
-from tether.session.persistence.jsonl import JsonlPersistence
-from tether.signals import AbortSignal
-from tether.tools.pipeline import TOOLS_SERVICE
+from tether._signals import AbortSignal
+from tether.plugins.hooks._payload import claude_tool_input
+from tether.session.persistence._jsonl import JsonlPersistence
+from tether.tools._pipeline import TOOLS_SERVICE
 
 
 def calls(*items: tuple[str, dict[str, Any]]) -> dict[str, Any]:

@@ -21,11 +21,12 @@ from hooks_support import (
     write_call,
 )
 
-from tether.kernel import Kernel, Next
-from tether.signals import AbortSignal
-from tether.tools.base import PreDecision, ToolCall
-from tether.tools.pipeline import ABORTED_BEFORE_DISPATCH, TOOLS_SERVICE
-from tether.tools.seams import PRE_EXECUTE
+from tether._signals import AbortSignal
+from tether.kernel import Next
+from tether.kernel._plugin import Kernel
+from tether.tools._base import PreDecision, ToolCall
+from tether.tools._pipeline import ABORTED_BEFORE_DISPATCH, TOOLS_SERVICE
+from tether.tools._seams import PRE_EXECUTE
 
 ASK = {
     "hookSpecificOutput": {

@@ -10,16 +10,10 @@ from typing import Any
 import pytest
 from hooks_support import PY, pid_alive, py_hook, script, wait_for_file
 
-from tether.plugins.hooks import (
-    CommandRun,
-    HookEvent,
-    HookReply,
-    hook_env,
-    interpret,
-    merge,
-    run_command,
-)
-from tether.signals import AbortSignal
+from tether._signals import AbortSignal
+from tether.plugins.hooks import HookEvent, HookReply
+from tether.plugins.hooks._protocol import interpret, merge
+from tether.plugins.hooks._runner import CommandRun, hook_env, run_command
 
 PRE = HookEvent.PRE_TOOL_USE
 POST = HookEvent.POST_TOOL_USE

@@ -9,25 +9,15 @@ from pathlib import Path
 import pytest
 from hooks_support import group, trusted_files
 
-from tether.kernel import (
-    WORKSPACE_FILES,
-    Kernel,
-    PluginConfigError,
-    WorkspaceFiles,
-    load_plugins,
-    read_config,
-)
-from tether.plugins.hooks import (
-    HookEvent,
-    HookService,
-    HookSettingsError,
-    compile_matcher,
-    parse_hooks_block,
-    parse_settings_file,
-    plugin,
-)
-from tether.plugins.hooks.service import HOOKS_SERVICE
-from tether.policy.sandbox_policy import sandbox_policy_plugin
+from tether.kernel import WORKSPACE_FILES, PluginConfigError
+from tether.kernel._config import load_plugins, read_config
+from tether.kernel._plugin import Kernel
+from tether.kernel._workspace_files import WorkspaceFiles
+from tether.plugins.hooks import HookEvent, HookService, plugin
+from tether.plugins.hooks._matcher import compile_matcher
+from tether.plugins.hooks._service import HOOKS_SERVICE
+from tether.plugins.hooks._settings import HookSettingsError, parse_hooks_block, parse_settings_file
+from tether.policy._sandbox_policy import sandbox_policy_plugin
 
 
 # -- matcher ---------------------------------------------------------------------------------

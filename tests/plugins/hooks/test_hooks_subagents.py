@@ -9,9 +9,9 @@ from typing import Any
 
 from hooks_support import compose, dump_hook, group, normalized, payloads, py_hook, write_call
 
-from tether.session.persistence.jsonl import JsonlPersistence
-from tether.subagents.oneshot import OneShotRequest, run_one_shot
-from tether.subagents.plugin import plugin as subagents_plugin
+from tether.session.persistence._jsonl import JsonlPersistence
+from tether.subagents._oneshot import OneShotRequest, run_one_shot
+from tether.subagents._plugin import plugin as subagents_plugin
 
 ASK = (
     "sys.stdin.read()\n"

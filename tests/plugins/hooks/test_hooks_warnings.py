@@ -1,4 +1,4 @@
-"""A workspace's ``.claude/settings.json`` or ``.codex/hooks.json`` with hooks or permissions
+"""A workspace's ``.claude/settings.json`` or ``._codex/hooks.json`` with hooks or permissions
 that a run does not use is said on stderr by ``tether run`` (and by ``doctor``), one escaped
 line each, with how to enable it; nothing is enabled by the warning."""
 

@@ -1,4 +1,4 @@
-"""The commit notification of the bundled backends (``session/persistence/commits.py``): each
+"""The commit notification of the bundled backends (``session/persistence/_commits.py``): each
 committed batch is delivered once, in commit order, before its ``append`` returns; a batch
 that was not committed is never delivered."""
 
@@ -13,13 +13,15 @@ import pytest
 
 from tether.session import Event, SessionMeta, SessionStore
 from tether.session.persistence import (
-    Commit,
-    CommitsNotReportedError,
     JsonlPersistence,
     Persistence,
-    ReportsCommits,
     SeqConflictError,
     SqlitePersistence,
+)
+from tether.session.persistence._commits import (
+    Commit,
+    CommitsNotReportedError,
+    ReportsCommits,
     commits_of,
 )
 from tether.testing import header, titles

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conformance_support import JsonlBackend
 
-from tether.session.header import SessionHeader
+from tether.session._header import SessionHeader
 from tether.session.persistence import JsonlPersistence, Persistence
 from tether.testing import (
     REQUIRED,

@@ -11,14 +11,13 @@ import pytest
 
 from tether.session import Event, SessionHeader, SessionMeta, SessionStore
 from tether.session.persistence import (
-    Commit,
     JsonlPersistence,
     Persistence,
     SeqConflictError,
     SessionExistsError,
     SqlitePersistence,
-    commits_of,
 )
+from tether.session.persistence._commits import Commit, commits_of
 from tether.testing import header, titles
 
 

@@ -17,15 +17,8 @@ from tether.session.persistence import (
     SeqConflictError,
     SessionExistsError,
 )
-from tether.session.persistence.jsonl import LOCK_NAME, LOG_NAME, escape_id
-from tether.testing import (
-    T0,
-    closed_turn,
-    dicts,
-    header,
-    make_events,
-    titles,
-)
+from tether.session.persistence._jsonl import LOCK_NAME, LOG_NAME, escape_id
+from tether.testing import T0, closed_turn, dicts, header, make_events, titles
 
 
 @pytest.fixture

@@ -11,11 +11,7 @@ from pathlib import Path
 import pytest
 
 from tether.session import Event
-from tether.session.persistence import (
-    CorruptLogError,
-    PersistenceError,
-    SqlitePersistence,
-)
+from tether.session.persistence import CorruptLogError, PersistenceError, SqlitePersistence
 from tether.testing import T0, dicts, header, titles
 
 

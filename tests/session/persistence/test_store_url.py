@@ -8,14 +8,12 @@ import pytest
 
 from tether.errors import TetherError
 from tether.session.persistence import (
-    InvalidStoreUrlError,
     JsonlPersistence,
     SqlitePersistence,
     default_store_url,
     open_persistence,
-    sqlite_url,
-    store_location,
 )
+from tether.session.persistence._factory import InvalidStoreUrlError, sqlite_url, store_location
 from tether.testing import header
 
 

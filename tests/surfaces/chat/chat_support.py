@@ -20,8 +20,8 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from script_support import write_script
-from tether.harness import Harness
-from tether.surfaces.cli.chat import ChatApp
+from tether._harness import Harness
+from tether.surfaces.cli.chat._app import ChatApp
 
 WAIT_SECONDS = 20.0
 
@@ -145,7 +145,7 @@ async def open_chat(
 
 def events_of(harness: Harness, session_id: str) -> list[tuple[str, dict[str, Any]]]:
     """The live session's events as ``(type, data)`` pairs."""
-    from tether.session.json import thaw
+    from tether.session._json import thaw
 
     session = harness.store.get(session_id)
     assert session is not None
@@ -153,7 +153,7 @@ def events_of(harness: Harness, session_id: str) -> list[tuple[str, dict[str, An
 
 
 async def stored_events(harness: Harness, session_id: str) -> list[tuple[str, dict[str, Any]]]:
-    from tether.session.json import thaw
+    from tether.session._json import thaw
 
     persistence = harness.store.persistence
     assert persistence is not None

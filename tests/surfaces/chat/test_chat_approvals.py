@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from chat_support import call, open_chat, root_steps, stored_events
 
-from tether.surfaces.cli.chat.prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import answerer_name
 
 WRITE_THEN_FINISH = [
     root_steps(

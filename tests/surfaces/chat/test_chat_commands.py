@@ -6,8 +6,8 @@ from pathlib import Path
 
 from chat_support import call, events_of, open_chat, root_steps, stored_events
 
-from tether.policy.approval import policy_change_notice
-from tether.policy.modes import ApprovalPolicy
+from tether.policy._approval import policy_change_notice
+from tether.policy._modes import ApprovalPolicy
 from tether.session import SessionMeta, SessionStore
 from tether.session.persistence import open_persistence
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from chat_support import call, events_of, open_chat, root_steps, stored_events
 
-from tether.harness import Harness
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
+from tether._harness import Harness
+from tether.tools._base import ToolArgs, ToolCall, ToolResult
 
 
 class WaitArgs(ToolArgs):

@@ -7,7 +7,7 @@ from pathlib import Path
 from chat_support import call, open_chat, root_steps
 
 from compose_support import FollowUpTool
-from tether.harness import Harness
+from tether._harness import Harness
 
 
 def with_follow_up(harness: Harness) -> None:

@@ -7,22 +7,17 @@ from typing import Any
 
 from rich.console import Console
 
-from tether.harness import SessionEvent
+from tether._harness import SessionEvent
 from tether.session import Event
-from tether.surfaces.cli.chat.render import (
+from tether.surfaces.cli._summary import RunSummary, format_summary, summarize
+from tether.surfaces.cli.chat._render import (
     EventRenderer,
     SessionDirectory,
     SessionInfo,
     args_summary,
     knob_change,
 )
-from tether.surfaces.cli.chat.status import (
-    ChildStatus,
-    busy_line,
-    children_text,
-    idle_line,
-)
-from tether.surfaces.cli.summary import RunSummary, format_summary, summarize
+from tether.surfaces.cli.chat._status import ChildStatus, busy_line, children_text, idle_line
 
 ROOT = "root-session"
 CHILD = "child-session"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tty_support import audit_pairs, chat, chat_args
 
-from tether.kernel import TrustStore
+from tether.kernel._trust_store import TrustStore
 
 ASK_WRITES = '[[plugins]]\nname = "ask_tools"\nconfig = { tools = ["write"] }\n'
 QUESTION = b"Trust this configuration for this workspace? [y/N]: "

@@ -11,7 +11,7 @@ import pytest
 from tty_support import audit_pairs, chat, chat_args
 
 from cli_support import TETHER
-from tether.surfaces.cli.chat.prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import answerer_name
 
 
 @pytest.mark.timeout(90)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cli_support import TETHER
-from tether.session.json import thaw
+from tether.session._json import thaw
 from tether.session.persistence import open_persistence
 
 

@@ -3,13 +3,14 @@ lines and exact; then what the agent wrote, labelled, escaped, in full, the comm
 
 from __future__ import annotations
 
-from tether.kernel import Kernel
-from tether.policy import SandboxPolicyService, sandbox_policy_plugin
-from tether.policy.approval import ApprovalRequest, RoutedOrigin
-from tether.policy.modes import SandboxMode
+from tether.kernel._plugin import Kernel
+from tether.policy import SandboxPolicyService
+from tether.policy._approval import ApprovalRequest, RoutedOrigin
+from tether.policy._modes import SandboxMode
+from tether.policy._sandbox_policy import sandbox_policy_plugin
 from tether.session import Session, SessionHeader
-from tether.surfaces.cli.approval_prompt import mode_line, question_lines, session_mode
-from tether.surfaces.cli.tty_answerer import describe
+from tether.surfaces.cli._approval_prompt import mode_line, question_lines, session_mode
+from tether.surfaces.cli._tty_answerer import describe
 
 FORGED = "ok\x1b[2K\r\x1b[1A  sandbox: read-only\n  command: ls\u202e"
 SHOWN = "ok\\x1b[2K\\r\\x1b[1A  sandbox: read-only\\n  command: ls\\u202e"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import tether
-from tether.sandbox.landlock_exec import abi_version
+from tether.sandbox._landlock_exec import abi_version
 
 
 def doctor(tmp_path: Path, disable: str) -> list[str]:

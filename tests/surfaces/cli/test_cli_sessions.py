@@ -19,10 +19,11 @@ from cli_stores import (
 from typer.testing import CliRunner, Result
 
 from tether.session import Event, SessionHeader, SessionStore
-from tether.session.lease import Leases
-from tether.session.persistence import TOOL_OUTCOME_UNKNOWN, JsonlPersistence, StoredSession
-from tether.surfaces.cli.approvals import app as approvals_app
-from tether.surfaces.cli.sessions import app
+from tether.session._lease import Leases
+from tether.session.persistence import JsonlPersistence, StoredSession
+from tether.session.persistence._repair import TOOL_OUTCOME_UNKNOWN
+from tether.surfaces.cli._approvals import app as approvals_app
+from tether.surfaces.cli._sessions import app
 
 runner = CliRunner()
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from tether._signals import AbortSignal
 from tether.kernel import Context, Runtime
 from tether.policy import SandboxExecutionPolicy, SandboxMode
-from tether.signals import AbortSignal
-from tether.tools.base import Tool, ToolCall, ToolResult
+from tether.tools._base import Tool, ToolCall, ToolResult
 
 RESTRICTED = ["read-only", "workspace-write"]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tether.sandbox import default_rules
-from tether.tools.base import Tool, ToolResult
-from tether.tools.fs import EditTool, ReadTool, SandboxDenied, WriteTool, plan_write
-from tether.tools.fs.fence import existing_entry, open_existing, open_parent
+from tether.sandbox._paths import default_rules
+from tether.tools._base import Tool, ToolResult
+from tether.tools.fs import EditTool, ReadTool, SandboxDenied, WriteTool
+from tether.tools.fs._fence import existing_entry, open_existing, open_parent, plan_write
 
 from .conftest import RESTRICTED, Host, Swapper, exchange, marker, run_tool
 

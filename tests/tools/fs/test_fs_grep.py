@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tether.policy import SandboxExecutionPolicy
 from tether.tools.fs import GrepTool
-from tether.tools.fs.grep import MAX_LINE_CHARS
+from tether.tools.fs._grep import MAX_LINE_CHARS
 
 from .conftest import Host, run_tool
 

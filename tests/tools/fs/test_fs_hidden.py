@@ -1,4 +1,4 @@
-"""The file tools apply the hidden-path list and the control paths of ``tether.sandbox.paths``.
+"""The file tools apply the hidden-path list and the control paths of ``tether.sandbox._paths``.
 
 A hidden path is denied with a clear message in every mode (``danger-full-access`` included:
 the file tools are the model's direct read path) and never shows its content; ``grep``,
@@ -19,11 +19,11 @@ import pytest
 
 from hidden_support import TOKENS_AND_HISTORIES as MORE_SECRETS
 from tether.kernel import Context, Runtime
-from tether.sandbox import CREDENTIAL_PATHS, SANDBOX_SERVICE, SandboxProvider
-from tether.sandbox.paths import PathRules
-from tether.session.persistence import sqlite_url
-from tether.session.store_files import store_files
-from tether.tools.base import Tool, ToolResult
+from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
+from tether.sandbox._paths import CREDENTIAL_PATHS, PathRules
+from tether.session._store_files import store_files
+from tether.session.persistence._factory import sqlite_url
+from tether.tools._base import Tool, ToolResult
 from tether.tools.fs import EditTool, GlobTool, GrepTool, LsTool, ReadTool, WriteTool
 
 from .conftest import RESTRICTED, Host, Swapper, marker, run_tool
@@ -419,7 +419,7 @@ IMPORT_NAMES = [
 @pytest.fixture
 def import_path(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
     """``ws/src`` and ``ws/lib/py`` (missing) on the harness's start-up import path."""
-    from tether.sandbox import paths
+    from tether.sandbox import _paths as paths
 
     (host.ws / "src").mkdir()
     (host.ws / "lib").mkdir()
@@ -525,7 +525,7 @@ async def test_the_real_home_is_hidden_when_home_points_elsewhere(
 ) -> None:
     """``sudo -E`` or CI: ``$HOME`` is not the effective user's home, whose credentials are
     hidden all the same (the password database says where it is)."""
-    from tether.sandbox import paths
+    from tether.sandbox import _paths as paths
 
     elsewhere = host.top / "elsewhere"
     elsewhere.mkdir()

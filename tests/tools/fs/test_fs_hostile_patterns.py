@@ -11,11 +11,11 @@ import threading
 import pytest
 from pydantic import ValidationError
 
+from tether._signals import AbortSignal
 from tether.kernel import Context, Runtime
 from tether.policy import SANDBOX_POLICY_SERVICE, SandboxExecutionPolicy, SandboxPolicyService
-from tether.signals import AbortSignal
+from tether.tools._pipeline import ToolRuntime
 from tether.tools.fs import GlobTool, GrepTool
-from tether.tools.pipeline import ToolRuntime
 
 from .conftest import Host, run_tool
 
@@ -166,4 +166,4 @@ async def test_an_abort_mid_grep_ends_the_call_cancelled_and_stops_the_search(
     assert result.is_error and result.details == {"cancelled": True}
     # The call returned only once its worker had stopped searching.
     assert signal.worker is not None
-    assert not running_in(signal.worker, "tether/tools/fs/grep.py")
+    assert not running_in(signal.worker, "tether/tools/fs/_grep.py")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tether.policy import SandboxExecutionPolicy
 from tether.tools.fs import GlobTool, LsTool
-from tether.tools.fs.glob_pattern import compile_glob, expand_braces, split_pattern
+from tether.tools.fs._glob_pattern import compile_glob, expand_braces, split_pattern
 
 from .conftest import Host, run_tool
 

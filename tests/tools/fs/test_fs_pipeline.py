@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tether._signals import AbortSignal
 from tether.kernel import Context, Runtime
 from tether.policy import SANDBOX_POLICY_SERVICE, SandboxPolicyService
-from tether.signals import AbortSignal
-from tether.tools.base import ToolResult
+from tether.tools._base import ToolResult
+from tether.tools._pipeline import ToolRuntime, tool_schema
 from tether.tools.fs import file_tools
-from tether.tools.pipeline import ToolRuntime, tool_schema
 
 from .conftest import Host, marker
 

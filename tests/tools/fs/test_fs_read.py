@@ -10,7 +10,7 @@ import pytest
 from tether.policy import SandboxExecutionPolicy
 from tether.tools.fs import ReadTool
 from tether.tools.fs._common import read_some
-from tether.tools.fs.fence import FileToolError
+from tether.tools.fs._fence import FileToolError
 
 from .conftest import Host, run_tool
 

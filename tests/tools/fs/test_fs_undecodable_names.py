@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tether.tools.fs import GlobTool, GrepTool, LsTool, ReadTool, WriteTool
-from tether.tools.fs.fence import shown_name
+from tether.tools.fs._fence import shown_name
 
 from .conftest import Host, run_tool
 

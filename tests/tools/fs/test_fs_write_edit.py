@@ -7,7 +7,7 @@ import stat
 
 from tether.policy import SandboxExecutionPolicy
 from tether.tools.fs import EditTool, WriteTool
-from tether.tools.fs.edit import DIFF_TRUNCATED, MAX_DIFF_CHARS
+from tether.tools.fs._edit import DIFF_TRUNCATED, MAX_DIFF_CHARS
 
 from .conftest import Host, run_tool
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar
 
-from tether.session.events import Event, InvalidEventError, UnknownEventTypeError
-from tether.session.json import JsonValue
-from tether.session.persistence.base import CorruptLogError, SeqConflictError
+from tether.session._events import Event, InvalidEventError, UnknownEventTypeError
+from tether.session._json import JsonValue
+from tether.session.persistence._base import CorruptLogError, SeqConflictError
 
 R = TypeVar("R")
 

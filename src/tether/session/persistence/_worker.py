@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from tether.errors import TetherError
-from tether.session.events import Event
-from tether.session.header import SessionHeader
+from tether.session._events import Event
+from tether.session._header import SessionHeader
+from tether.session.persistence._base import PersistenceError, SeqConflictError, StoredSession
 from tether.session.persistence._codec import check_contiguous
-from tether.session.persistence.base import PersistenceError, SeqConflictError, StoredSession
-from tether.session.persistence.commits import Commit, CommitFeed, CommitListener
+from tether.session.persistence._commits import Commit, CommitFeed, CommitListener
 
 T = TypeVar("T")
 
@@ -82,7 +82,7 @@ class WorkerBackend(ABC):
     _commits: CommitFeed | None = None
 
     def on_commit(self, listener: CommitListener) -> Callable[[], None]:
-        """Call ``listener`` with each batch once it is committed (see :mod:`.commits`)."""
+        """Call ``listener`` with each batch once it is committed (see :mod:`._commits`)."""
         if self._commits is None:
             self._commits = CommitFeed()
         return self._commits.subscribe(listener)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tether.testing.checks import Spec
+from tether.testing._checks import Spec
 from tether.testing.spec import (
     append,
     close,

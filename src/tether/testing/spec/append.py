@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tether.session.persistence.base import SeqConflictError, SessionNotFoundError
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial, raises
-from tether.testing.fixtures import T0, closed_turn, dicts, header, titles
+from tether.session.persistence._base import SeqConflictError, SessionNotFoundError
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial, raises
+from tether.testing._fixtures import T0, closed_turn, dicts, header, titles
 
 spec = Spec(Capability.APPEND)
 

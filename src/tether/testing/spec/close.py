@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial
-from tether.testing.fixtures import header
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial
+from tether.testing._fixtures import header
 
 spec = Spec(Capability.CLOSE)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tether.session.persistence.base import CorruptLogError
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial, raises
-from tether.testing.fixtures import closed_turn, header
+from tether.session.persistence._base import CorruptLogError
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial, raises
+from tether.testing._fixtures import closed_turn, header
 
 spec = Spec(Capability.CORRUPT_RECORD)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tether.session.events import Event, UnknownEventTypeError
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial, raises
-from tether.testing.fixtures import (
+from tether.session._events import Event, UnknownEventTypeError
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial, raises
+from tether.testing._fixtures import (
     T0,
     UNKNOWN_TYPE,
     closed_turn,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial
-from tether.testing.fixtures import T0, closed_turn, header
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial
+from tether.testing._fixtures import T0, closed_turn, header
 
 spec = Spec(Capability.LIST)
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tether.session.events import Event
-from tether.session.header import SessionHeader
-from tether.session.persistence.base import ListsIds
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial
+from tether.session._events import Event
+from tether.session._header import SessionHeader
+from tether.session.persistence._base import ListsIds
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial
 
 spec = Spec(Capability.LIST_IDS)
 

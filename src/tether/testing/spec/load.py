@@ -1,14 +1,14 @@
 """``load``: exactly what was appended, an interrupted turn closed durably, unknown required
-event types refused (see :mod:`tether.session.persistence.repair` for the closing events)."""
+event types refused (see :mod:`tether.session.persistence._repair` for the closing events)."""
 
 from __future__ import annotations
 
-from tether.session.events import Event, UnknownEventTypeError
-from tether.session.persistence.base import SessionNotFoundError
-from tether.session.session import has_open_turn
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial, raises
-from tether.testing.fixtures import (
+from tether.session._events import Event, UnknownEventTypeError
+from tether.session._session import has_open_turn
+from tether.session.persistence._base import SessionNotFoundError
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial, raises
+from tether.testing._fixtures import (
     T0,
     UNKNOWN_TYPE,
     closed_turn,

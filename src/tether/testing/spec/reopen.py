@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from tether.session.persistence.base import SeqConflictError, SessionExistsError
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial, raises
-from tether.testing.fixtures import (
+from tether.session.persistence._base import SeqConflictError, SessionExistsError
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial, raises
+from tether.testing._fixtures import (
     T0,
     closed_turn,
     dicts,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tether.session.header import SESSION_FORMAT_VERSION, FormatVersionError
-from tether.testing.capabilities import Capability
-from tether.testing.checks import Spec, Trial, raises
-from tether.testing.fixtures import closed_turn
+from tether.session._header import SESSION_FORMAT_VERSION, FormatVersionError
+from tether.testing._capabilities import Capability
+from tether.testing._checks import Spec, Trial, raises
+from tether.testing._fixtures import closed_turn
 
 spec = Spec(Capability.SET_FORMAT_VERSION)
 

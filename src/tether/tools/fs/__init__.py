@@ -1,29 +1,18 @@
 """The file tools (``read``, ``write``, ``edit``, ``ls``, ``glob``, ``grep``) and their fence.
 
-Writes are fenced in-process by the call's sandbox mode (see :mod:`tether.tools.fs.fence`);
+Writes are fenced in-process by the call's sandbox mode (see :mod:`tether.tools.fs._fence`);
 reads are allowed everywhere, bounded in size, and refuse binary content.
 """
 
 from __future__ import annotations
 
-from tether.tools.base import Tool
-from tether.tools.fs.edit import EditArgs, EditTool
-from tether.tools.fs.fence import (
-    DANGER_FULL_ACCESS,
-    NO_POLICY_REASON,
-    READ_ONLY,
-    WORKSPACE_WRITE,
-    FencePolicy,
-    FileToolError,
-    SandboxDenied,
-    denial_marker,
-    plan_write,
-    sandbox_denial,
-)
-from tether.tools.fs.grep import GrepArgs, GrepTool
-from tether.tools.fs.listing import GlobArgs, GlobTool, LsArgs, LsTool
-from tether.tools.fs.read import ReadArgs, ReadTool
-from tether.tools.fs.write import WriteArgs, WriteTool
+from tether.tools._base import Tool
+from tether.tools.fs._edit import EditTool
+from tether.tools.fs._fence import FileToolError, SandboxDenied
+from tether.tools.fs._grep import GrepTool
+from tether.tools.fs._listing import GlobTool, LsTool
+from tether.tools.fs._read import ReadTool
+from tether.tools.fs._write import WriteTool
 
 
 def file_tools() -> list[Tool]:
@@ -32,27 +21,13 @@ def file_tools() -> list[Tool]:
 
 
 __all__ = [
-    "DANGER_FULL_ACCESS",
-    "NO_POLICY_REASON",
-    "READ_ONLY",
-    "WORKSPACE_WRITE",
-    "EditArgs",
     "EditTool",
-    "FencePolicy",
     "FileToolError",
-    "GlobArgs",
     "GlobTool",
-    "GrepArgs",
     "GrepTool",
-    "LsArgs",
     "LsTool",
-    "ReadArgs",
     "ReadTool",
     "SandboxDenied",
-    "WriteArgs",
     "WriteTool",
-    "denial_marker",
     "file_tools",
-    "plan_write",
-    "sandbox_denial",
 ]

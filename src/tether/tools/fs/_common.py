@@ -1,5 +1,5 @@
 """Shared pieces of the file tools: running blocking work off the loop, sniffing content, and
-keeping hidden paths (:mod:`tether.sandbox.paths`) out of every read."""
+keeping hidden paths (:mod:`tether.sandbox._paths`) out of every read."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import threading
 from collections.abc import Callable
 from typing import BinaryIO, Final, TypeVar
 
+from tether._signals import AbortedError, AbortSignal
 from tether.sandbox import SANDBOX_SERVICE, PathRules, rules_for
-from tether.signals import AbortedError, AbortSignal
-from tether.tools.base import ToolArgs, ToolCall, ToolResult
-from tether.tools.fs.fence import (
+from tether.tools._base import ToolArgs, ToolCall, ToolResult
+from tether.tools.fs._fence import (
     FencePolicy,
     FileToolError,
     error_result,
@@ -93,7 +93,7 @@ class Interrupt:
         self._cancelled = threading.Event()
 
     def check(self) -> None:
-        """Raise :class:`~tether.signals.AbortedError` once the work must stop."""
+        """Raise :class:`~tether._signals.AbortedError` once the work must stop."""
         if self._signal.aborted or self._cancelled.is_set():
             raise AbortedError(self._signal.reason)
 

@@ -1,0 +1,202 @@
+"""The event envelope and the closed vocabulary of event types.
+
+An event is ``{type, seq, time, data, ignorable?, surface_op?}``. ``seq`` is contiguous from 0
+and equals the event's index in its session. Surface events (the ones the model sees) carry a
+``surface_op``; every other event is log-only. An event type a reader does not know is refused
+on load unless the event is marked ``ignorable``: skipping a required fact (say, a
+``sandbox/mode`` switch) could silently widen what a resumed session may do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final, TypeGuard
+
+from tether.errors import TetherError
+from tether.session._json import JsonObject, JsonValue, PayloadError, freeze, freeze_object, thaw
+
+SURFACE_EVENT_TYPES: Final = frozenset({"user/message", "assistant/message", "tool/result"})
+"""Events that form model history; they must carry ``surface_op``."""
+
+CORE_EVENT_TYPES: Final = frozenset(
+    {
+        "turn/start",
+        "turn/end",
+        "step/start",
+        "step/end",
+        "user/message",
+        "assistant/chunk",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "request/header",
+        "request/context",
+        "session/end-seed",
+        "agent/inbox/spliced",
+        "sandbox/mode",
+        "approval/policy",
+        "approval/asked",
+        "approval/decided",
+        "approval/pending",
+        "approval/answer-refused",
+        "permission/preset",
+        "subagent/descriptor",
+        "subagent/notice",
+        "hook/invoked",
+        "hook/result",
+        "session/title",
+        "context/compacted",
+        "context/compact-failed",
+    }
+)
+
+_registered: set[str] = set(CORE_EVENT_TYPES)
+
+
+class UnknownEventTypeError(TetherError):
+    code = "UNKNOWN_EVENT_TYPE"
+
+
+class InvalidEventError(TetherError):
+    code = "INVALID_EVENT"
+
+
+def register_event_type(name: str) -> None:
+    """Declare an event type owned by a plugin, so sessions may append and load it."""
+    if not name or "/" not in name:
+        raise InvalidEventError(f"event type {name!r} must look like 'owner/name'")
+    _registered.add(name)
+
+
+def is_known_event_type(name: str) -> bool:
+    return name in _registered
+
+
+def _check_surface_op(event_type: str, surface_op: JsonValue) -> None:
+    surface = event_type in SURFACE_EVENT_TYPES
+    if not surface:
+        if surface_op is not None:
+            raise InvalidEventError(f"{event_type} is log-only and must not carry surface_op")
+        return
+    if surface_op == "append":
+        return
+    if (
+        isinstance(surface_op, Mapping)
+        and surface_op.get("op") == "replace"
+        and set(surface_op) == {"op", "start", "end"}
+    ):
+        start, end = surface_op["start"], surface_op["end"]
+        # bool is an int subclass; ``True`` is not a surface index.
+        if _is_index(start) and _is_index(end) and 0 <= start <= end:
+            return
+    raise InvalidEventError(
+        f"{event_type} is a surface event: surface_op must be 'append' or "
+        f"{{op: 'replace', start, end}}, got {surface_op!r}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One immutable log entry. Build with :meth:`make` or :meth:`from_dict`, which validate."""
+
+    type: str
+    seq: int
+    time: int
+    data: JsonObject = field(repr=False)
+    ignorable: bool = False
+    surface_op: JsonValue = None
+
+    @classmethod
+    def make(
+        cls,
+        type: str,
+        seq: int,
+        time: int,
+        data: Mapping[str, object] | None = None,
+        *,
+        ignorable: bool = False,
+        surface_op: object = None,
+    ) -> Event:
+        if not isinstance(type, str) or not type:
+            raise InvalidEventError(f"event type must be a non-empty string, got {type!r}")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise InvalidEventError(f"{type}: seq must be a non-negative integer, got {seq!r}")
+        if not isinstance(time, int) or isinstance(time, bool):
+            raise InvalidEventError(f"{type}: time must be integer epoch ms, got {time!r}")
+        frozen_op = freeze(surface_op, "surface_op")
+        _check_surface_op(type, frozen_op)
+        return cls(
+            type, seq, time, freeze_object({} if data is None else data), ignorable, frozen_op
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "type": self.type,
+            "seq": self.seq,
+            "time": self.time,
+            "data": thaw(self.data),
+        }
+        if self.ignorable:
+            out["ignorable"] = True
+        if self.surface_op is not None:
+            out["surface_op"] = thaw(self.surface_op)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, raw: object) -> Event:
+        """Validate a stored record. Unknown required types are refused."""
+        if not isinstance(raw, Mapping):
+            raise InvalidEventError(f"event must be a JSON object, got {type(raw).__name__}")
+        extra = set(raw) - {"type", "seq", "time", "data", "ignorable", "surface_op"}
+        if extra:
+            raise InvalidEventError(f"event has unknown envelope fields: {sorted(extra)}")
+        event_type = raw.get("type")
+        ignorable = raw.get("ignorable", False)
+        if not isinstance(ignorable, bool):
+            raise InvalidEventError("event field 'ignorable' must be a boolean")
+        if not isinstance(event_type, str):
+            raise InvalidEventError(f"event type must be a string, got {event_type!r}")
+        if "data" not in raw:
+            raise InvalidEventError(f"{event_type}: event has no 'data' field")
+        if not isinstance(raw["data"], Mapping):
+            # ``make`` reads a missing payload as ``{}``; a stored ``null`` must not be.
+            raise InvalidEventError(
+                f"{event_type}: event 'data' must be a JSON object, got {raw['data']!r}"
+            )
+        if not ignorable and not is_known_event_type(event_type):
+            raise UnknownEventTypeError(
+                f"unknown required event type {event_type!r}: refusing to reconstruct the "
+                "session (a newer tether or a missing plugin wrote it)"
+            )
+        try:
+            return cls.make(
+                event_type,
+                raw.get("seq"),  # type: ignore[arg-type]
+                raw.get("time"),  # type: ignore[arg-type]
+                raw.get("data"),
+                ignorable=ignorable,
+                surface_op=raw.get("surface_op"),
+            )
+        except PayloadError as err:
+            raise InvalidEventError(f"{event_type}: {err}") from err
+
+    @classmethod
+    def from_json(cls, text: str) -> Event:
+        try:
+            raw = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as err:
+            raise InvalidEventError(f"event is not valid JSON: {err}") from err
+        return cls.from_dict(raw)
+
+
+def _is_index(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")

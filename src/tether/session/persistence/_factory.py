@@ -1,0 +1,115 @@
+"""Open a persistence backend from a store URL.
+
+Accepted forms (the ``--store`` flag and ``TETHER_STORE``):
+
+- ``sqlite:////ABS/PATH.db`` or ``sqlite:///REL/PATH.db``: :class:`SqlitePersistence` on
+  that file (the default). As in SQLAlchemy, the three slashes end the (empty) authority and
+  what follows is the path: a fourth slash makes it absolute, without one it is relative to
+  the current directory (resolved when the URL is opened, so a later ``chdir`` or sandbox does
+  not move the store);
+- ``jsonl:///ABS/DIR``: :class:`JsonlPersistence` rooted at that directory (absolute only).
+
+Percent-escapes in paths are decoded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+from urllib.parse import quote, unquote
+
+from tether._dirs import data_dir
+from tether.errors import TetherError
+from tether.session.persistence._base import Persistence
+from tether.session.persistence._jsonl import JsonlPersistence
+from tether.session.persistence._sqlite import SqlitePersistence
+
+STORE_URL_FORMS: Final = ("sqlite:////ABS/PATH.db", "sqlite:///REL/PATH.db", "jsonl:///ABS/DIR")
+STORE_ENV: Final = "TETHER_STORE"
+
+
+class InvalidStoreUrlError(TetherError):
+    """A store URL is not one of :data:`STORE_URL_FORMS`."""
+
+    code = "INVALID_STORE_URL"
+
+
+def open_persistence(url: str) -> Persistence:
+    """The backend ``url`` names. Nothing is opened or created until its first call."""
+    scheme, _, rest = url.partition("://")
+    if scheme == "sqlite":
+        return SqlitePersistence(_sqlite_path(url, rest))
+    if scheme == "jsonl":
+        return JsonlPersistence(_absolute_path(url, rest))
+    raise _invalid(url, f"unknown scheme {scheme!r}" if rest else "not a URL")
+
+
+def store_location(url: str) -> tuple[str, Path]:
+    """The scheme and absolute path a store URL names (``sqlite`` file or ``jsonl`` dir)."""
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("sqlite", "jsonl"):
+        raise _invalid(url, f"unknown scheme {scheme!r}" if rest else "not a URL")
+    return scheme, Path(
+        _sqlite_path(url, rest) if scheme == "sqlite" else _absolute_path(url, rest)
+    )
+
+
+def sqlite_url(path: str | os.PathLike[str]) -> str:
+    """The store URL of the SQLite file at ``path`` (made absolute)."""
+    return "sqlite:///" + quote(os.path.abspath(path))
+
+
+def default_store_url(env: Mapping[str, str] | None = None) -> str:
+    """``TETHER_STORE`` if set, else SQLite in the user data directory.
+
+    The data directory is :func:`tether._dirs.data_dir`; it is created so the default store
+    can open.
+    """
+    env = os.environ if env is None else env
+    configured = env.get(STORE_ENV, "").strip()
+    if configured:
+        return configured
+    directory = data_dir(env)
+    directory.mkdir(parents=True, exist_ok=True)
+    return sqlite_url(directory / "tether.db")
+
+
+def _sqlite_path(url: str, rest: str) -> str:
+    """SQLAlchemy's rule: ``sqlite:///`` then the path, absolute with a leading slash."""
+    if "?" in rest or "#" in rest:
+        raise _invalid(url, "query strings and fragments are not supported")
+    if not rest.startswith("/"):
+        raise _invalid(url, "three slashes must follow the scheme (four for an absolute path)")
+    path = unquote(rest[1:])
+    if path.rstrip("/") == "":
+        raise _invalid(url, "the path is empty")
+    return os.path.abspath(path)
+
+
+def _absolute_path(url: str, rest: str) -> str:
+    if "?" in rest or "#" in rest:
+        raise _invalid(url, "query strings and fragments are not supported")
+    if not rest.startswith("/"):
+        raise _invalid(url, "the path must be absolute (three slashes after the scheme)")
+    path = unquote(rest)
+    if path.rstrip("/") == "":
+        raise _invalid(url, "the path is empty")
+    return path
+
+
+def _invalid(url: str, problem: str) -> InvalidStoreUrlError:
+    return InvalidStoreUrlError(
+        f"invalid store URL {url!r}: {problem}; expected one of {', '.join(STORE_URL_FORMS)}"
+    )
+
+
+__all__ = [
+    "STORE_ENV",
+    "STORE_URL_FORMS",
+    "InvalidStoreUrlError",
+    "default_store_url",
+    "open_persistence",
+    "sqlite_url",
+]

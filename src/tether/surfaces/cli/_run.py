@@ -1,0 +1,439 @@
+"""``tether run``: one root turn from the command line (``docs/design.md`` §5).
+
+``--json`` prints one JSON object per line for every event of any session of the run once the
+store has committed it, in commit order (``Harness.stream``), then ``{"type": "run/result",
+...}`` after the last commit (``docs/reliability.md``). Exit status 0 when the root turn
+completed; 3 when a turn reached ``--max-steps``, 4 when the run reached ``--max-turns``;
+130/143 when SIGINT/SIGTERM stopped it (:mod:`._interrupts`); otherwise 1, each with a one-line
+reason on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import signal
+import sys
+from collections.abc import Coroutine
+from typing import Annotated, Final, NamedTuple
+
+import typer
+
+from tether._harness import Harness, RunResult, RunStopReason, SessionEvent
+from tether.agent._events import UserMessage
+from tether.agent._instructions import is_instructions
+from tether.errors import TetherError
+from tether.kernel import PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
+from tether.kernel._config import ConfigFileError
+from tether.kernel._printable import printable, printable_block
+from tether.kernel._workspace_files import read_file
+from tether.session._json import thaw
+from tether.surfaces.cli._common import JsonOption, StoreOption, error_line, fail, run, store_url
+from tether.surfaces.cli._hook_warnings import warn_unused_hooks
+from tether.surfaces.cli._interrupts import Interrupted, RunInterrupts, exit_status, resume_hint
+from tether.surfaces.cli._progress import RunProgress
+from tether.surfaces.cli._prompt_text import EmptyPromptError, read_prompt
+from tether.surfaces.cli._summary import format_summary, summarize
+from tether.surfaces.cli._tty_answerer import register_tty_answerer
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        metavar="SPEC",
+        help="scripted:PATH, openai:MODEL, deepseek:MODEL or a model configured in tether.toml "
+        "(default: $TETHER_MODEL, else the configured default).",
+    ),
+]
+NoStreamOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-stream",
+        help="Ask the model for whole replies instead of streams (for servers that cannot "
+        "stream, e.g. with tools).",
+    ),
+]
+ModelTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--model-timeout",
+        metavar="SECONDS",
+        help="How long the model server may stay silent before the request fails "
+        "(default: the model's timeout, else 120).",
+        show_default=False,
+    ),
+]
+WorkspaceOption = Annotated[
+    str, typer.Option("--workspace", metavar="DIR", help="Workspace root (default: cwd).")
+]
+SandboxOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sandbox",
+        metavar="MODE",
+        help="read-only, workspace-write or danger-full-access (default: the preset's).",
+    ),
+]
+ApprovalOption = Annotated[
+    str | None, typer.Option("--approval", metavar="POLICY", help="ask or never.")
+]
+ApproverOption = Annotated[
+    str | None,
+    typer.Option(
+        "--approver",
+        metavar="CMD",
+        help="Program that answers approval requests (JSON on stdin; allowed-once/rejected out).",
+    ),
+]
+PluginOption = Annotated[
+    list[str] | None, typer.Option("--plugin", metavar="NAME", help="Load a plugin (repeatable).")
+]
+ApprovalFromOption = Annotated[
+    str | None,
+    typer.Option(
+        "--approval-from",
+        metavar="SOURCE",
+        help="'store': wait for `tether approvals answer` from any terminal.",
+    ),
+]
+ApprovalTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--approval-timeout",
+        metavar="SECONDS",
+        help="With --approval-from store: how long each ask waits before it resolves "
+        "unavailable (default 900; 0 waits until answered).",
+        show_default=False,
+    ),
+]
+ResumeOption = Annotated[
+    str | None, typer.Option("--resume", metavar="SESSION_ID", help="Continue a stored session.")
+]
+SystemPromptFileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--system-prompt-file",
+        metavar="PATH",
+        help="Replace tether's system prompt with this file's text (UTF-8).",
+    ),
+]
+AppendSystemPromptOption = Annotated[
+    str | None,
+    typer.Option(
+        "--append-system-prompt",
+        metavar="TEXT",
+        help="Add TEXT after the system prompt.",
+    ),
+]
+MaxStepsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-steps",
+        metavar="N",
+        min=1,
+        help="Steps (model requests) one turn may take; past it the turn ends max-steps "
+        "(default 50).",
+        show_default=False,
+    ),
+]
+MaxTurnsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-turns",
+        metavar="N",
+        min=1,
+        help="Turns the run may take (follow-ups, Stop-hook continuations); past it the run "
+        "ends max-turns (default: no limit).",
+        show_default=False,
+    ),
+]
+EXIT_FOR_LIMIT: Final[dict[RunStopReason, int]] = {"max-steps": 3, "max-turns": 4}
+"""The exit status of a run that stopped at a limit (``docs/cli.md``)."""
+
+TrustWorkspaceOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-workspace",
+        help="Trust the workspace's configuration as it is now, for this run only (not recorded).",
+    ),
+]
+
+
+def refuse_scope_on_resume(
+    command: str, resume: str | None, sandbox: str | None, approval: str | None
+) -> None:
+    """A resumed session's scope is its log's: flags that would change it are an error."""
+    if resume and (sandbox or approval):
+        error_line(
+            f"{command}: --sandbox/--approval cannot change a resumed session: its recorded "
+            "scope is replayed from its log"
+        )
+        raise typer.Exit(2)
+
+
+def model_timeout_value(command: str, seconds: float | None) -> float | None:
+    """``--model-timeout``, refused (exit 2) unless a positive, finite number of seconds."""
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        error_line(f"{command}: --model-timeout takes a number of seconds above 0")
+        raise typer.Exit(2)
+    return seconds
+
+
+def stream_flag(no_stream: bool) -> bool | None:
+    """``--no-stream`` as ``Harness.open(stream=...)``: without it the model's configuration
+    decides."""
+    return False if no_stream else None
+
+
+def system_prompt_text(path: str | None) -> str | None:
+    """The text of ``--system-prompt-file``: the user names it, so it is read as theirs (a
+    prompt changes no scope); a missing, unreadable or non-UTF-8 file is a one-line error."""
+    if path is None:
+        return None
+    shown = printable(path)
+    try:
+        data = read_file(path, path).require()
+        if data is None:
+            raise ConfigFileError(f"--system-prompt-file {shown}: no such file")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigFileError(f"--system-prompt-file {shown}: not UTF-8 ({err})") from err
+    except TetherError as err:
+        fail(err)
+
+
+def plugin_entries(names: list[str] | None, approver: str | None) -> list[PluginEntry]:
+    """``--plugin`` names, with ``--approver CMD`` as the first (answering) plugin."""
+    plugins = [PluginEntry(name=p) for p in names or []]
+    if approver:
+        plugins.insert(0, PluginEntry(name="approver_command", config={"command": approver}))
+    return plugins
+
+
+def store_answerer(source: str, timeout: float | None) -> PluginEntry:
+    """The ``approval_from_store`` entry for ``--approval-from``/``--approval-timeout``."""
+    if source != "store":
+        error_line("run: --approval-from takes 'store'")
+        raise typer.Exit(2)
+    config: dict[str, object] = {}
+    if timeout is not None:
+        if not math.isfinite(timeout) or timeout < 0:
+            error_line("run: --approval-timeout takes a number of seconds, 0 or more")
+            raise typer.Exit(2)
+        config["timeout_seconds"] = timeout
+    return PluginEntry(name="approval_from_store", config=config)
+
+
+def run_command(
+    prompt: Annotated[str | None, typer.Argument(help="The prompt for the root turn.")] = None,
+    model: ModelOption = None,
+    workspace: WorkspaceOption = ".",
+    store: StoreOption = None,
+    sandbox: SandboxOption = None,
+    approval: ApprovalOption = None,
+    approver: ApproverOption = None,
+    plugin: PluginOption = None,
+    resume: ResumeOption = None,
+    approval_from: ApprovalFromOption = None,
+    approval_timeout: ApprovalTimeoutOption = None,
+    trust_workspace: TrustWorkspaceOption = False,
+    no_stream: NoStreamOption = False,
+    model_timeout: ModelTimeoutOption = None,
+    system_prompt_file: SystemPromptFileOption = None,
+    append_system_prompt: AppendSystemPromptOption = None,
+    max_steps: MaxStepsOption = None,
+    max_turns: MaxTurnsOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run one root turn and print its output."""
+    if prompt is None and sys.stdin.isatty():
+        error_line("run: give a PROMPT argument (or pipe one on stdin)")
+        raise typer.Exit(2)
+    try:
+        prompt = read_prompt(prompt)
+    except EmptyPromptError as err:
+        error_line(f"{err.code}: {err}")
+        raise typer.Exit(2) from None
+    refuse_scope_on_resume("run", resume, sandbox, approval)
+    plugins = plugin_entries(plugin, approver)
+    if approval_from is not None:
+        plugins.insert(0, store_answerer(approval_from, approval_timeout))
+    elif approval_timeout is not None:
+        error_line("run: --approval-timeout applies to --approval-from store")
+        raise typer.Exit(2)
+    options = RunOptions(
+        system_prompt_text(system_prompt_file),
+        append_system_prompt,
+        max_steps,
+        max_turns,
+        stream_flag(no_stream),
+        model_timeout_value("run", model_timeout),
+    )
+    trust = WorkspaceTrust.ONCE if trust_workspace else WorkspaceTrust.RECORDED
+    warn_unused_hooks(workspace, plugins, store_url(store), trust)
+    result = run(
+        _offering_one_run_trust(
+            _run(
+                prompt,
+                model,
+                workspace,
+                store_url(store),
+                sandbox,
+                approval,
+                plugins,
+                resume,
+                json_output,
+                trust,
+                options,
+            )
+        )
+    )
+    if isinstance(result, Interrupted):
+        error_line(resume_hint(result.session_id))
+        raise typer.Exit(exit_status(result.signum))
+    if result.stop_reason == "max-turns":
+        error_line(f"run: the run ended max-turns: {result.error}")
+        raise typer.Exit(EXIT_FOR_LIMIT["max-turns"])
+    if result.stop_reason != "completed":
+        error_line(f"run: the turn ended {result.stop_reason}: {result.error or 'no detail'}")
+        raise typer.Exit(EXIT_FOR_LIMIT.get(result.stop_reason, 1))
+
+
+class RunOptions(NamedTuple):
+    """What ``run`` and ``chat`` pass to :meth:`Harness.open` for the prompt, the limits and
+    streaming."""
+
+    system_prompt: str | None = None
+    append_system_prompt: str | None = None
+    max_steps: int | None = None
+    max_turns: int | None = None
+    stream: bool | None = None
+    """``False`` for ``--no-stream``; ``None`` lets the model's configuration decide."""
+    model_timeout: float | None = None
+    """``--model-timeout``: the model's read timeout in seconds."""
+
+
+async def _offering_one_run_trust(
+    run: Coroutine[object, object, RunResult | Interrupted],
+) -> RunResult | Interrupted:
+    try:
+        return await run
+    except WorkspaceUntrustedError as err:
+        raise err.also("pass --trust-workspace to trust this content for this run only") from None
+
+
+async def _run(
+    prompt: str,
+    model: str | None,
+    workspace: str,
+    store: str,
+    sandbox: str | None,
+    approval: str | None,
+    plugins: list[PluginEntry],
+    resume: str | None,
+    json_output: bool,
+    workspace_trust: WorkspaceTrust,
+    options: RunOptions,
+) -> RunResult | Interrupted:
+    opened: list[Harness] = []
+    interrupts = RunInterrupts(lambda: opened[0].root if opened else None)
+    try:
+        with interrupts:
+            return await _run_in(
+                opened,
+                prompt,
+                model,
+                workspace,
+                store,
+                sandbox,
+                approval,
+                plugins,
+                resume,
+                json_output,
+                workspace_trust,
+                options,
+            )
+    except asyncio.CancelledError:
+        if not interrupts.stopped():
+            raise
+        root = opened[0].root if opened else None
+        return Interrupted(interrupts.received or signal.SIGINT, root.id if root else None)
+
+
+async def _run_in(
+    opened: list[Harness],
+    prompt: str,
+    model: str | None,
+    workspace: str,
+    store: str,
+    sandbox: str | None,
+    approval: str | None,
+    plugins: list[PluginEntry],
+    resume: str | None,
+    json_output: bool,
+    workspace_trust: WorkspaceTrust,
+    options: RunOptions,
+) -> RunResult:
+    async with Harness.open(
+        workspace=workspace,
+        model=model,
+        store=store,
+        sandbox=sandbox,
+        approval=approval,
+        plugins=plugins,
+        workspace_trust=workspace_trust,
+        **options._asdict(),
+    ) as harness:
+        opened.append(harness)
+        answered = {"approver_command", "approval_from_store"}
+        if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
+            register_tty_answerer(harness.ctx)
+        if not json_output:
+            interactive = sys.stdout.isatty()
+            with RunProgress(harness, interactive=interactive) as progress:
+                result = await harness.run(prompt, resume=resume)
+            if result.output and not progress.streamed:
+                # To a terminal the output is shown escaped; to a pipe or a file it is data.
+                shown = printable_block(result.output) if interactive else result.output
+                typer.echo(shown)
+            for item in progress.events:
+                if item.session_id == result.session_id and is_instructions(item.event):
+                    loaded = UserMessage.parse(item.event.data).source_text("summary")
+                    typer.echo(f"tether: {loaded}", err=True)
+            summary = summarize(
+                progress.events, root_id=result.session_id, elapsed=progress.elapsed()
+            )
+            typer.echo(f"tether: {format_summary(summary)} · session {result.session_id}", err=True)
+            return result
+        async for event in harness.stream(prompt, resume=resume):
+            typer.echo(_line(event))
+        assert harness.root is not None
+        result = Harness.result_of(harness.root)
+        typer.echo(
+            json.dumps(
+                {
+                    "type": "run/result",
+                    "session": result.session_id,
+                    "stop_reason": result.stop_reason,
+                    "output": result.output,
+                    **({"error": result.error} if result.error else {}),
+                },
+                ensure_ascii=False,
+            )
+        )
+        return result
+
+
+def _line(item: SessionEvent) -> str:
+    event = item.event
+    return json.dumps(
+        {
+            "session": item.session_id,
+            "seq": event.seq,
+            "type": event.type,
+            "data": thaw(event.data),
+        },
+        ensure_ascii=False,
+    )
