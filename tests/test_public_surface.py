@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import tether
 
@@ -33,3 +35,42 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         assert str(err) == "module 'tether' has no attribute 'NoSuchName'"
     else:
         raise AssertionError("no AttributeError")
+
+
+SRC = Path(tether.__file__).resolve().parent
+PUBLIC_MODULES = {"tether.errors", "tether.subagents.workflow"}
+"""Modules besides the packages that a plugin or a user may import (docs/design.md, "Public
+surface"); the conformance kit's per-operation spec files are public too."""
+
+
+def modules() -> list[str]:
+    names = []
+    for path in sorted(SRC.rglob("*.py")):
+        parts = ("tether", *path.relative_to(SRC).with_suffix("").parts)
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_every_implementation_module_is_private() -> None:
+    packages = {
+        str(p.parent.relative_to(SRC.parent)).replace("/", ".") for p in SRC.rglob("__init__.py")
+    }
+    public = [
+        name
+        for name in modules()
+        if name not in packages
+        and not name.rsplit(".", 1)[1].startswith("_")
+        and name not in PUBLIC_MODULES
+        and not name.startswith("tether.testing.spec.")
+    ]
+    assert public == []
+
+
+def test_every_package_name_resolves() -> None:
+    packages = sorted(
+        str(p.parent.relative_to(SRC.parent)).replace("/", ".") for p in SRC.rglob("__init__.py")
+    )
+    for name in packages:
+        package = importlib.import_module(name)
+        for exported in getattr(package, "__all__", []):
+            assert getattr(package, exported, None) is not None, f"{name}.{exported}"

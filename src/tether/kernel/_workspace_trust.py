@@ -191,13 +191,9 @@ class InspectedWorkspace:
         if self.system_prompt_path is None:
             return None
         shown = printable(self.agent.system_prompt_file or self.system_prompt_path)
-        data = self.files.read(self.system_prompt_path)
-        if data is None:
-            raise ConfigFileError(f"[agent] system_prompt_file {shown}: no such file")
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ConfigFileError(f"[agent] system_prompt_file {shown}: not UTF-8 ({err})") from err
+        return prompt_file_text(
+            f"[agent] system_prompt_file {shown}", self.files.read(self.system_prompt_path)
+        )
 
     def untrusted(self) -> list[FileReport]:
         return [r for r in self.reports if r.status.needs_trust]
@@ -359,6 +355,18 @@ def _status(snapshot: FileSnapshot, record: TrustRecord | None) -> FileStatus:
     return FileStatus.NEW if was == ABSENT else FileStatus.CHANGED
 
 
+def prompt_file_text(named: str, data: bytes | None) -> str:
+    """The text of a system-prompt file as read (``named``: how the user named it, escaped);
+    ``CONFIG_FILE`` when it was missing or is not UTF-8. One rule for the configuration's
+    ``system_prompt_file`` and the command line's ``--system-prompt-file``."""
+    if data is None:
+        raise ConfigFileError(f"{named}: no such file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigFileError(f"{named}: not UTF-8 ({err})") from err
+
+
 __all__ = [
     "FileReport",
     "FileStatus",
@@ -369,6 +377,7 @@ __all__ = [
     "WorkspaceUntrustedError",
     "inspect_workspace",
     "parse_workspace_trust",
+    "prompt_file_text",
     "record_trust",
     "trust_command_line",
 ]

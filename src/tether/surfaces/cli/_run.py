@@ -25,9 +25,9 @@ from tether.agent._events import UserMessage
 from tether.agent._instructions import is_instructions
 from tether.errors import TetherError
 from tether.kernel import PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
-from tether.kernel._config import ConfigFileError
 from tether.kernel._printable import printable, printable_block
 from tether.kernel._workspace_files import read_file
+from tether.kernel._workspace_trust import prompt_file_text
 from tether.session._json import thaw
 from tether.surfaces.cli._common import JsonOption, StoreOption, error_line, fail, run, store_url
 from tether.surfaces.cli._hook_warnings import warn_unused_hooks
@@ -191,15 +191,10 @@ def system_prompt_text(path: str | None) -> str | None:
     prompt changes no scope); a missing, unreadable or non-UTF-8 file is a one-line error."""
     if path is None:
         return None
-    shown = printable(path)
     try:
-        data = read_file(path, path).require()
-        if data is None:
-            raise ConfigFileError(f"--system-prompt-file {shown}: no such file")
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ConfigFileError(f"--system-prompt-file {shown}: not UTF-8 ({err})") from err
+        return prompt_file_text(
+            f"--system-prompt-file {printable(path)}", read_file(path, path).require()
+        )
     except TetherError as err:
         fail(err)
 
@@ -401,7 +396,8 @@ async def _run_in(
             for item in progress.events:
                 if item.session_id == result.session_id and is_instructions(item.event):
                     loaded = UserMessage.parse(item.event.data).source_text("summary")
-                    typer.echo(f"tether: {loaded}", err=True)
+                    if loaded is not None:
+                        typer.echo(f"tether: {printable(loaded)}", err=True)
             summary = summarize(
                 progress.events, root_id=result.session_id, elapsed=progress.elapsed()
             )
