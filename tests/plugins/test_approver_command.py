@@ -134,3 +134,45 @@ async def test_a_failed_approver_says_why_in_the_audit_pair_and_to_the_model(
         f"tether: the configured approver {described}; the ask is unavailable"
     ]
     assert not (tmp_path / "a.txt").exists()
+
+
+@pytest.mark.timeout(60)
+async def test_a_failed_approver_of_an_escalation_says_why(tmp_path: Path) -> None:
+    """The escalation ladder words the failure as the tool pipeline does: the configured
+    approver failed, not "no approval channel"."""
+    outside = tmp_path / "outside.txt"
+    script = tmp_path / "s.json"
+    call = {
+        "name": "bash",
+        "arguments": {
+            "command": f"echo x > {outside}",
+            "sandbox_permissions": "danger-full-access",
+            "justification": "write outside",
+        },
+    }
+    script.write_text(json.dumps({"agents": [{"steps": [{"tool_calls": [call]}, {"text": "ok"}]}]}))
+    async with Harness.open(
+        workspace=tmp_path / "ws",
+        model=f"scripted:{script}",
+        store=f"sqlite:///{tmp_path / 's.db'}",
+        sandbox="read-only",
+        approval="ask",
+        plugins=[
+            PluginEntry(
+                name="approver_command",
+                config={"command": "sh -c 'echo no way >&2; exit 1'", "timeout_seconds": 30},
+            ),
+        ],
+    ) as harness:
+        await harness.run("go")
+        assert harness.root is not None
+        events = harness.root.session.events
+    [decided] = [e.data for e in events if e.type == "approval/decided"]
+    assert decided["outcome"] == "unavailable"
+    assert decided["failure"] == {"kind": "exit-status", "exit_code": 1, "excerpt": "no way"}
+    [result] = [e.data for e in events if e.type == "tool/result"]
+    assert result["content"] == (
+        'Error: sandbox escalation to "danger-full-access" requires approval, but the '
+        "configured approver exited with status 1: no way, so it is unavailable"
+    )
+    assert not outside.exists()

@@ -38,6 +38,7 @@ from typing import Final, Protocol
 from tether._signals import AbortSignal
 from tether.kernel import Context, Gather, Waterfall
 from tether.policy._approval import APPROVAL_SERVICE, ApprovalRequest
+from tether.policy._events import ApprovalDecided
 from tether.policy._modes import (
     ESCALATION_TARGETS,
     ApprovalOutcome,
@@ -200,13 +201,23 @@ async def grant_escalation(
         },
         target_mode=mode,
     )
-    answer = await ctx.waterfall(
-        ESCALATION_ASK, request, lambda: approval.request(request), scope=agent
-    )
+    decided: list[ApprovalDecided] = []
+
+    async def ask_here() -> ApprovalOutcome:
+        # Kept, so a refusal can say how the configured answerer failed.
+        decided.append(await approval.decide(request))
+        return decided[-1].outcome
+
+    answer = await ctx.waterfall(ESCALATION_ASK, request, ask_here, scope=agent)
     # A routing listener's reply outside the vocabulary grants nothing and names no channel.
     outcome = as_outcome(answer) or ApprovalOutcome.UNAVAILABLE
     if outcome is ApprovalOutcome.ALLOWED_ONCE:
         return replace(policy, mode=mode)
+    failure = decided[-1].failure if decided else None
+    if outcome is ApprovalOutcome.UNAVAILABLE and failure is not None:
+        return EscalationRefused(
+            outcome_text(AskFailure.ANSWERER_FAILED, asked, detail=failure.describe())
+        )
     return EscalationRefused(
         outcome_text(outcome, asked), cancelled=outcome is ApprovalOutcome.CANCELLED
     )
