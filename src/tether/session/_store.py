@@ -265,7 +265,9 @@ class SessionStore:
                 writer.persisted += len(batch)
         except Exception as err:
             writer.error = err
-            log.error("session %s: write failed: %s", session.id, err)
+            # Reported where it is raised, by the next flush (every dispose flushes), so a user
+            # sees one line for it, not two.
+            log.debug("session %s: write failed: %s", session.id, err)
 
     def _publish(self, session: Session, event: Event) -> None:
         for fn in tuple(self._event):
