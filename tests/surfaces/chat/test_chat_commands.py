@@ -181,7 +181,7 @@ async def test_resume_switches_to_a_stored_session(tmp_path: Path) -> None:
         reply = await chat.turn("again")
         back = await chat.command(f"/resume {fresh}", "\n")
         await chat.quit()
-    assert missing == "/resume: no stored session 'nope'\n"
+    assert missing == "/resume: session 'nope' not found\n"
     assert usage == "/resume: usage: /resume ID\n"
     assert shown.startswith(f"resumed session {first} (")
     assert shown.endswith(" events, preset workspace-write)\n")

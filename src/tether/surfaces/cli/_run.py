@@ -31,6 +31,7 @@ from tether.kernel._workspace_files import read_file
 from tether.session._json import thaw
 from tether.surfaces.cli._common import JsonOption, StoreOption, error_line, fail, run, store_url
 from tether.surfaces.cli._hook_warnings import warn_unused_hooks
+from tether.surfaces.cli._id_prefix import LAST, resolve_session_id
 from tether.surfaces.cli._interrupts import Interrupted, RunInterrupts, exit_status, resume_hint
 from tether.surfaces.cli._progress import RunProgress
 from tether.surfaces.cli._prompt_text import EmptyPromptError, read_prompt
@@ -108,7 +109,31 @@ ApprovalTimeoutOption = Annotated[
     ),
 ]
 ResumeOption = Annotated[
-    str | None, typer.Option("--resume", metavar="SESSION_ID", help="Continue a stored session.")
+    str | None,
+    typer.Option(
+        "--resume",
+        "-r",
+        metavar="SESSION_ID",
+        help="Continue a stored session: its id, a unique prefix of it, or 'last' (the newest "
+        "session of this workspace).",
+    ),
+]
+ContinueOption = Annotated[
+    bool,
+    typer.Option(
+        "--continue",
+        "-c",
+        help="Continue the newest session of this workspace (same as --resume last).",
+    ),
+]
+PrintOption = Annotated[
+    str | None,
+    typer.Option(
+        "--print",
+        "-p",
+        metavar="PROMPT",
+        help="The prompt, as an option (as claude -p takes it); instead of the PROMPT argument.",
+    ),
 ]
 SystemPromptFileOption = Annotated[
     str | None,
@@ -172,6 +197,22 @@ def refuse_scope_on_resume(
         raise typer.Exit(2)
 
 
+def one_prompt(argument: str | None, option: str | None) -> str | None:
+    """The prompt from the PROMPT argument or ``-p``/``--print``; both at once is an error."""
+    if argument is not None and option is not None:
+        error_line("run: give the prompt once: as PROMPT or with -p, not both")
+        raise typer.Exit(2)
+    return option if option is not None else argument
+
+
+def resume_choice(resume: str | None, continue_last: bool) -> str | None:
+    """``--resume`` or ``--continue`` (``--resume last``); both at once is an error."""
+    if continue_last and resume is not None:
+        error_line("--continue is --resume last: give one of them")
+        raise typer.Exit(2)
+    return LAST if continue_last else resume
+
+
 def model_timeout_value(command: str, seconds: float | None) -> float | None:
     """``--model-timeout``, refused (exit 2) unless a positive, finite number of seconds."""
     if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
@@ -228,6 +269,7 @@ def store_answerer(source: str, timeout: float | None) -> PluginEntry:
 
 def run_command(
     prompt: Annotated[str | None, typer.Argument(help="The prompt for the root turn.")] = None,
+    print_prompt: PrintOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = ".",
     store: StoreOption = None,
@@ -236,6 +278,7 @@ def run_command(
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
+    continue_last: ContinueOption = False,
     approval_from: ApprovalFromOption = None,
     approval_timeout: ApprovalTimeoutOption = None,
     trust_workspace: TrustWorkspaceOption = False,
@@ -248,6 +291,8 @@ def run_command(
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
+    prompt = one_prompt(prompt, print_prompt)
+    resume = resume_choice(resume, continue_last)
     if prompt is None and sys.stdin.isatty():
         error_line("run: give a PROMPT argument (or pipe one on stdin)")
         raise typer.Exit(2)
@@ -387,6 +432,10 @@ async def _run_in(
         **options._asdict(),
     ) as harness:
         opened.append(harness)
+        if resume is not None and harness.store.persistence is not None:
+            resume = await resolve_session_id(
+                harness.store.persistence, resume, workspace=workspace
+            )
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
             register_tty_answerer(harness.ctx)

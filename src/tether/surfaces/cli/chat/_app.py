@@ -70,6 +70,7 @@ from tether.surfaces.cli._run import (
     AppendSystemPromptOption,
     ApprovalOption,
     ApproverOption,
+    ContinueOption,
     MaxStepsOption,
     MaxTurnsOption,
     ModelOption,
@@ -84,6 +85,7 @@ from tether.surfaces.cli._run import (
     model_timeout_value,
     plugin_entries,
     refuse_scope_on_resume,
+    resume_choice,
     stream_flag,
     system_prompt_text,
 )
@@ -597,6 +599,7 @@ def chat_command(
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
+    continue_last: ContinueOption = False,
     no_history: NoHistoryOption = False,
     no_stream: NoStreamOption = False,
     model_timeout: ModelTimeoutOption = None,
@@ -609,6 +612,7 @@ def chat_command(
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         error_line("chat: needs a terminal on stdin and stdout (use `tether run` for scripts)")
         raise typer.Exit(2)
+    resume = resume_choice(resume, continue_last)
     refuse_scope_on_resume("chat", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
     options = RunOptions(
