@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import signal
 import sys
 from collections.abc import Coroutine
@@ -31,8 +32,9 @@ from tether.kernel._workspace_files import read_file
 from tether.session._json import thaw
 from tether.surfaces.cli._common import JsonOption, StoreOption, error_line, fail, run, store_url
 from tether.surfaces.cli._hook_warnings import warn_unused_hooks
-from tether.surfaces.cli._id_prefix import LAST, resolve_session_id
+from tether.surfaces.cli._id_prefix import LAST
 from tether.surfaces.cli._interrupts import Interrupted, RunInterrupts, exit_status, resume_hint
+from tether.surfaces.cli._model_choice import ModelChoice, record_model_choice, resume_target
 from tether.surfaces.cli._progress import RunProgress
 from tether.surfaces.cli._prompt_text import EmptyPromptError, read_prompt
 from tether.surfaces.cli._summary import format_summary, summarize
@@ -421,6 +423,14 @@ async def _run_in(
     workspace_trust: WorkspaceTrust,
     options: RunOptions,
 ) -> RunResult:
+    chosen = ModelChoice(
+        model or os.environ.get("TETHER_MODEL"), options.stream, options.model_timeout
+    )
+    if resume is not None:
+        resume, recorded = await resume_target(store, resume, workspace)
+        reused = ModelChoice(model, options.stream, options.model_timeout).over(recorded)
+        model = reused.model
+        options = options._replace(stream=reused.stream, model_timeout=reused.model_timeout)
     async with Harness.open(
         workspace=workspace,
         model=model,
@@ -432,10 +442,10 @@ async def _run_in(
         **options._asdict(),
     ) as harness:
         opened.append(harness)
-        if resume is not None and harness.store.persistence is not None:
-            resume = await resolve_session_id(
-                harness.store.persistence, resume, workspace=workspace
-            )
+        if resume is None:
+            # Created here rather than by the run so the model choice precedes the first turn.
+            harness.root = harness.agent_for(harness.new_root_session())
+            record_model_choice(harness.root.session, chosen)
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
             register_tty_answerer(harness.ctx)
