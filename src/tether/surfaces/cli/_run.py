@@ -16,8 +16,9 @@ import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Coroutine
-from typing import Annotated, Final, NamedTuple
+from typing import Annotated, Final, Literal, NamedTuple
 
 import typer
 
@@ -29,6 +30,8 @@ from tether.kernel import PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
 from tether.kernel._config import ConfigFileError
 from tether.kernel._printable import printable, printable_block
 from tether.kernel._workspace_files import read_file
+from tether.model._prices import price_of
+from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session._json import thaw
 from tether.surfaces.cli._common import JsonOption, StoreOption, error_line, fail, run, store_url
 from tether.surfaces.cli._hook_warnings import warn_unused_hooks
@@ -37,6 +40,15 @@ from tether.surfaces.cli._interrupts import Interrupted, RunInterrupts, exit_sta
 from tether.surfaces.cli._model_choice import ModelChoice, record_model_choice, resume_target
 from tether.surfaces.cli._progress import RunProgress
 from tether.surfaces.cli._prompt_text import EmptyPromptError, read_prompt
+from tether.surfaces.cli._run_totals import RunTotals
+from tether.surfaces.cli._stream_json import (
+    OUTPUT_FORMATS,
+    OutputFormat,
+    init_message,
+    line,
+    result_message,
+    translate,
+)
 from tether.surfaces.cli._summary import format_summary, summarize
 from tether.surfaces.cli._tty_answerer import register_tty_answerer
 
@@ -175,6 +187,15 @@ MaxTurnsOption = Annotated[
         show_default=False,
     ),
 ]
+OutputFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--output-format",
+        metavar="FORMAT",
+        help="text (the reply; a line per tool call on stderr), json (one result object, as "
+        "claude -p prints it) or stream-json (Claude Code's stream-json messages, one a line).",
+    ),
+]
 EXIT_FOR_LIMIT: Final[dict[RunStopReason, int]] = {"max-steps": 3, "max-turns": 4}
 """The exit status of a run that stopped at a limit (``docs/cli.md``)."""
 
@@ -197,6 +218,17 @@ def refuse_scope_on_resume(
             "scope is replayed from its log"
         )
         raise typer.Exit(2)
+
+
+def output_choice(output_format: str, json_output: bool) -> Shape:
+    """``--output-format`` or ``--json`` (tether's own event log), not both."""
+    if output_format not in OUTPUT_FORMATS:
+        error_line(f"run: --output-format takes {', '.join(OUTPUT_FORMATS)}")
+        raise typer.Exit(2)
+    if json_output and output_format != "text":
+        error_line("run: --json prints tether's event log; give it or --output-format, not both")
+        raise typer.Exit(2)
+    return "log" if json_output else output_format
 
 
 def one_prompt(argument: str | None, option: str | None) -> str | None:
@@ -290,9 +322,11 @@ def run_command(
     append_system_prompt: AppendSystemPromptOption = None,
     max_steps: MaxStepsOption = None,
     max_turns: MaxTurnsOption = None,
+    output_format: OutputFormatOption = "text",
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
+    shape = output_choice(output_format, json_output)
     prompt = one_prompt(prompt, print_prompt)
     resume = resume_choice(resume, continue_last)
     if prompt is None and sys.stdin.isatty():
@@ -331,7 +365,7 @@ def run_command(
                 approval,
                 plugins,
                 resume,
-                json_output,
+                shape,
                 trust,
                 options,
             )
@@ -346,6 +380,10 @@ def run_command(
     if result.stop_reason != "completed":
         error_line(f"run: the turn ended {result.stop_reason}: {result.error or 'no detail'}")
         raise typer.Exit(EXIT_FOR_LIMIT.get(result.stop_reason, 1))
+
+
+Shape = OutputFormat | Literal["log"]
+"""What ``run`` prints: an ``--output-format``, or ``log`` for ``--json`` (tether's events)."""
 
 
 class RunOptions(NamedTuple):
@@ -380,7 +418,7 @@ async def _run(
     approval: str | None,
     plugins: list[PluginEntry],
     resume: str | None,
-    json_output: bool,
+    shape: Shape,
     workspace_trust: WorkspaceTrust,
     options: RunOptions,
 ) -> RunResult | Interrupted:
@@ -398,7 +436,7 @@ async def _run(
                 approval,
                 plugins,
                 resume,
-                json_output,
+                shape,
                 workspace_trust,
                 options,
             )
@@ -419,10 +457,11 @@ async def _run_in(
     approval: str | None,
     plugins: list[PluginEntry],
     resume: str | None,
-    json_output: bool,
+    shape: Shape,
     workspace_trust: WorkspaceTrust,
     options: RunOptions,
 ) -> RunResult:
+    started = time.monotonic()
     chosen = ModelChoice(
         model or os.environ.get("TETHER_MODEL"), options.stream, options.model_timeout
     )
@@ -449,7 +488,7 @@ async def _run_in(
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
             register_tty_answerer(harness.ctx)
-        if not json_output:
+        if shape == "text":
             interactive = sys.stdout.isatty()
             with RunProgress(harness, interactive=interactive) as progress:
                 result = await harness.run(prompt, resume=resume)
@@ -466,23 +505,56 @@ async def _run_in(
             )
             typer.echo(f"tether: {format_summary(summary)} · session {result.session_id}", err=True)
             return result
-        async for event in harness.stream(prompt, resume=resume):
+        return await _stream(harness, prompt, resume, shape, model, started)
+
+
+async def _stream(
+    harness: Harness,
+    prompt: str,
+    resume: str | None,
+    shape: Shape,
+    model: str | None,
+    started: float,
+) -> RunResult:
+    """The run as committed events: tether's log (``--json``) or Claude Code's messages."""
+    assert harness.root is not None or resume is not None
+    totals = RunTotals()
+    label = str(getattr(harness.model, "model", None) or model or "default")
+    async for event in harness.stream(prompt, resume=resume):
+        root = harness.root
+        assert root is not None
+        if totals.root_id is None:
+            totals.root_id = root.id
+            if shape == "stream-json":
+                mode = harness.ctx.require(SANDBOX_POLICY_SERVICE).resolve(root.session).mode.value
+                tools = harness.tools.names()
+                typer.echo(line(init_message(root.id, cwd=harness.workspace, model=label,
+                                             tools=tools, mode=mode)))  # fmt: skip
+        totals.add(event)
+        if shape == "log":
             typer.echo(_line(event))
-        assert harness.root is not None
-        result = Harness.result_of(harness.root)
-        typer.echo(
-            json.dumps(
-                {
-                    "type": "run/result",
-                    "session": result.session_id,
-                    "stop_reason": result.stop_reason,
-                    "output": result.output,
-                    **({"error": result.error} if result.error else {}),
-                },
-                ensure_ascii=False,
-            )
-        )
+        elif shape == "stream-json" and (message := translate(event, root.id, label)):
+            typer.echo(line(message))
+    assert harness.root is not None
+    result = Harness.result_of(harness.root)
+    used = totals.fields(round((time.monotonic() - started) * 1000), price_of(harness.model))
+    if shape != "log":
+        typer.echo(line(result_message(result, used)))
         return result
+    typer.echo(
+        json.dumps(
+            {
+                "type": "run/result",
+                "session": result.session_id,
+                "stop_reason": result.stop_reason,
+                "output": result.output,
+                **({"error": result.error} if result.error else {}),
+                **used,
+            },
+            ensure_ascii=False,
+        )
+    )
+    return result
 
 
 def _line(item: SessionEvent) -> str:
