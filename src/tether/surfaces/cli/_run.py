@@ -302,7 +302,9 @@ def store_answerer(source: str, timeout: float | None) -> PluginEntry:
 
 
 def run_command(
-    prompt: Annotated[str | None, typer.Argument(help="The prompt for the root turn.")] = None,
+    prompt: Annotated[
+        str | None, typer.Argument(metavar="[PROMPT]", help="The prompt for the root turn.")
+    ] = None,
     print_prompt: PrintOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = ".",

@@ -83,8 +83,8 @@ def list_sessions(
     """One row per stored session, newest first: its first prompt, workspace, status and how
     many subagents it delegated to.
 
-    A session whose header cannot be read is named on stderr (``tether sessions fsck`` says
-    more) and the others are still listed; the exit status is then 1.
+    A session whose header cannot be read is named on stderr (tether sessions fsck says more)
+    and the others are still listed; the exit status is then 1.
     """
     rows, unreadable = run(_list(store, workspace))
     if as_json:
