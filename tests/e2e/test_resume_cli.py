@@ -54,6 +54,9 @@ def test_resume_takes_a_unique_prefix(env: dict[str, Any]) -> None:
     assert proc.returncode == 0, proc.stderr
     assert lines[-1]["session"] == session
     assert lines[-1]["output"] == "second answer"
+    # the first request over the stored log says it resumes (the reference harness's layout)
+    headers = [line["data"] for line in lines if line.get("type") == "request/header"]
+    assert [h["reason"] for h in headers] == ["resume"]
 
 
 def test_continue_without_a_session_in_the_workspace_is_session_not_found(

@@ -310,7 +310,8 @@ def test_plain_run_prints_the_output_and_a_summary(env: dict[str, Any]) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Summary done.\n"
-    [line] = proc.stderr.splitlines()
+    tool, line = proc.stderr.splitlines()
+    assert tool == "tether: write: s.txt"  # as the call starts
     assert line.startswith(
         "tether: 1 turn · 1 tool call · approvals: 1 asked, 1 granted, 0 denied · no children · "
     )
