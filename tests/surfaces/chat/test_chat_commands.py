@@ -196,10 +196,12 @@ async def test_resume_option_opens_the_stored_session(tmp_path: Path) -> None:
         await chat.turn("hello")
         await chat.quit()
     async with open_chat(tmp_path, agents, resume=first) as chat:
-        banner = chat.transcript.splitlines()[0]
+        opening = chat.transcript.splitlines()
         reply = await chat.turn("again")
         await chat.quit()
-    assert banner == f"tether chat · resumed session {first}"
+    assert opening[0] == f"tether chat · resumed session {first}"
+    # the conversation so far, condensed: each prompt typed and the agent's reply to it
+    assert opening[2:4] == ["> hello", "first reply"]
     assert reply.splitlines()[0] == "second reply"
 
 

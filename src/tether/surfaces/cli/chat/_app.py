@@ -94,6 +94,7 @@ from tether.surfaces.cli._trust import ask_at_start
 from tether.surfaces.cli.chat._commands import CommandHost, dispatch, resume_root
 from tether.surfaces.cli.chat._prompts import ALLOW_KEYS, CHOICES, REJECT_KEYS, ApprovalPrompt
 from tether.surfaces.cli.chat._render import EventRenderer, SessionDirectory
+from tether.surfaces.cli.chat._replay import replay
 from tether.surfaces.cli.chat._status import busy_line, child_statuses, idle_line
 from tether.tools._ask_user import USER_QUESTION
 from tether.tools._base import PostDecision, ToolCall, ToolResult
@@ -362,6 +363,9 @@ class ChatApp:
                 style="dim",
             )
         )
+        if resumed:
+            for line in replay(root.session.events):
+                self.console.print(line)
         self.console.print(
             Text("Type a request; /help lists the commands; Ctrl-D quits.", style="dim")
         )
