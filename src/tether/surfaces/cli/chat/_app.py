@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import os
 import signal
 import sys
 import time
@@ -66,6 +67,7 @@ from tether.subagents._seams import SUBAGENT_START
 from tether.surfaces.cli._approval_prompt import session_mode
 from tether.surfaces.cli._common import StoreOption, error_line, run, store_url
 from tether.surfaces.cli._hook_warnings import warn_unused_hooks
+from tether.surfaces.cli._model_choice import ModelChoice, record_model_choice, resume_target
 from tether.surfaces.cli._run import (
     AppendSystemPromptOption,
     ApprovalOption,
@@ -272,14 +274,16 @@ class ChatApp:
         )
 
     # -- lifetime -------------------------------------------------------------------------------
-    async def run(self, *, resume: str | None = None) -> None:
-        """Open (or resume) the root session, then read and run lines until the user quits."""
+    async def run(self, *, resume: str | None = None, choice: ModelChoice | None = None) -> None:
+        """Open (or resume) the root session, then read and run lines until the user quits;
+        a new root records ``choice``, the model the user named (``_model_choice.py``)."""
         self._attach()
         try:
             if resume is not None:
                 self.switch_root(await resume_root(self.harness, resume))
             elif self.harness.root is None:
                 self.switch_root(self.harness.agent_for(self.harness.new_root_session()))
+                record_model_choice(self.root.session, choice or ModelChoice())
             else:
                 self.switch_root(self.harness.root)
             await self.harness.store.flush(self.root.session)
@@ -661,6 +665,14 @@ async def _chat(
     workspace_trust: WorkspaceTrust,
     options: RunOptions,
 ) -> None:
+    chosen = ModelChoice(
+        model or os.environ.get("TETHER_MODEL"), options.stream, options.model_timeout
+    )
+    if resume is not None:
+        resume, recorded = await resume_target(store, resume, workspace)
+        reused = ModelChoice(model, options.stream, options.model_timeout).over(recorded)
+        model = reused.model
+        options = options._replace(stream=reused.stream, model_timeout=reused.model_timeout)
     output = get_app_session().output
     writer = TerminalWriter(output)
     console = Console(file=cast(IO[str], writer), force_terminal=True, highlight=False, emoji=False)
@@ -688,7 +700,7 @@ async def _chat(
         logs = ConsoleLogHandler(console)
         logging.getLogger().addHandler(logs)
         try:
-            await app.run(resume=resume)
+            await app.run(resume=resume, choice=chosen)
         finally:
             logging.getLogger().removeHandler(logs)
             loop.remove_signal_handler(signal.SIGINT)
