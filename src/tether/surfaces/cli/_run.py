@@ -528,16 +528,15 @@ async def _stream(
         if totals.root_id is None:
             totals.root_id = root.id
             if shape == "stream-json":
-                mode = harness.ctx.require(SANDBOX_POLICY_SERVICE).resolve(root.session).mode.value
-                tools = harness.tools.names()
-                typer.echo(line(init_message(root.id, cwd=harness.workspace, model=label,
-                                             tools=tools, mode=mode)))  # fmt: skip
+                typer.echo(_init_line(harness, label))
         totals.add(event)
         if shape == "log":
             typer.echo(_line(event))
         elif shape == "stream-json" and (message := translate(event, root.id, label)):
             typer.echo(line(message))
     assert harness.root is not None
+    if shape == "stream-json" and totals.root_id is None:
+        typer.echo(_init_line(harness, label))  # a run that committed nothing still opens
     result = Harness.result_of(harness.root)
     used = totals.fields(round((time.monotonic() - started) * 1000), price_of(harness.model))
     if shape != "log":
@@ -557,6 +556,20 @@ async def _stream(
         )
     )
     return result
+
+
+def _init_line(harness: Harness, label: str) -> str:
+    assert harness.root is not None
+    policy = harness.ctx.require(SANDBOX_POLICY_SERVICE).resolve(harness.root.session)
+    return line(
+        init_message(
+            harness.root.id,
+            cwd=harness.workspace,
+            model=label,
+            tools=harness.tools.names(),
+            mode=policy.mode.value,
+        )
+    )
 
 
 def _line(item: SessionEvent) -> str:
