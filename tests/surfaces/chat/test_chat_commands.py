@@ -176,15 +176,17 @@ async def test_resume_switches_to_a_stored_session(tmp_path: Path) -> None:
         fresh = chat.app.root.id
         missing = await chat.command("/resume nope", "\n")
         usage = await chat.command("/resume", "\n")
-        shown = await chat.command(f"/resume {first[:8]}", "\n")
+        shown = await chat.command(f"/resume {first[:8]}", "first reply\n")
         assert chat.app.root.id == first
         reply = await chat.turn("again")
         back = await chat.command(f"/resume {fresh}", "\n")
         await chat.quit()
     assert missing == "/resume: session 'nope' not found\n"
     assert usage == "/resume: usage: /resume ID\n"
-    assert shown.startswith(f"resumed session {first} (")
-    assert shown.endswith(" events, preset workspace-write)\n")
+    heading, *conversation = shown.splitlines()
+    assert heading.startswith(f"resumed session {first} (")
+    assert heading.endswith(" events, preset workspace-write)")
+    assert conversation == ["> hello", "first reply"]  # the conversation so far, condensed
     assert reply.splitlines()[0] == "second reply"
     assert back.startswith(f"resumed session {fresh} (")
 

@@ -27,6 +27,7 @@ from tether.session._answer_box import pending_approvals
 from tether.subagents._lineage import lineage_tree, render_tree
 from tether.surfaces.cli._common import table
 from tether.surfaces.cli._id_prefix import resolve_session_id
+from tether.surfaces.cli.chat._replay import replay
 
 HELP: Final = (
     ("/permission [PRESET]", "show the session's permission preset, or switch to PRESET"),
@@ -193,6 +194,8 @@ async def _resume(host: CommandHost, arg: str) -> None:
     host.console.print(
         Text(f"resumed session {agent.id} ({len(agent.session)} events{preset})", style="bold")
     )
+    for line in replay(agent.session.events):
+        host.console.print(line)
 
 
 async def resolve_root_id(harness: Harness, wanted: str) -> str:
