@@ -259,7 +259,7 @@ REFUSALS: list[tuple[type[Definition], JsonObject, str]] = [
     (
         RequestHeader,
         {"header": {"system": "s", "tools": []}, "reason": "later"},
-        "request/header payload: reason 'later' is not one of change, initial",
+        "request/header payload: reason 'later' is not one of change, initial, resume",
     ),
     (
         AssistantMessage,

@@ -56,6 +56,7 @@ def test_json_stream_shows_the_run_layout_and_writes_the_file(env: dict[str, Any
         "permission/preset",
         "sandbox/mode",
         "approval/policy",
+        "session/model",
         "agent/inbox/spliced",
         "turn/start",
         "step/start",
@@ -75,8 +76,10 @@ def test_json_stream_shows_the_run_layout_and_writes_the_file(env: dict[str, Any
     assert events[0]["data"] == {"preset": "workspace-write"}
     assert events[1]["data"] == {"mode": "workspace-write"}
     assert events[2]["data"] == {"policy": "ask"}
-    assert events[7]["data"]["source"]["form"] == "snapshot"
-    assert events[11]["data"]["is_error"] is False
+    # the model named on the command line, for a resume to reuse (``_model_choice.py``)
+    assert events[3]["data"] == {"model": f"scripted:{env['tmp'] / 'script.json'}"}
+    assert events[8]["data"]["source"]["form"] == "snapshot"
+    assert events[12]["data"]["is_error"] is False
 
 
 def test_ask_answered_allowed_once_by_approver_runs_after_the_audit_pair(
@@ -307,7 +310,8 @@ def test_plain_run_prints_the_output_and_a_summary(env: dict[str, Any]) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Summary done.\n"
-    [line] = proc.stderr.splitlines()
+    tool, line = proc.stderr.splitlines()
+    assert tool == "tether: write: s.txt"  # as the call starts
     assert line.startswith(
         "tether: 1 turn · 1 tool call · approvals: 1 asked, 1 granted, 0 denied · no children · "
     )

@@ -79,7 +79,10 @@ async def test_a_signal_ends_the_turn_durably_and_says_how_to_resume(
     assert proc.returncode == status, err
     listed = tether("sessions", "list", "--store", store, "--json")
     [session] = [row["id"] for row in json.loads(listed.stdout)]
+    # text output names each tool call as it starts (``surfaces/cli/_tool_lines.py``)
+    started = [f"tether: bash: echo up > {workspace}/out/started; sleep {token}"]
     assert err.splitlines() == [
+        *(started if output == "text" else []),
         f"tether: {signum.name}: stopping the turn · press Ctrl-C again within 2s to quit at once",
         f"tether: interrupted; session {session} is stored: continue it with "
         f"`tether run --resume {session} PROMPT`",

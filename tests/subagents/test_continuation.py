@@ -184,10 +184,13 @@ async def test_descriptor_persona_and_tool_filter_are_reapplied_on_cold_resume(
         "persona": persona,
         "tool_filter": {"allow": ["read"]},
     }
-    headers = [plain(e)["header"] for e in events if e.type == "request/header"]
-    # One header for both turns: the resumed child's system prompt (persona) and tool list
-    # (filter plus the continuable-only report tool) are byte-identical to the original.
-    assert len(headers) == 1
+    logged = [plain(e) for e in events if e.type == "request/header"]
+    # The cold-resumed child's first request logs its header as "resume"; its system prompt
+    # (persona) and tool list (filter plus the continuable-only report tool) are
+    # byte-identical to the original's.
+    assert [e["reason"] for e in logged] == ["initial", "resume"]
+    headers = [e["header"] for e in logged]
+    assert headers[0] == headers[1]
     assert persona in headers[0]["system"]
     assert headers[0]["tools"] == ["read", "report"]
     assert texts(events) == ['Error: unknown tool "write"']
@@ -337,7 +340,7 @@ async def test_unknown_and_one_shot_ids_are_not_resumable(tmp_path: Path) -> Non
     w = world(tmp_path, [PARENT, child([{"text": "one-shot reply"}])])
     manager = subagents(w)
     parent = w.root()
-    with pytest.raises(SubagentError, match=r"^subagent nope is unavailable$") as unknown:
+    with pytest.raises(SubagentError, match=r'^subagent "nope" is unavailable$') as unknown:
         await manager.followup(parent, "nope", "hi")
     assert unknown.value.code == "NOT_RESUMABLE"
     result = await run_one_shot(OneShotRequest(parent, "once"))

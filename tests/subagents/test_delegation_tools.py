@@ -200,7 +200,10 @@ async def test_send_message_and_interrupt_agent_tools(tmp_path: Path) -> None:
         f'{{"subagent_id": "{child_id}", "message": "and then this"}}',
         signal,
     )
-    assert (sent.content, sent.is_error) == (f"message delivered to subagent {child_id}", False)
+    assert (sent.content, sent.is_error) == (
+        f"message queued as the next turn for subagent {child_id}",
+        False,
+    )
     stranger = w.root()
     refused = await w.tools.execute(
         stranger, "c2", "interrupt_agent", f'{{"agent_id": "{child_id}"}}', signal
@@ -227,7 +230,7 @@ async def test_send_message_and_interrupt_agent_tools(tmp_path: Path) -> None:
     unknown = await w.tools.execute(
         parent, "c4", "send_message", '{"subagent_id": "nope", "message": "x"}', signal
     )
-    assert unknown.content == "Error: subagent nope is unavailable"
+    assert unknown.content == 'Error: subagent "nope" is unavailable'
 
 
 async def test_list_agents_shows_continuable_rows_with_status(tmp_path: Path) -> None:

@@ -80,7 +80,8 @@ async def test_success_output_and_exit_code(ws: Path, backend: str) -> None:
     result = await run(
         context(provider_for(backend)), policy(ws, "read-only"), command="echo hi; pwd"
     )
-    assert result.content == f"hi\n{ws}\nexit code: 0"
+    # success with output is the output alone (the reference's text; docs/decisions/0046)
+    assert result.content == f"hi\n{ws}"
     assert result.is_error is False
     assert result.details["exit_code"] == 0
     assert result.details["backend"] == backend
@@ -102,7 +103,7 @@ async def test_failure_reports_exit_code_and_stderr(ws: Path, backend: str) -> N
 
 async def test_stdin_is_dev_null(ws: Path) -> None:
     result = await run(context(None), policy(ws, "danger-full-access"), command="cat; echo end")
-    assert result.content == "end\nexit code: 0"
+    assert result.content == "end"
 
 
 async def test_death_by_signal_is_reported(ws: Path) -> None:
@@ -138,7 +139,7 @@ async def test_long_output_keeps_head_and_tail(ws: Path) -> None:
     head = "".join(f"line {i:05d}\n" for i in range(1, 2001))[:1000]
     tail = "".join(f"line {i:05d}\n" for i in range(1, 2001))[-1000:]
     assert result.content == (
-        f"{head}\n[... {total - 2000} bytes omitted ...]\n{tail.rstrip(chr(10))}\nexit code: 0"
+        f"{head}\n[... {total - 2000} bytes omitted ...]\n{tail.rstrip(chr(10))}"
     )
     assert result.details["stdout_bytes"] == total
 

@@ -35,6 +35,7 @@ from tether.agent._context_snapshot import (
 from tether.agent._events import (
     AssistantMessage,
     InboxTarget,
+    RequestHeader,
     StepClosed,
     StepOpened,
     StopReason,
@@ -189,6 +190,11 @@ class Agent:
         """Held by a turn and by :meth:`compact`: one of them appends at a time."""
         self.turn_limit_reached: str | None = None
         """Why the driver stopped short of queued work (:meth:`limit_turns`), else ``None``."""
+        self._resuming = bool(session.header.seed_length) or (
+            session.last(RequestHeader.TYPE) is not None
+        )
+        """The log was begun elsewhere (a seed, an earlier process): the first request logs
+        ``request/header {reason: "resume"}``."""
 
     @property
     def id(self) -> str:
@@ -475,7 +481,10 @@ class Agent:
         append_snapshot_if_changed(self.session, registry, self)
         system, _ = render_system(registry, self)
         schemas = self._tool_schemas()
-        append_header_if_changed(self.session, system, [s.name for s in schemas])
+        append_header_if_changed(
+            self.session, system, [s.name for s in schemas], resuming=self._resuming
+        )
+        self._resuming = False
         await self._fit(system, schemas, signal)
         messages = history(self.session.events)
         if system:

@@ -74,8 +74,16 @@ def render_system(registry: PromptRegistry, agent: HasSession | None) -> tuple[s
     return "\n\n".join(text for _, text in parts), [name for name, _ in parts]
 
 
-def append_header_if_changed(session: Session, system: str, tools: list[str]) -> None:
+def append_header_if_changed(
+    session: Session, system: str, tools: list[str], *, resuming: bool = False
+) -> None:
+    """Log the header when it first appears or changes; ``resuming`` (an agent's first request
+    over a log it did not start) logs it as ``resume`` even when unchanged."""
     last = session.last(RequestHeader.TYPE)
+    if resuming:
+        header = RequestHeader(system, tuple(tools), "resume")
+        session.append(header.TYPE, header.to_data())
+        return
     previous = RequestHeader.parse(last.data) if last is not None else None
     if previous is not None and previous.system == system and list(previous.tools) == tools:
         return

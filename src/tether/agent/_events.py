@@ -45,7 +45,10 @@ InboxTarget: TypeAlias = Literal["next-turn", "next-step", "inject"]
 """Where a queued message goes (``agent/_inbox.py``): the next turn's prompt, a steer for the
 next step, or injected context."""
 
-HeaderReason: TypeAlias = Literal["initial", "change"]
+HeaderReason: TypeAlias = Literal["initial", "change", "resume"]
+"""``initial``: the log's first header; ``change``: the system text or tools changed;
+``resume``: an agent's first request over a log it did not start (a resumed session, a fork
+child over its seed), written even when nothing changed, as the reference harness does."""
 
 _TURN_END_REASONS: Final = frozenset(get_args(StopReason)) | {"interrupted"}
 _FINISH_REASONS: Final = frozenset(get_args(FinishReason))
@@ -276,6 +279,10 @@ class StepClosed:
         return {"step": self.step, "reason": self.reason}
 
 
+def _header_reason(reason: object) -> HeaderReason:
+    return "initial" if reason == "initial" else "resume" if reason == "resume" else "change"
+
+
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
     """``request/header {header: {system, tools}, reason}``: the system prompt and tool names
@@ -296,13 +303,13 @@ class RequestHeader:
         return cls(
             _text(header, cls.TYPE, "system"),
             tuple(str(t) for t in tools),
-            "initial" if reason == "initial" else "change",
+            _header_reason(reason),
         )
 
     @classmethod
     def parse(cls, data: JsonObject) -> Self | None:
         """``None`` for a header without its system text; a malformed tool list reads as
-        none, a reason other than ``initial`` as ``change``."""
+        none, a reason other than ``initial`` or ``resume`` as ``change``."""
         header = data.get("header")
         system = header.get("system") if isinstance(header, Mapping) else None
         if not isinstance(header, Mapping) or not isinstance(system, str):
@@ -311,7 +318,7 @@ class RequestHeader:
         return cls(
             system,
             tuple(str(t) for t in tools) if isinstance(tools, list | tuple) else (),
-            "initial" if data.get("reason") == "initial" else "change",
+            _header_reason(data.get("reason")),
         )
 
     def to_data(self) -> JsonObject:

@@ -47,6 +47,7 @@ from tether.model._openai_wire import (
     error_detail,
     is_validation_failure,
 )
+from tether.model._prices import Price
 from tether.model._sse import SSEDecoder, SSEFormatError
 from tether.model._types import Completion, ModelError, ModelErrorCode, ModelRequest, StreamEvent
 from tether.session import JsonValue
@@ -168,6 +169,8 @@ class OpenAICompatClient:
         self._extra_body = dict(extra_body or {})
         self.wire = wire or WireOptions()
         self.context_window = context_window
+        self.price: Price | None = None
+        """What its tokens cost (``model/_prices.py``); set by ``resolve_model``."""
         self._keyed = bool(api_key)
         self._headers = {
             "Content-Type": "application/json",

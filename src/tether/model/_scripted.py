@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 from pydantic import model_validator as _model_validator
 
 from tether._signals import AbortedError, AbortSignal
+from tether.model._prices import Price
 from tether.model._types import (
     Completion,
     FinishReason,
@@ -168,6 +169,8 @@ class ScriptedModel:
         self.source = source
         self.context_window = context_window or script.context_window
         """A configured window wins over the script's own ``context_window``."""
+        self.price: Price | None = None
+        """A configured ``price`` (``[models.NAME]``), so a test can see a run's cost."""
         self._cursors: dict[str, int] = {}
 
     @classmethod

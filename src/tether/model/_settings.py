@@ -43,6 +43,7 @@ from tether.model._client import ModelClient
 from tether.model._help import MODEL_SPEC_HELP
 from tether.model._openai_compat import PRESETS, ClientOptions, OpenAICompatClient, ProviderPreset
 from tether.model._openai_wire import Thinking, ToolCallContent, WireOptions
+from tether.model._prices import Price, known_price
 from tether.model._scripted import ScriptedModel
 from tether.model._spec import ModelSpec, parse_model_spec
 from tether.model._types import ModelError
@@ -61,6 +62,15 @@ _WORKSPACE_REFUSED: Final = {
 }
 
 
+class ModelPrice(BaseModel):
+    """``price = {input = N, output = N}``: US dollars per million tokens (``_prices.py``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0, allow_inf_nan=False)
+    output: float = Field(ge=0, allow_inf_nan=False)
+
+
 class ModelProfile(BaseModel):
     """One ``[models.NAME]`` table."""
 
@@ -73,6 +83,7 @@ class ModelProfile(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     body: dict[str, JsonValue] = Field(default_factory=dict)
     context_window: int | None = Field(default=None, gt=0)
+    price: ModelPrice | None = None
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Seconds the server may stay silent (before its answer, or between two pieces of a
     stream) before the request fails ``MODEL_TIMEOUT`` (default
@@ -294,8 +305,13 @@ def resolve_model(
     environ: Mapping[str, str] = os.environ if env is None else env
     chosen = choose_model(spec, environ, config)
     profile = chosen.profile
+    configured = Price(profile.price.input, profile.price.output) if profile.price else None
     if chosen.spec.kind == "scripted":
-        return ScriptedModel.from_path(chosen.spec.target, context_window=profile.context_window)
+        scripted = ScriptedModel.from_path(
+            chosen.spec.target, context_window=profile.context_window
+        )
+        scripted.price = configured
+        return scripted
     preset = PRESETS[chosen.spec.kind]
     read = read_timeout if read_timeout is not None else profile.timeout
     options: ClientOptions = {
@@ -309,7 +325,7 @@ def resolve_model(
         "extra_body": profile.body,
         **client_options,
     }
-    return OpenAICompatClient.from_preset(
+    client = OpenAICompatClient.from_preset(
         preset,
         chosen.spec.target,
         environ,
@@ -317,6 +333,8 @@ def resolve_model(
         api_key_env=profile.api_key_env,
         **options,
     )
+    client.price = configured or known_price(preset.name, chosen.spec.target)
+    return client
 
 
 __all__ = [

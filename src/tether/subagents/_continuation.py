@@ -234,11 +234,11 @@ class ContinuationManager:
             stored = await store.inspect(child_id)
         except SessionNotFoundError as err:
             raise SubagentError(
-                f"subagent {child_id} is unavailable", code="NOT_RESUMABLE"
+                f'subagent "{child_id}" is unavailable', code="NOT_RESUMABLE"
             ) from err
         except Exception as err:
             raise SubagentError(
-                f"subagent {child_id} is unavailable: {err}", code="NOT_RESUMABLE"
+                f'subagent "{child_id}" is unavailable: {err}', code="NOT_RESUMABLE"
             ) from err
         self._authorize_parent(parent, stored.header.parent_session, child_id)
         descriptor = fold_descriptor(stored.events, stored.header.seed_length or 0)

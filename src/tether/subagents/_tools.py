@@ -138,7 +138,9 @@ class SendMessageTool:
             )
         except TetherError as err:
             return ToolResult.error(str(err), code=err.code)
-        return ToolResult(f"message delivered to subagent {args.subagent_id}")
+        # The reference harness's text: the message becomes the child's next turn (or joins
+        # the running one at its next step); its outcome arrives as a notice, not here.
+        return ToolResult(f"message queued as the next turn for subagent {args.subagent_id}")
 
 
 class InterruptArgs(ToolArgs):

@@ -5,7 +5,8 @@ up at the moment of use), in the call's workspace, in its own process group, std
 ``/dev/null``. Output is bounded (head and tail kept), a timeout or a cancellation kills
 everything the command started, and the exit status is reported. The result says separately:
 
-* ``exit code: N`` (or the signal / the timeout),
+* ``exit code: N`` (or the signal / the timeout); a command that exited 0 with output shows
+  just its output,
 * ``[sandbox: file access denied under <mode> mode]`` when stderr carries one of the backend's
   denial signatures (details ``sandbox_denied``),
 * ``Error: SANDBOX_UNAVAILABLE: ...`` when the sandbox itself could not run the command (no
@@ -158,7 +159,7 @@ class BashTool:
             )
         timeout = args.timeout or self.default_timeout
         outcome = await running.wait(timeout, call.signal)
-        return render(outcome, command, timeout)
+        return render(outcome, command, timeout, quiet_success=True)
 
 
 __all__ = [

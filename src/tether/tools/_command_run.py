@@ -248,9 +248,19 @@ def status_line(outcome: Outcome, timeout: float | None) -> str:
 
 
 def render(
-    outcome: Outcome, command: ConfinedCommand, timeout: float | None, **extra: JsonValue
+    outcome: Outcome,
+    command: ConfinedCommand,
+    timeout: float | None,
+    *,
+    quiet_success: bool = False,
+    **extra: JsonValue,
 ) -> ToolResult:
-    """The tool result for one finished (or still running) command."""
+    """The tool result for one finished (or still running) command.
+
+    ``quiet_success``: a command that exited 0, unblocked and with output, reports just its
+    output, as the reference harness's ``bash`` does (``docs/decisions/0046``); a silent one
+    still says ``exit code: 0`` so the result is never empty. A job's result keeps the line:
+    it is how a poll tells a finished job from a running one."""
     details: dict[str, JsonValue] = {
         "exit_code": outcome.exit_code,
         "status": outcome.status,
@@ -281,7 +291,9 @@ def render(
         parts.append(outcome.stdout.rstrip("\n"))
     if outcome.stderr:
         parts.append("[stderr]\n" + outcome.stderr.rstrip("\n"))
-    parts.append(status_line(outcome, timeout))
+    clean = outcome.status == "exited" and outcome.exit_code == 0 and not outcome.denied
+    if not (quiet_success and clean and parts):
+        parts.append(status_line(outcome, timeout))
     if outcome.denied:
         details["sandbox_denied"] = True
         parts.append(denial_marker(command.mode.value))

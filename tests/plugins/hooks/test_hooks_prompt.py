@@ -110,11 +110,13 @@ def test_tether_run_with_a_blocked_prompt_logs_only_the_header(tmp_path: Path) -
     assert types[-2:] == ["agent/inbox/spliced", "run/result"]
     assert not any(t.startswith(("turn/", "step/", "user/", "hook/")) for t in types)
     assert "hunter2" not in run.stdout  # the rejected prompt is never logged
-    assert {k: v for k, v in lines[-1].items() if k != "session"} == {
+    assert {k: v for k, v in lines[-1].items() if k not in ("session", "duration_ms")} == {
         "type": "run/result",
         "stop_reason": "blocked",
         "output": "",
         "error": "a UserPromptSubmit hook blocked the prompt: prompts must not contain secrets",
+        "usage": {"input_tokens": 0, "output_tokens": 0},  # no model request was made
+        "num_turns": 0,
     }
     assert run.stderr.splitlines()[-1] == (
         "tether: run: the turn ended blocked: a UserPromptSubmit hook blocked the prompt: "

@@ -176,15 +176,17 @@ async def test_resume_switches_to_a_stored_session(tmp_path: Path) -> None:
         fresh = chat.app.root.id
         missing = await chat.command("/resume nope", "\n")
         usage = await chat.command("/resume", "\n")
-        shown = await chat.command(f"/resume {first[:8]}", "\n")
+        shown = await chat.command(f"/resume {first[:8]}", "first reply\n")
         assert chat.app.root.id == first
         reply = await chat.turn("again")
         back = await chat.command(f"/resume {fresh}", "\n")
         await chat.quit()
-    assert missing == "/resume: no stored session 'nope'\n"
+    assert missing == "/resume: session 'nope' not found\n"
     assert usage == "/resume: usage: /resume ID\n"
-    assert shown.startswith(f"resumed session {first} (")
-    assert shown.endswith(" events, preset workspace-write)\n")
+    heading, *conversation = shown.splitlines()
+    assert heading.startswith(f"resumed session {first} (")
+    assert heading.endswith(" events, preset workspace-write)")
+    assert conversation == ["> hello", "first reply"]  # the conversation so far, condensed
     assert reply.splitlines()[0] == "second reply"
     assert back.startswith(f"resumed session {fresh} (")
 
@@ -196,10 +198,12 @@ async def test_resume_option_opens_the_stored_session(tmp_path: Path) -> None:
         await chat.turn("hello")
         await chat.quit()
     async with open_chat(tmp_path, agents, resume=first) as chat:
-        banner = chat.transcript.splitlines()[0]
+        opening = chat.transcript.splitlines()
         reply = await chat.turn("again")
         await chat.quit()
-    assert banner == f"tether chat · resumed session {first}"
+    assert opening[0] == f"tether chat · resumed session {first}"
+    # the conversation so far, condensed: each prompt typed and the agent's reply to it
+    assert opening[2:4] == ["> hello", "first reply"]
     assert reply.splitlines()[0] == "second reply"
 
 

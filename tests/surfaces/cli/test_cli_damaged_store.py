@@ -83,7 +83,7 @@ def test_salvage_copies_every_readable_session_into_a_new_store(
         f"salvaged 2 of 3 sessions into {dest}\n"
     )
     listed = tether("sessions", "list", "--json", "--store", dest)
-    assert [h["id"] for h in json.loads(listed.stdout)] == ["s-a", "s-c"]
+    assert [h["id"] for h in json.loads(listed.stdout)] == ["s-c", "s-a"]  # newest first
     assert tether("sessions", "fsck", "--store", dest).returncode == 0
     for session_id in ("s-a", "s-c"):
         copy = tether("sessions", "export", session_id, "--store", dest)

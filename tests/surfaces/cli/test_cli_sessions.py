@@ -67,31 +67,36 @@ def as_dicts(stored: StoredSession) -> tuple[dict[str, object], list[dict[str, o
 
 
 # -- list ---------------------------------------------------------------------------------------
-def test_list_prints_one_row_per_session_oldest_first(store: StoreRef) -> None:
+def test_list_prints_one_row_per_session_newest_first(store: StoreRef) -> None:
     populate(store, add_standard)
     result = invoke(store, "list")
     assert result.exit_code == 0, result.output
     assert result.stdout == (
-        "ID         CREATED                   DEPTH  PARENT  ORIGIN    CWD\n"
-        "s-done     2023-11-14T22:13:20.000Z  0      -       -         /work/project\n"
-        "s-crashed  2023-11-14T22:13:27.000Z  1      s-done  subagent  /work/project\n"
+        "ID         CREATED                   DEPTH  PARENT  STATUS     CHILDREN  WORKSPACE"
+        "      FIRST PROMPT\n"
+        "s-crashed  2023-11-14T22:13:27.000Z  1      s-done  running    0         /work/project"
+        "  -\n"
+        "s-done     2023-11-14T22:13:20.000Z  0      -       completed  1         /work/project"
+        "  héllo\n"
     )
     assert result.stderr == ""
 
 
-def test_list_json_is_the_stored_headers(store: StoreRef) -> None:
+def test_list_filters_by_workspace(store: StoreRef, tmp_path: Path) -> None:
+    populate(store, add_standard)
+    elsewhere = invoke(store, "list", "--workspace", str(tmp_path))
+    assert (elsewhere.exit_code, elsewhere.stdout) == (0, "no sessions\n")
+    here = invoke(store, "list", "--workspace", "/work/project/", "--json")
+    assert [row["id"] for row in json.loads(here.stdout)] == [CRASHED, DONE]
+
+
+def test_list_json_is_the_stored_headers_with_prompt_status_and_children(
+    store: StoreRef,
+) -> None:
     populate(store, add_standard)
     result = invoke(store, "list", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == [
-        {
-            "type": "session",
-            "version": 0,
-            "id": DONE,
-            "created_at": 1_700_000_000_000,
-            "cwd": "/work/project",
-            "delegation_depth": 0,
-        },
         {
             "type": "session",
             "version": 0,
@@ -101,6 +106,20 @@ def test_list_json_is_the_stored_headers(store: StoreRef) -> None:
             "parent_session": DONE,
             "origin": "subagent",
             "delegation_depth": 1,
+            "first_prompt": None,
+            "status": "running",
+            "children": 0,
+        },
+        {
+            "type": "session",
+            "version": 0,
+            "id": DONE,
+            "created_at": 1_700_000_000_000,
+            "cwd": "/work/project",
+            "delegation_depth": 0,
+            "first_prompt": "héllo",
+            "status": "completed",
+            "children": 1,
         },
     ]
 
@@ -111,8 +130,10 @@ def test_list_names_an_unreadable_session_and_lists_the_others(store: StoreRef) 
     result = invoke(store, "list")
     assert result.exit_code == 1
     assert result.stdout == (
-        "ID         CREATED                   DEPTH  PARENT  ORIGIN    CWD\n"
-        "s-crashed  2023-11-14T22:13:27.000Z  1      s-done  subagent  /work/project\n"
+        "ID         CREATED                   DEPTH  PARENT  STATUS   CHILDREN  WORKSPACE"
+        "      FIRST PROMPT\n"
+        "s-crashed  2023-11-14T22:13:27.000Z  1      s-done  running  0         /work/project"
+        "  -\n"
     )
     assert result.stderr == (
         "tether: session 's-done' is unreadable: UNSUPPORTED_FORMAT_VERSION: session 's-done' "
@@ -276,12 +297,16 @@ def test_export_of_a_crashed_session_is_the_repaired_view_and_writes_nothing(
 # -- import -------------------------------------------------------------------------------------
 def test_export_import_round_trip(store: StoreRef, other_store: StoreRef, tmp_path: Path) -> None:
     populate(store, add_standard)
-    for session_id in (DONE, CRASHED):
-        path = tmp_path / f"{session_id}.jsonl"
-        assert invoke(store, "export", session_id, "-o", str(path)).exit_code == 0
-        result = invoke(other_store, "import", str(path))
-        assert result.exit_code == 0, result.output
-        assert result.stdout == f"{session_id}\n"
+    path = tmp_path / "tree.jsonl"
+    assert invoke(store, "export", DONE, "-o", str(path)).exit_code == 0
+    # The root's part, then its subagent's: each starting at its header line.
+    lines = path.read_text(encoding="utf-8").splitlines()
+    headers = [i for i, line in enumerate(lines) if json.loads(line)["type"] == "session"]
+    assert [json.loads(lines[i])["id"] for i in headers] == [DONE, CRASHED]
+    assert headers == [0, 7]
+    result = invoke(other_store, "import", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{DONE}\n"
     assert other_store.session_ids() == [DONE, CRASHED]
     for session_id in (DONE, CRASHED):
         original, copy = store.inspect(session_id), other_store.inspect(session_id)
@@ -289,6 +314,31 @@ def test_export_import_round_trip(store: StoreRef, other_store: StoreRef, tmp_pa
     # The crashed session arrives closed (its export is the repaired view).
     assert not other_store.inspect(CRASHED).repair.changed
     assert other_store.inspect(CRASHED).events[5].data["content"] == TOOL_OUTCOME_UNKNOWN
+    # A leaf exports alone, and a tree whose ids are already stored imports nothing.
+    leaf = invoke(store, "export", CRASHED).stdout.splitlines()
+    assert [json.loads(line)["type"] for line in leaf].count("session") == 1
+    again = invoke(other_store, "import", str(path))
+    assert (again.exit_code, again.stderr) == (
+        1,
+        "tether: SESSION_ALREADY_EXISTS: session 's-done' already exists\n",
+    )
+
+
+def test_import_refuses_a_child_without_its_parent(store: StoreRef, tmp_path: Path) -> None:
+    populate(store, add_standard)
+    lines = invoke(store, "export", DONE).stdout.splitlines()
+    # The subagent first, then its parent: the parent's part follows no session it belongs to.
+    child_first = tmp_path / "reordered.jsonl"
+    child_first.write_text("\n".join(lines[7:] + lines[:7]) + "\n", encoding="utf-8")
+    before = store.session_ids()
+    result = invoke(store, "import", str(child_first))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"tether: INVALID_IMPORT: {child_first}: line {len(lines) - 7 + 1}: session s-done is "
+        "not a subagent of a session earlier in the file (an export holds one session and its "
+        "descendants)\n"
+    )
+    assert store.session_ids() == before
 
 
 def test_import_from_stdin(store: StoreRef, other_store: StoreRef) -> None:

@@ -62,6 +62,10 @@ def build_app(only: str | None = None) -> typer.Typer:
         help="An agent harness whose subagents act only within the scope fixed at delegation.",
         no_args_is_help=True,
         add_completion=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        # Plain help and errors: no <bool> metavars on flags, no markup shown literally, and
+        # an error's lines kept as written (a rich panel re-wraps them).
+        rich_markup_mode=None,
         # Locals in a traceback can hold prompts, payloads or credentials.
         pretty_exceptions_show_locals=False,
     )

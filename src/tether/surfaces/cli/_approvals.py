@@ -28,6 +28,7 @@ from tether.surfaces.cli._common import (
     table,
     write_text,
 )
+from tether.surfaces.cli._id_prefix import unique_match
 
 app = typer.Typer(name="approvals", help="List and answer pending approvals.", no_args_is_help=True)
 
@@ -87,7 +88,7 @@ def answer(
         raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
     row, by = run(_answer(store, approval_id, WORDS[decision]))
     write_text(
-        f"{printable(approval_id)}: {WORDS[decision]} ({printable(row.tool_name)} in session "
+        f"{printable(row.id)}: {WORDS[decision]} ({printable(row.tool_name)} in session "
         f"{row.session_id}; "
         f"recorded as answered by {by})\n"
     )
@@ -95,6 +96,9 @@ def answer(
 
 async def _answer(store: str | None, approval_id: str, outcome: str) -> tuple[PendingRow, str]:
     async with opened_store(store, existing=True) as persistence:
-        return await answer_pending(
-            persistence, AnswerBox.for_store(store_url(store)), approval_id, outcome, CLI_SURFACE
-        )
+        box = AnswerBox.for_store(store_url(store))
+        # A unique prefix of a pending id names it; anything else is answered as typed, so an
+        # unknown or already-decided id keeps its own specific error.
+        pending = [row.id for row in await pending_approvals(persistence, box)]
+        approval_id = unique_match("approval", approval_id, pending) or approval_id
+        return await answer_pending(persistence, box, approval_id, outcome, CLI_SURFACE)

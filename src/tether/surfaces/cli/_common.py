@@ -85,9 +85,15 @@ def fail(err: TetherError) -> NoReturn:
 
 
 def error_line(message: str) -> None:
-    # One line even if a message carries newlines (a path, a JSON excerpt): scripts read
-    # stderr line by line. A message may quote a model's or a workspace's text: escaped.
-    typer.echo(f"tether: {printable(' '.join(message.splitlines()))}", err=True)
+    """``tether: <first line>``, then any further lines of help, each indented by two spaces.
+
+    Scripts match the first line (``tether: CODE: ...``); the help after it (a model spec's
+    forms, say) stays laid out as written. A message may quote a model's or a workspace's
+    text: every line is escaped, so none can forge a ``tether:`` line or move the cursor.
+    """
+    first, *rest = message.splitlines() or [""]
+    lines = [f"tether: {printable(first)}", *(f"  {printable(line)}" for line in rest)]
+    typer.echo("\n".join(lines), err=True)
 
 
 def run(coro: Coroutine[object, object, T]) -> T:

@@ -3,7 +3,8 @@
 At a terminal, the root's text streams to stdout as the model produces it, and stderr shows a
 spinner naming what is running (the model, or a tool and which agent called it) with the
 elapsed time. Without a terminal nothing is animated: stdout gets the final output only, so
-``tether run`` stays pipe-friendly. The one-line summary always goes to stderr.
+``tether run`` stays pipe-friendly. The one-line summary, and a line per tool call as it
+starts (:mod:`._tool_lines`), always go to stderr.
 
 What streams to a terminal is the model's text, escaped as a block
 (:func:`tether.kernel._printable.printable_block`): line breaks and tabs stay, an escape
@@ -28,6 +29,7 @@ from tether.agent import TEXT_DELTA, StreamedText
 from tether.agent._events import RequestHeader, StepOpened, ToolCalled, ToolResulted, TurnClosed
 from tether.kernel._printable import printable, printable_block
 from tether.policy._events import ApprovalAsked, ApprovalDecided
+from tether.surfaces.cli._tool_lines import tool_line
 
 
 class RunProgress:
@@ -81,9 +83,21 @@ class RunProgress:
 
     def _on_event(self, item: SessionEvent) -> None:
         self.events.append(item)
+        event = item.event
+        if event.type == ToolCalled.TYPE:
+            root = self.harness.root
+            agent = None if root is not None and item.session_id == root.id else item.session_id
+            if self._paused:
+                sys.stdout.write("\n")  # the streamed reply's line ends before the tool's
+                sys.stdout.flush()
+            self._err.print(
+                tool_line(ToolCalled.parse(event.data), agent),
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         if self._status is None:
             return
-        event = item.event
         asked = ApprovalAsked.from_data(event.data) if event.type == ApprovalAsked.TYPE else None
         if asked is not None:
             self._asking.add(asked.id)

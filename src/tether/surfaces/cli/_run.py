@@ -15,8 +15,9 @@ import json
 import math
 import signal
 import sys
+import time
 from collections.abc import Coroutine
-from typing import Annotated, Final, NamedTuple
+from typing import Annotated, Final, Literal, NamedTuple
 
 import typer
 
@@ -28,12 +29,25 @@ from tether.kernel import PluginEntry, WorkspaceTrust, WorkspaceUntrustedError
 from tether.kernel._printable import printable, printable_block
 from tether.kernel._workspace_files import read_file
 from tether.kernel._workspace_trust import prompt_file_text
+from tether.model._prices import price_of
+from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session._json import thaw
 from tether.surfaces.cli._common import JsonOption, StoreOption, error_line, fail, run, store_url
 from tether.surfaces.cli._hook_warnings import warn_unused_hooks
+from tether.surfaces.cli._id_prefix import LAST
 from tether.surfaces.cli._interrupts import Interrupted, RunInterrupts, exit_status, resume_hint
+from tether.surfaces.cli._model_choice import model_for_run, record_model_choice
 from tether.surfaces.cli._progress import RunProgress
 from tether.surfaces.cli._prompt_text import EmptyPromptError, read_prompt
+from tether.surfaces.cli._run_totals import RunTotals
+from tether.surfaces.cli._stream_json import (
+    OUTPUT_FORMATS,
+    OutputFormat,
+    init_message,
+    line,
+    result_message,
+    translate,
+)
 from tether.surfaces.cli._summary import format_summary, summarize
 from tether.surfaces.cli._tty_answerer import register_tty_answerer
 
@@ -108,7 +122,31 @@ ApprovalTimeoutOption = Annotated[
     ),
 ]
 ResumeOption = Annotated[
-    str | None, typer.Option("--resume", metavar="SESSION_ID", help="Continue a stored session.")
+    str | None,
+    typer.Option(
+        "--resume",
+        "-r",
+        metavar="SESSION_ID",
+        help="Continue a stored session: its id, a unique prefix of it, or 'last' (the newest "
+        "session of this workspace).",
+    ),
+]
+ContinueOption = Annotated[
+    bool,
+    typer.Option(
+        "--continue",
+        "-c",
+        help="Continue the newest session of this workspace (same as --resume last).",
+    ),
+]
+PrintOption = Annotated[
+    str | None,
+    typer.Option(
+        "--print",
+        "-p",
+        metavar="PROMPT",
+        help="The prompt, as an option (as claude -p takes it); instead of the PROMPT argument.",
+    ),
 ]
 SystemPromptFileOption = Annotated[
     str | None,
@@ -148,6 +186,15 @@ MaxTurnsOption = Annotated[
         show_default=False,
     ),
 ]
+OutputFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--output-format",
+        metavar="FORMAT",
+        help="text (the reply; a line per tool call on stderr), json (one result object, as "
+        "claude -p prints it) or stream-json (Claude Code's stream-json messages, one a line).",
+    ),
+]
 EXIT_FOR_LIMIT: Final[dict[RunStopReason, int]] = {"max-steps": 3, "max-turns": 4}
 """The exit status of a run that stopped at a limit (``docs/cli.md``)."""
 
@@ -170,6 +217,33 @@ def refuse_scope_on_resume(
             "scope is replayed from its log"
         )
         raise typer.Exit(2)
+
+
+def output_choice(output_format: str, json_output: bool) -> Shape:
+    """``--output-format`` or ``--json`` (tether's own event log), not both."""
+    if output_format not in OUTPUT_FORMATS:
+        error_line(f"run: --output-format takes {', '.join(OUTPUT_FORMATS)}")
+        raise typer.Exit(2)
+    if json_output and output_format != "text":
+        error_line("run: --json prints tether's event log; give it or --output-format, not both")
+        raise typer.Exit(2)
+    return "log" if json_output else output_format
+
+
+def one_prompt(argument: str | None, option: str | None) -> str | None:
+    """The prompt from the PROMPT argument or ``-p``/``--print``; both at once is an error."""
+    if argument is not None and option is not None:
+        error_line("run: give the prompt once: as PROMPT or with -p, not both")
+        raise typer.Exit(2)
+    return option if option is not None else argument
+
+
+def resume_choice(resume: str | None, continue_last: bool) -> str | None:
+    """``--resume`` or ``--continue`` (``--resume last``); both at once is an error."""
+    if continue_last and resume is not None:
+        error_line("--continue is --resume last: give one of them")
+        raise typer.Exit(2)
+    return LAST if continue_last else resume
 
 
 def model_timeout_value(command: str, seconds: float | None) -> float | None:
@@ -222,7 +296,10 @@ def store_answerer(source: str, timeout: float | None) -> PluginEntry:
 
 
 def run_command(
-    prompt: Annotated[str | None, typer.Argument(help="The prompt for the root turn.")] = None,
+    prompt: Annotated[
+        str | None, typer.Argument(metavar="[PROMPT]", help="The prompt for the root turn.")
+    ] = None,
+    print_prompt: PrintOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = ".",
     store: StoreOption = None,
@@ -231,6 +308,7 @@ def run_command(
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
+    continue_last: ContinueOption = False,
     approval_from: ApprovalFromOption = None,
     approval_timeout: ApprovalTimeoutOption = None,
     trust_workspace: TrustWorkspaceOption = False,
@@ -240,9 +318,13 @@ def run_command(
     append_system_prompt: AppendSystemPromptOption = None,
     max_steps: MaxStepsOption = None,
     max_turns: MaxTurnsOption = None,
+    output_format: OutputFormatOption = "text",
     json_output: JsonOption = False,
 ) -> None:
     """Run one root turn and print its output."""
+    shape = output_choice(output_format, json_output)
+    prompt = one_prompt(prompt, print_prompt)
+    resume = resume_choice(resume, continue_last)
     if prompt is None and sys.stdin.isatty():
         error_line("run: give a PROMPT argument (or pipe one on stdin)")
         raise typer.Exit(2)
@@ -279,7 +361,7 @@ def run_command(
                 approval,
                 plugins,
                 resume,
-                json_output,
+                shape,
                 trust,
                 options,
             )
@@ -294,6 +376,10 @@ def run_command(
     if result.stop_reason != "completed":
         error_line(f"run: the turn ended {result.stop_reason}: {result.error or 'no detail'}")
         raise typer.Exit(EXIT_FOR_LIMIT.get(result.stop_reason, 1))
+
+
+Shape = OutputFormat | Literal["log"]
+"""What ``run`` prints: an ``--output-format``, or ``log`` for ``--json`` (tether's events)."""
 
 
 class RunOptions(NamedTuple):
@@ -328,7 +414,7 @@ async def _run(
     approval: str | None,
     plugins: list[PluginEntry],
     resume: str | None,
-    json_output: bool,
+    shape: Shape,
     workspace_trust: WorkspaceTrust,
     options: RunOptions,
 ) -> RunResult | Interrupted:
@@ -346,7 +432,7 @@ async def _run(
                 approval,
                 plugins,
                 resume,
-                json_output,
+                shape,
                 workspace_trust,
                 options,
             )
@@ -367,10 +453,16 @@ async def _run_in(
     approval: str | None,
     plugins: list[PluginEntry],
     resume: str | None,
-    json_output: bool,
+    shape: Shape,
     workspace_trust: WorkspaceTrust,
     options: RunOptions,
 ) -> RunResult:
+    started = time.monotonic()
+    chosen, resume, used = await model_for_run(
+        store, resume, workspace, model, options.stream, options.model_timeout
+    )
+    model = used.model
+    options = options._replace(stream=used.stream, model_timeout=used.model_timeout)
     async with Harness.open(
         workspace=workspace,
         model=model,
@@ -382,10 +474,14 @@ async def _run_in(
         **options._asdict(),
     ) as harness:
         opened.append(harness)
+        if resume is None:
+            # Created here rather than by the run so the model choice precedes the first turn.
+            harness.root = harness.agent_for(harness.new_root_session())
+            record_model_choice(harness.root.session, chosen)
         answered = {"approver_command", "approval_from_store"}
         if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
             register_tty_answerer(harness.ctx)
-        if not json_output:
+        if shape == "text":
             interactive = sys.stdout.isatty()
             with RunProgress(harness, interactive=interactive) as progress:
                 result = await harness.run(prompt, resume=resume)
@@ -403,23 +499,69 @@ async def _run_in(
             )
             typer.echo(f"tether: {format_summary(summary)} · session {result.session_id}", err=True)
             return result
-        async for event in harness.stream(prompt, resume=resume):
+        return await _stream(harness, prompt, resume, shape, model, started)
+
+
+async def _stream(
+    harness: Harness,
+    prompt: str,
+    resume: str | None,
+    shape: Shape,
+    model: str | None,
+    started: float,
+) -> RunResult:
+    """The run as committed events: tether's log (``--json``) or Claude Code's messages."""
+    assert harness.root is not None or resume is not None
+    totals = RunTotals()
+    label = str(getattr(harness.model, "model", None) or model or "default")
+    async for event in harness.stream(prompt, resume=resume):
+        root = harness.root
+        assert root is not None
+        if totals.root_id is None:
+            totals.root_id = root.id
+            if shape == "stream-json":
+                typer.echo(_init_line(harness, label))
+        totals.add(event)
+        if shape == "log":
             typer.echo(_line(event))
-        assert harness.root is not None
-        result = Harness.result_of(harness.root)
-        typer.echo(
-            json.dumps(
-                {
-                    "type": "run/result",
-                    "session": result.session_id,
-                    "stop_reason": result.stop_reason,
-                    "output": result.output,
-                    **({"error": result.error} if result.error else {}),
-                },
-                ensure_ascii=False,
-            )
-        )
+        elif shape == "stream-json" and (message := translate(event, root.id, label)):
+            typer.echo(line(message))
+    assert harness.root is not None
+    if shape == "stream-json" and totals.root_id is None:
+        typer.echo(_init_line(harness, label))  # a run that committed nothing still opens
+    result = Harness.result_of(harness.root)
+    used = totals.fields(round((time.monotonic() - started) * 1000), price_of(harness.model))
+    if shape != "log":
+        typer.echo(line(result_message(result, used)))
         return result
+    typer.echo(
+        json.dumps(
+            {
+                "type": "run/result",
+                "session": result.session_id,
+                "stop_reason": result.stop_reason,
+                "output": result.output,
+                **({"error": result.error} if result.error else {}),
+                **used,
+            },
+            ensure_ascii=False,
+        )
+    )
+    return result
+
+
+def _init_line(harness: Harness, label: str) -> str:
+    assert harness.root is not None
+    policy = harness.ctx.require(SANDBOX_POLICY_SERVICE).resolve(harness.root.session)
+    return line(
+        init_message(
+            harness.root.id,
+            cwd=harness.workspace,
+            model=label,
+            tools=harness.tools.names(),
+            mode=policy.mode.value,
+        )
+    )
 
 
 def _line(item: SessionEvent) -> str:

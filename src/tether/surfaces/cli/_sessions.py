@@ -23,6 +23,7 @@ from tether.session.persistence._base import (
     ListsIds,
     Persistence,
     RepairReport,
+    SessionExistsError,
     SessionNotFoundError,
     StoredSession,
 )
@@ -45,7 +46,9 @@ from tether.surfaces.cli._common import (
     write_text,
 )
 from tether.surfaces.cli._fsck import FsckReport, Status, fsck
+from tether.surfaces.cli._id_prefix import resolve_session_id
 from tether.surfaces.cli._salvage import salvage
+from tether.surfaces.cli._session_rows import SessionRow, prompt_cell, session_rows
 
 app = typer.Typer(
     name="sessions",
@@ -67,30 +70,43 @@ class FileAccessError(TetherError):
 
 # -- list -------------------------------------------------------------------------------------
 @app.command("list")
-def list_sessions(store: StoreOption = None, as_json: JsonOption = False) -> None:
-    """One row per stored session, oldest first (reads headers only).
+def list_sessions(
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            "--workspace", metavar="DIR", help="Only the sessions of this workspace directory."
+        ),
+    ] = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One row per stored session, newest first: its first prompt, workspace, status and how
+    many subagents it delegated to.
 
-    A session whose header cannot be read is named on stderr (``tether sessions fsck`` says
-    more) and the others are still listed; the exit status is then 1.
+    A session whose header cannot be read is named on stderr (tether sessions fsck says more)
+    and the others are still listed; the exit status is then 1.
     """
-    headers, unreadable = run(_list(store))
+    rows, unreadable = run(_list(store, workspace))
     if as_json:
-        print_json([header.to_dict() for header in headers])
-    elif not headers:
+        print_json([row.to_dict() for row in rows])
+    elif not rows:
         typer.echo("no sessions")
     else:
-        rows = [
+        cells = [
             [
-                h.id,
-                iso_time(h.created_at),
-                str(h.delegation_depth),
-                h.parent_session or "-",
-                printable(h.origin or "-"),
-                printable(h.cwd or "-"),
+                r.header.id,
+                iso_time(r.header.created_at),
+                str(r.header.delegation_depth),
+                r.header.parent_session or "-",
+                printable(r.status),
+                str(r.children),
+                printable(r.header.cwd or "-"),
+                printable(prompt_cell(r.first_prompt)),
             ]
-            for h in headers
+            for r in rows
         ]
-        write_text(table(["ID", "CREATED", "DEPTH", "PARENT", "ORIGIN", "CWD"], rows))
+        headings = ["ID", "CREATED", "DEPTH", "PARENT", "STATUS", "CHILDREN", "WORKSPACE"]
+        write_text(table([*headings, "FIRST PROMPT"], cells))
     for session_id, err in unreadable:
         error_line(
             f"session {session_id!r} is unreadable: {err.code}: {err} (see tether sessions fsck)"
@@ -99,21 +115,26 @@ def list_sessions(store: StoreOption = None, as_json: JsonOption = False) -> Non
         raise typer.Exit(EXIT_PROBLEMS)
 
 
+async def _list(store: str | None, workspace: str | None) -> tuple[list[SessionRow], Unreadable]:
+    try:
+        async with opened_store(store, existing=True) as persistence:
+            headers, unreadable = await _headers(persistence)
+            return await session_rows(persistence, headers, workspace=workspace), unreadable
+    except StoreNotFoundError:
+        return [], []  # nothing stored yet: an empty list, and no store created
+
+
 Unreadable = list[tuple[str, TetherError]]
 
 
-async def _list(store: str | None) -> tuple[list[SessionHeader], Unreadable]:
+async def _headers(persistence: Persistence) -> tuple[list[SessionHeader], Unreadable]:
     try:
-        async with opened_store(store, existing=True) as persistence:
-            try:
-                return await persistence.list(), []
-            except TetherError:
-                if not isinstance(persistence, ListsIds):
-                    raise
-                ids = await persistence.list_ids()
-            return await _one_by_one(persistence, ids)
-    except StoreNotFoundError:
-        return [], []  # nothing stored yet: an empty list, and no store created
+        return await persistence.list(), []
+    except TetherError:
+        if not isinstance(persistence, ListsIds):
+            raise
+        ids = await persistence.list_ids()
+    return await _one_by_one(persistence, ids)
 
 
 async def _one_by_one(
@@ -157,7 +178,7 @@ def show(
 
 async def _inspect(store: str | None, session_id: str) -> StoredSession:
     async with opened_store(store, existing=True) as persistence:
-        return await persistence.inspect(session_id)
+        return await persistence.inspect(await resolve_session_id(persistence, session_id))
 
 
 def _render_header(header: SessionHeader, count: int) -> str:
@@ -227,6 +248,7 @@ def tree(
 
 async def _tree(store: str | None, session_id: str) -> LineageNode:
     async with opened_store(store, existing=True) as persistence:
+        session_id = await resolve_session_id(persistence, session_id)
         return await lineage_tree(
             persistence, session_id, leases=Leases.for_store(store_url(store))
         )
@@ -239,12 +261,13 @@ def narrow(
     store: StoreOption = None,
 ) -> None:
     """Narrow a subagent's sandbox mode (recorded as sandbox/mode {source: parent})."""
-    changed = run(_narrow(store, session_id, mode))
+    session_id, changed = run(_narrow(store, session_id, mode))
     write_text(f"{session_id}: {'narrowed to ' + mode if changed else 'already ' + mode}\n")
 
 
-async def _narrow(store: str | None, session_id: str, mode: str) -> bool:
+async def _narrow(store: str | None, session_id: str, mode: str) -> tuple[str, bool]:
     async with opened_store(store, existing=True) as persistence:
+        session_id = await resolve_session_id(persistence, session_id)
         # Hold the lease while writing: a process running the session would have its next
         # append fail (SEQ_CONFLICT), and one starting to run it must wait for us.
         try:
@@ -254,7 +277,7 @@ async def _narrow(store: str | None, session_id: str, mode: str) -> bool:
                 f"{err}; narrow it there (through the harness) or once it is no longer running"
             ) from None
         try:
-            return await narrow_stored(persistence, session_id, mode)
+            return session_id, await narrow_stored(persistence, session_id, mode)
         finally:
             lease.release()
 
@@ -274,9 +297,10 @@ def export(
     ] = None,
     store: StoreOption = None,
 ) -> None:
-    """Write the header line, then one event per line (the JSONL session format)."""
-    stored = run(_inspect(store, session_id))
-    lines = export_lines(stored.header, stored.events)
+    """Write the session and every subagent session under it: for each, the header line, then
+    one event per line (the JSONL session format)."""
+    tree = run(_inspect_tree(store, session_id))
+    lines = [line for stored in tree for line in export_lines(stored.header, stored.events)]
     if output is None:
         write_text("".join(lines))
         return
@@ -284,6 +308,23 @@ def export(
         _write_atomically(output, "".join(lines))
     except OSError as err:
         fail(FileAccessError(f"cannot write {output}: {err.strerror or err}"))
+
+
+async def _inspect_tree(store: str | None, session_id: str) -> list[StoredSession]:
+    """The session, then its delegated descendants, each after its parent (oldest first)."""
+    async with opened_store(store, existing=True) as persistence:
+        root = await resolve_session_id(persistence, session_id)
+        headers = await persistence.list()
+        children: dict[str, list[SessionHeader]] = {}
+        for header in sorted(headers, key=lambda h: (h.created_at, h.id)):
+            if header.parent_session is not None and header.delegation_depth > 0:
+                children.setdefault(header.parent_session, []).append(header)
+        order, waiting = [], [root]
+        while waiting:
+            current = waiting.pop(0)
+            order.append(current)
+            waiting = [h.id for h in children.get(current, [])] + waiting
+        return [await persistence.inspect(one) for one in order]
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -305,10 +346,11 @@ def import_session(
     file: Annotated[str, typer.Argument(metavar="FILE", help="An export file, or - for stdin.")],
     store: StoreOption = None,
 ) -> None:
-    """Store a session from an export file; the whole file is validated first.
+    """Store the sessions of an export file (a session and its subagents); the whole file is
+    validated first and the root's id printed.
 
     Any error (the message names the line) stores nothing. An id already in the store is
-    refused with SESSION_ALREADY_EXISTS.
+    refused with SESSION_ALREADY_EXISTS, before any session is stored.
     """
     data, source = _read_input(file)
     session_id = run(_import(store, data, source))
@@ -325,13 +367,18 @@ def _read_input(file: str) -> tuple[bytes, str]:
 
 
 async def _import(store: str | None, data: bytes, source: str) -> str:
-    archive = parse_archive(data, source)
+    archives = parse_archive(data, source)
     async with opened_store(store) as persistence:
-        # create() refuses a taken id atomically (SESSION_ALREADY_EXISTS), before any event.
-        await persistence.create(archive.header)
-        if archive.events:
-            await persistence.append(archive.header.id, archive.events)
-    return archive.header.id
+        taken = {h.id for h in await persistence.list()}
+        for archive in archives:
+            if archive.header.id in taken:
+                raise SessionExistsError(f"session {archive.header.id!r} already exists")
+        for archive in archives:
+            # create() refuses a taken id atomically (SESSION_ALREADY_EXISTS), before any event.
+            await persistence.create(archive.header)
+            if archive.events:
+                await persistence.append(archive.header.id, archive.events)
+    return archives[0].header.id
 
 
 # -- fsck -------------------------------------------------------------------------------------
@@ -400,7 +447,7 @@ async def _fsck_existing(store: str | None, session_id: str | None, repair: bool
                 else [header.id for header in await persistence.list()]
             )
         else:
-            ids = [session_id]
+            ids = [await resolve_session_id(persistence, session_id)]
         report = await fsck(
             persistence, ids, repair=repair, leases=Leases.for_store(store_url(store))
         )

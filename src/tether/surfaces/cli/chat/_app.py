@@ -66,10 +66,12 @@ from tether.subagents._seams import SUBAGENT_START
 from tether.surfaces.cli._approval_prompt import session_mode
 from tether.surfaces.cli._common import StoreOption, error_line, run, store_url
 from tether.surfaces.cli._hook_warnings import warn_unused_hooks
+from tether.surfaces.cli._model_choice import ModelChoice, model_for_run, record_model_choice
 from tether.surfaces.cli._run import (
     AppendSystemPromptOption,
     ApprovalOption,
     ApproverOption,
+    ContinueOption,
     MaxStepsOption,
     MaxTurnsOption,
     ModelOption,
@@ -84,6 +86,7 @@ from tether.surfaces.cli._run import (
     model_timeout_value,
     plugin_entries,
     refuse_scope_on_resume,
+    resume_choice,
     stream_flag,
     system_prompt_text,
 )
@@ -92,6 +95,7 @@ from tether.surfaces.cli._trust import ask_at_start
 from tether.surfaces.cli.chat._commands import CommandHost, dispatch, resume_root
 from tether.surfaces.cli.chat._prompts import ALLOW_KEYS, CHOICES, REJECT_KEYS, ApprovalPrompt
 from tether.surfaces.cli.chat._render import EventRenderer, SessionDirectory
+from tether.surfaces.cli.chat._replay import replay
 from tether.surfaces.cli.chat._status import busy_line, child_statuses, idle_line
 from tether.tools._ask_user import USER_QUESTION
 from tether.tools._base import PostDecision, ToolCall, ToolResult
@@ -269,14 +273,16 @@ class ChatApp:
         )
 
     # -- lifetime -------------------------------------------------------------------------------
-    async def run(self, *, resume: str | None = None) -> None:
-        """Open (or resume) the root session, then read and run lines until the user quits."""
+    async def run(self, *, resume: str | None = None, choice: ModelChoice | None = None) -> None:
+        """Open (or resume) the root session, then read and run lines until the user quits;
+        a new root records ``choice``, the model the user named (``_model_choice.py``)."""
         self._attach()
         try:
             if resume is not None:
                 self.switch_root(await resume_root(self.harness, resume))
             elif self.harness.root is None:
                 self.switch_root(self.harness.agent_for(self.harness.new_root_session()))
+                record_model_choice(self.root.session, choice or ModelChoice())
             else:
                 self.switch_root(self.harness.root)
             await self.harness.store.flush(self.root.session)
@@ -360,6 +366,9 @@ class ChatApp:
                 style="dim",
             )
         )
+        if resumed:
+            for line in replay(root.session.events):
+                self.console.print(line)
         self.console.print(
             Text("Type a request; /help lists the commands; Ctrl-D quits.", style="dim")
         )
@@ -597,6 +606,7 @@ def chat_command(
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
+    continue_last: ContinueOption = False,
     no_history: NoHistoryOption = False,
     no_stream: NoStreamOption = False,
     model_timeout: ModelTimeoutOption = None,
@@ -609,6 +619,7 @@ def chat_command(
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         error_line("chat: needs a terminal on stdin and stdout (use `tether run` for scripts)")
         raise typer.Exit(2)
+    resume = resume_choice(resume, continue_last)
     refuse_scope_on_resume("chat", resume, sandbox, approval)
     plugins = plugin_entries(plugin, approver)
     options = RunOptions(
@@ -653,6 +664,11 @@ async def _chat(
     workspace_trust: WorkspaceTrust,
     options: RunOptions,
 ) -> None:
+    chosen, resume, used = await model_for_run(
+        store, resume, workspace, model, options.stream, options.model_timeout
+    )
+    model = used.model
+    options = options._replace(stream=used.stream, model_timeout=used.model_timeout)
     output = get_app_session().output
     writer = TerminalWriter(output)
     console = Console(file=cast(IO[str], writer), force_terminal=True, highlight=False, emoji=False)
@@ -680,7 +696,7 @@ async def _chat(
         logs = ConsoleLogHandler(console)
         logging.getLogger().addHandler(logs)
         try:
-            await app.run(resume=resume)
+            await app.run(resume=resume, choice=chosen)
         finally:
             logging.getLogger().removeHandler(logs)
             loop.remove_signal_handler(signal.SIGINT)

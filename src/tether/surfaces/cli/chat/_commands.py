@@ -26,6 +26,8 @@ from tether.policy._presets import PERMISSION_PRESETS_SERVICE, PermissionPresets
 from tether.session._answer_box import pending_approvals
 from tether.subagents._lineage import lineage_tree, render_tree
 from tether.surfaces.cli._common import table
+from tether.surfaces.cli._id_prefix import resolve_session_id
+from tether.surfaces.cli.chat._replay import replay
 
 HELP: Final = (
     ("/permission [PRESET]", "show the session's permission preset, or switch to PRESET"),
@@ -178,25 +180,10 @@ async def _compact(host: CommandHost, _arg: str) -> None:
     )
 
 
-async def _resolve_id(host: CommandHost, wanted: str) -> str:
-    persistence = host.harness.store.persistence
-    if persistence is None:
-        raise CommandError("this harness has no session store to resume from")
-    headers = await persistence.list()
-    if any(h.id == wanted for h in headers):
-        return wanted
-    matches = [h.id for h in headers if h.id.startswith(wanted)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise CommandError(f"no stored session {wanted!r}")
-    raise CommandError(f"{wanted!r} matches {len(matches)} sessions; give more of the id")
-
-
 async def _resume(host: CommandHost, arg: str) -> None:
     if not arg:
         raise CommandError("usage: /resume ID")
-    session_id = await _resolve_id(host, arg.split()[0])
+    session_id = await resolve_root_id(host.harness, arg.split()[0])
     if session_id == host.root().id:
         host.console.print(Text(f"already in session {session_id}"))
         return
@@ -207,10 +194,22 @@ async def _resume(host: CommandHost, arg: str) -> None:
     host.console.print(
         Text(f"resumed session {agent.id} ({len(agent.session)} events{preset})", style="bold")
     )
+    for line in replay(agent.session.events):
+        host.console.print(line)
 
 
-async def resume_root(harness: Harness, session_id: str) -> Agent:
-    """Cold-resume a stored top-level session as the chat's root (nothing is re-applied)."""
+async def resolve_root_id(harness: Harness, wanted: str) -> str:
+    """The stored session ``wanted`` names (an id, a unique prefix, or ``last``)."""
+    persistence = harness.store.persistence
+    if persistence is None:
+        raise CommandError("this harness has no session store to resume from")
+    return await resolve_session_id(persistence, wanted, workspace=harness.workspace)
+
+
+async def resume_root(harness: Harness, wanted: str) -> Agent:
+    """Cold-resume a stored top-level session as the chat's root (nothing is re-applied);
+    ``wanted`` is an id, a unique prefix, or ``last``."""
+    session_id = await resolve_root_id(harness, wanted)
     live = harness.agents.get(session_id)
     if live is not None and live.depth == 0:
         return live  # a root this chat already opened: switch back to it

@@ -59,6 +59,7 @@ ARG_VALUE_LIMIT: Final = 60
 RESULT_LINES: Final = 4
 DIFF_LINES: Final = 40
 TEXT_LIMIT: Final = 4000
+"""Characters of a subagent's reply shown inline; the root's own reply is always shown whole."""
 CHAT_ANSWERER: Final = "tether chat"
 """Prefix of ``answered_by`` for approvals answered at the chat keyboard."""
 
@@ -306,10 +307,18 @@ class EventRenderer:
         if reasoning is not None and reasoning.strip():
             self.line(sid, Text("thinking: " + one_line(reasoning, 200), style="dim italic"))
         if content.strip():
-            cut = content if len(content) <= TEXT_LIMIT else content[:TEXT_LIMIT] + "…"
-            shown = printable_block(cut)
-            style = "" if sid == self.directory.root_id else CHILD_STYLE
-            self.line(sid, Text(shown, style=style))
+            if sid == self.directory.root_id:
+                self.line(sid, Text(printable_block(content)))
+                return
+            # A subagent's long reply is folded: its parent reads it whole, and so can the user.
+            self.line(sid, Text(printable_block(content[:TEXT_LIMIT]), style=CHILD_STYLE))
+            if len(content) > TEXT_LIMIT:
+                rest = len(content) - TEXT_LIMIT
+                self.line(
+                    sid,
+                    Text(f"… {rest:,} more characters (the whole reply: tether sessions show "
+                         f"{sid} --json)", style="dim"),
+                )  # fmt: skip
 
     def _user(self, sid: str, event: Event, is_root: bool) -> None:
         if is_snapshot(event):
