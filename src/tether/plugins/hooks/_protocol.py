@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
 
+from tether.kernel._printable import printable
 from tether.plugins.hooks._runner import CommandRun
 from tether.plugins.hooks._settings import HookEvent
 
@@ -142,7 +143,9 @@ def _parse_json_reply(event: HookEvent, text: str) -> HookReply:
             permission_reason = optional_field(specific, "permissionDecisionReason", str)
             updated = optional_field(specific, "updatedInput", dict)
             if updated is not None:
-                log.info("PreToolUse hook returned updatedInput (ignored): %s", updated)
+                log.info(
+                    "PreToolUse hook returned updatedInput (ignored): %s", printable(str(updated))
+                )
     decision: HookDecision = "none"
     if legacy is not None and legacy not in ("approve", "block"):
         raise InvalidReply(f"decision must be 'approve' or 'block', got {legacy!r}")

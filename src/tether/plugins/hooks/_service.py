@@ -27,6 +27,7 @@ from tether._signals import AbortSignal
 from tether.agent._events import TurnOpened
 from tether.errors import TetherError
 from tether.kernel import SESSIONS_SERVICE, Context, ServiceKey
+from tether.kernel._printable import printable
 from tether.plugins.hooks._codex import PERMISSION_MODE, interpret_codex
 from tether.plugins.hooks._events import HookInvoked, HookResult
 from tether.plugins.hooks._hidden import NOT_RUN_STATUSES, hidden_program
@@ -283,7 +284,7 @@ class HookService:
         ):
             _record(session, turn, result)
         if reply.decision in FAILED:
-            log.warning("%s hook %s: %s", point, handler.handler_id, reply.problem)
+            log.warning("%s hook %s: %s", point, handler.handler_id, printable(reply.problem or ""))
             if self.settings.fail_closed and handler.event is HookEvent.PRE_TOOL_USE:
                 return HookReply(
                     "deny",
@@ -326,7 +327,7 @@ class HookService:
         def done(fut: asyncio.Task[T]) -> None:
             self._tasks.discard(fut)
             if not fut.cancelled() and fut.exception() is not None:
-                log.error("hooks: %s failed: %s", what, fut.exception())
+                log.error("hooks: %s failed: %s", what, printable(str(fut.exception())))
 
         task.add_done_callback(done)
         return task
