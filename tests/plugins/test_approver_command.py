@@ -73,6 +73,11 @@ FLOOD = "python3 -c 'import sys; sys.stdout.write(\"y\" * 10_000_000)'"
             "printed something that is not an answer: yes please \\x1b[31m",
         ),
         (
+            "python3 -c \"print('[' * 30000)\"",
+            {"kind": "invalid-output", "excerpt": "[" * 200},
+            f"printed something that is not an answer: {'[' * 200}",
+        ),
+        (
             'echo \'{"outcome": "maybe"}\'',
             {"kind": "unknown-outcome", "excerpt": '{"outcome": "maybe"}'},
             'answered an unknown outcome: {"outcome": "maybe"}',
@@ -93,7 +98,16 @@ FLOOD = "python3 -c 'import sys; sys.stdout.write(\"y\" * 10_000_000)'"
             "could not be started: [Errno 2] No such file or directory: '/no/such/approver'",
         ),
     ],
-    ids=["exit-1", "garbage", "unknown-outcome", "10-MB", "killed", "timeout", "not-started"],
+    ids=[
+        "exit-1",
+        "garbage",
+        "nested",
+        "unknown-outcome",
+        "10-MB",
+        "killed",
+        "timeout",
+        "not-started",
+    ],
 )
 async def test_a_failed_approver_says_why_in_the_audit_pair_and_to_the_model(
     tmp_path: Path,

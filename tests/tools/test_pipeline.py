@@ -252,6 +252,12 @@ class Probe:
         ("mark", "[]", None, 'Error: arguments for tool "mark" must be a JSON object'),
         (
             "mark",
+            '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            None,
+            'Error: arguments for tool "mark" are nested too deeply',
+        ),
+        (
+            "mark",
             '{"name": 3}',
             None,
             'Error: invalid arguments for tool "mark": name: Input should be a valid string',

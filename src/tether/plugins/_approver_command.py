@@ -83,7 +83,7 @@ def parse_answer(stdout: bytes) -> str | AnswererFailure:
         return text
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deeply is invalid output too
         return _failure("invalid-output", stdout)
     if isinstance(value, dict) and value.get("outcome") in ANSWERS:
         return str(value["outcome"])

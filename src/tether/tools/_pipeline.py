@@ -387,6 +387,8 @@ def _parse_arguments(name: str, raw: str) -> Mapping[str, JsonValue] | ToolResul
         value = json.loads(raw or "{}")
     except json.JSONDecodeError as err:
         return ToolResult.error(f'arguments for tool "{name}" are not valid JSON: {err.msg}')
+    except RecursionError:
+        return ToolResult.error(f'arguments for tool "{name}" are nested too deeply')
     if not isinstance(value, dict):
         return ToolResult.error(f'arguments for tool "{name}" must be a JSON object')
     return value

@@ -14,6 +14,7 @@ from tether.kernel._config import load_plugins, read_config
 from tether.kernel._plugin import Kernel
 from tether.kernel._workspace_files import WorkspaceFiles
 from tether.plugins.hooks import HookEvent, HookService, plugin
+from tether.plugins.hooks._codex import parse_codex_file
 from tether.plugins.hooks._matcher import compile_matcher
 from tether.plugins.hooks._service import HOOKS_SERVICE
 from tether.plugins.hooks._settings import HookSettingsError, parse_hooks_block, parse_settings_file
@@ -191,6 +192,10 @@ def test_a_malformed_settings_file_fails_the_load(tmp_path: Path) -> None:
     with pytest.raises(HookSettingsError) as nested:
         parse_settings_file(b"[" * 100_000, str(bad))
     assert str(nested.value) == f"{bad}: not valid JSON: nested too deeply"
+    toml = str(tmp_path / "config.toml")
+    with pytest.raises(HookSettingsError) as nested:
+        parse_codex_file(b"x = " + b"[" * 3000 + b"]" * 3000 + b"\n[hooks]\n", toml)
+    assert str(nested.value) == f"{toml}: not valid TOML: nested too deeply"
 
 
 def test_identical_commands_run_once_per_dispatch() -> None:

@@ -67,6 +67,8 @@ def parse_codex_file(data: bytes | None, source: str) -> list[HookHandler]:
             raise HookSettingsError(f"{source}: cannot read: not UTF-8 ({err})") from err
         except tomllib.TOMLDecodeError as err:
             raise HookSettingsError(f"{source}: not valid TOML: {err}") from err
+        except RecursionError:
+            raise HookSettingsError(f"{source}: not valid TOML: nested too deeply") from None
     else:
         parsed = json_object(data, source)
     return parse_hooks_block(parsed.get("hooks"), source, strict=False, dialect=CODEX)

@@ -69,7 +69,7 @@ def call_arguments(call: ToolCall) -> dict[str, JsonValue]:
     """The model's own arguments (raw JSON), falling back to the validated ones."""
     try:
         raw = json.loads(call.raw_arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         raw = None
     return dict(raw) if isinstance(raw, dict) else call.arguments()
 
