@@ -4,6 +4,7 @@ fsck --salvage DEST`` copies every session that can still be read into a new sto
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -16,7 +17,9 @@ from cli_stores import StoreRef, make_ref, populate
 from cli_support import TETHER
 from cli_support import tether_bytes as tether
 from script_support import script
-from tether.session import SessionMeta, SessionStore
+from tether.session import SessionHeader, SessionMeta, SessionStore
+from tether.session.persistence import open_persistence
+from tether.surfaces.cli._common import iso_time
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -186,3 +189,45 @@ def test_salvage_takes_no_other_fsck_option(
         b"--json\n"
     )
     assert not (tmp_path / "new.db").exists()
+
+
+def test_salvage_leaves_out_a_session_whose_scope_was_never_stored(tmp_path: Path) -> None:
+    """A header without events (an older tether's crash between the two writes) resumes with
+    the default scope, so salvage does not copy it; a DEST that is a dangling link is refused
+    rather than written through."""
+    ref = make_ref("sqlite", tmp_path / "a")
+    populate(ref, add_three)
+
+    async def add_bare() -> None:
+        persistence = open_persistence(ref.url)
+        try:
+            await persistence.create(SessionHeader(id="s-bare", created_at=1))
+        finally:
+            await persistence.close()
+
+    asyncio.run(add_bare())
+    elsewhere = tmp_path / "elsewhere.db"
+    (tmp_path / "link.db").symlink_to(elsewhere)
+    linked = f"sqlite:///{tmp_path / 'link.db'}"
+    refused = tether("sessions", "fsck", "--salvage", linked, "--store", ref.url)
+    assert refused.returncode == 1
+    assert refused.stderr.decode() == (
+        f"tether: SALVAGE_TARGET: --salvage {linked}: {tmp_path / 'link.db'} exists already; "
+        "name a store that does not exist\n"
+    )
+    assert not elsewhere.exists()
+    dest = f"sqlite:///{tmp_path / 'new.db'}"
+    salvaged = tether("sessions", "fsck", "--salvage", dest, "--store", ref.url)
+    assert salvaged.returncode == 1
+    assert salvaged.stdout.decode() == (
+        "copied s-a (3 events)\n"
+        "copied s-b (3 events)\n"
+        "copied s-c (3 events)\n"
+        "unreadable s-bare: no events (its scope was never stored, so it is not copied)\n"
+        f"salvaged 3 of 4 sessions into {dest}\n"
+    )
+
+
+def test_a_header_time_out_of_range_is_shown_not_raised() -> None:
+    assert iso_time(1_700_000_000_000) == "2023-11-14T22:13:20.000Z"
+    assert iso_time(2**63 - 1) == f"{2**63 - 1} ms (not a time)"

@@ -122,7 +122,10 @@ def write_text(text: str) -> None:
 
 def iso_time(epoch_ms: int) -> str:
     """Epoch milliseconds as ISO 8601 UTC, e.g. ``2025-01-02T03:04:05.678Z``."""
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    try:
+        moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    except (ValueError, OverflowError, OSError):  # a damaged header's time, out of range
+        return f"{epoch_ms} ms (not a time)"
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

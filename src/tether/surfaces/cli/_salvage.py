@@ -17,12 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tether.errors import TetherError
+from tether.kernel._printable import printable
 from tether.session.persistence import open_persistence
 from tether.session.persistence._base import StoredSession
 from tether.session.persistence._factory import store_location
 from tether.session.persistence._sqlite import read_view
 from tether.session.persistence._sqlite_damage import read_only, session_ids
 from tether.surfaces.cli._common import StoreNotFoundError, opened_store
+
+NO_EVENTS = "no events (its scope was never stored, so it is not copied)"
 
 
 class SalvageTargetError(TetherError):
@@ -34,8 +37,8 @@ class SalvageTargetError(TetherError):
 @dataclass
 class SalvageReport:
     dest: str
-    copied: list[tuple[str, int]] = field(default_factory=list)
-    """``(session id, events)`` of each session copied."""
+    copied: list[tuple[str, int, int]] = field(default_factory=list)
+    """``(session id, events, damaged trailing records dropped)`` of each session copied."""
     lost: list[tuple[str, str]] = field(default_factory=list)
     """``(session id, why)`` of each session that could not be read."""
     listed_fully: bool = True
@@ -45,8 +48,13 @@ class SalvageReport:
         return not self.lost and self.listed_fully
 
     def text(self) -> str:
-        lines = [f"copied {sid} ({count} events)" for sid, count in self.copied]
-        lines += [f"unreadable {sid}: {why}" for sid, why in self.lost]
+        lines = [
+            f"copied {printable(sid)} ({count} events"
+            + (f"; {dropped} damaged trailing record(s) dropped" if dropped else "")
+            + ")"
+            for sid, count, dropped in self.copied
+        ]
+        lines += [f"unreadable {printable(sid)}: {printable(why)}" for sid, why in self.lost]
         if not self.listed_fully:
             lines.append("the list of sessions is damaged too: sessions on its bad pages are lost")
         total = len(self.copied) + len(self.lost)
@@ -61,7 +69,7 @@ async def salvage(source: str, dest: str) -> SalvageReport:
         raise StoreNotFoundError(f"no session store at {path} (nothing was stored there)")
     if os.path.realpath(dest_path) == os.path.realpath(path):
         raise SalvageTargetError("--salvage DEST must be a new store, not the damaged one")
-    if dest_path.exists():
+    if os.path.lexists(dest_path):  # a dangling link would be written through
         raise SalvageTargetError(
             f"--salvage {dest}: {dest_path} exists already; name a store that does not exist"
         )
@@ -73,10 +81,13 @@ async def salvage(source: str, dest: str) -> SalvageReport:
     target = open_persistence(dest)
     try:
         for stored in readable:
+            if not stored.events:
+                # Its scope was never stored: resumed, it would take the default scope.
+                report.lost.append((stored.header.id, NO_EVENTS))
+                continue
             await target.create(stored.header)
-            if stored.events:
-                await target.append(stored.header.id, stored.events)
-            report.copied.append((stored.header.id, len(stored.events)))
+            await target.append(stored.header.id, stored.events)
+            report.copied.append((stored.header.id, len(stored.events), stored.repair.dropped_tail))
     finally:
         await target.close()
     return report
