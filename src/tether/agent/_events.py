@@ -21,13 +21,14 @@ The session layer sits below this one and writes its own crash-repair closers
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, Literal, Self, TypeAlias, TypeGuard, get_args
 
 from tether.errors import TetherError
 from tether.model import FinishReason, ToolCall, Usage
 from tether.session import JsonObject, JsonValue
+from tether.session._payload_fields import PayloadFields, is_count
 
 StopReason: TypeAlias = Literal[
     "completed", "aborted", "error", "max-tokens", "max-steps", "blocked"
@@ -62,56 +63,7 @@ class InvalidAgentEventError(TetherError):
     code = "INVALID_AGENT_EVENT"
 
 
-def _bad(event_type: str, key: str, want: str, value: object) -> InvalidAgentEventError:
-    return InvalidAgentEventError(f"{event_type} payload: {key!r} must be {want}, got {value!r}")
-
-
-def _text(data: JsonObject, event_type: str, key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise _bad(event_type, key, "a string", value)
-    return value
-
-
-def _optional_text(data: JsonObject, event_type: str, key: str) -> str | None:
-    return None if data.get(key) is None else _text(data, event_type, key)
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    # bool is an int subclass; ``True`` is not a count.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int(data: JsonObject, event_type: str, key: str) -> int:
-    value = data.get(key)
-    if not _is_int(value):
-        raise _bad(event_type, key, "an integer", value)
-    return value
-
-
-def _optional_int(data: JsonObject, event_type: str, key: str) -> int | None:
-    return None if data.get(key) is None else _int(data, event_type, key)
-
-
-def _bool(data: JsonObject, event_type: str, key: str) -> bool:
-    value = data.get(key)
-    if not isinstance(value, bool):
-        raise _bad(event_type, key, "a boolean", value)
-    return value
-
-
-def _object(data: JsonObject, event_type: str, key: str) -> JsonObject:
-    value = data.get(key)
-    if not isinstance(value, Mapping):
-        raise _bad(event_type, key, "an object", value)
-    return value
-
-
-def _list(data: JsonObject, event_type: str, key: str) -> Sequence[JsonValue]:
-    value = data.get(key)
-    if not isinstance(value, list | tuple):
-        raise _bad(event_type, key, "a list", value)
-    return value
+_FIELDS: Final = PayloadFields(InvalidAgentEventError)
 
 
 def _choice(data: JsonObject, event_type: str, key: str, accepted: frozenset[str]) -> str:
@@ -134,7 +86,7 @@ def _lenient_optional_text(value: object) -> str | None:
 
 
 def _lenient_int(value: object, default: int = 0) -> int:
-    return value if _is_int(value) else default
+    return value if is_count(value) else default
 
 
 def _usage_data(usage: Usage) -> JsonObject:
@@ -142,9 +94,10 @@ def _usage_data(usage: Usage) -> JsonObject:
 
 
 def _usage(data: JsonObject, event_type: str) -> Usage:
-    usage = _object(data, event_type, "usage")
+    usage = _FIELDS.mapping(data, event_type, "usage")
     return Usage(
-        _int(usage, event_type, "prompt_tokens"), _int(usage, event_type, "completion_tokens")
+        _FIELDS.integer(usage, event_type, "prompt_tokens"),
+        _FIELDS.integer(usage, event_type, "completion_tokens"),
     )
 
 
@@ -181,12 +134,12 @@ class TurnOpened:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        return cls(_int(data, cls.TYPE, "turn"))
+        return cls(_FIELDS.integer(data, cls.TYPE, "turn"))
 
     @classmethod
     def parse(cls, data: JsonObject) -> Self | None:
         turn = data.get("turn")
-        return cls(turn) if _is_int(turn) else None
+        return cls(turn) if is_count(turn) else None
 
     def to_data(self) -> JsonObject:
         return {"turn": self.turn}
@@ -214,11 +167,11 @@ class TurnClosed:
                 f"(accepted: {', '.join(sorted(_TURN_END_REASONS))})"
             )
         return cls(
-            _int(data, cls.TYPE, "turn"),
+            _FIELDS.integer(data, cls.TYPE, "turn"),
             reason,
-            _optional_text(data, cls.TYPE, "cause"),
-            _optional_text(data, cls.TYPE, "error"),
-            _optional_text(data, cls.TYPE, "detail"),
+            _FIELDS.optional_text(data, cls.TYPE, "cause"),
+            _FIELDS.optional_text(data, cls.TYPE, "error"),
+            _FIELDS.optional_text(data, cls.TYPE, "detail"),
         )
 
     @classmethod
@@ -249,7 +202,7 @@ class StepOpened:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        return cls(_int(data, cls.TYPE, "step"))
+        return cls(_FIELDS.integer(data, cls.TYPE, "step"))
 
     def to_data(self) -> JsonObject:
         return {"step": self.step}
@@ -271,7 +224,9 @@ class StepClosed:
             raise InvalidAgentEventError(
                 f"{cls.TYPE} payload: reason {reason!r} is not 'interrupted'"
             )
-        return cls(_int(data, cls.TYPE, "step"), None if reason is None else "interrupted")
+        return cls(
+            _FIELDS.integer(data, cls.TYPE, "step"), None if reason is None else "interrupted"
+        )
 
     def to_data(self) -> JsonObject:
         if self.reason is None:
@@ -295,13 +250,13 @@ class RequestHeader:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        header = _object(data, cls.TYPE, "header")
-        tools = _list(header, cls.TYPE, "tools")
+        header = _FIELDS.mapping(data, cls.TYPE, "header")
+        tools = _FIELDS.items(header, cls.TYPE, "tools")
         if not all(isinstance(t, str) for t in tools):
-            raise _bad(cls.TYPE, "tools", "a list of tool names", tools)
+            raise _FIELDS.bad(cls.TYPE, "tools", "a list of tool names", tools)
         reason = _choice(data, cls.TYPE, "reason", frozenset(get_args(HeaderReason)))
         return cls(
-            _text(header, cls.TYPE, "system"),
+            _FIELDS.text(header, cls.TYPE, "system"),
             tuple(str(t) for t in tools),
             _header_reason(reason),
         )
@@ -346,23 +301,23 @@ class AssistantMessage:
                 f"{cls.TYPE} payload: finish_reason {finish!r} is not a finish reason "
                 f"(accepted: {', '.join(sorted(_FINISH_REASONS))})"
             )
-        calls = _list(data, cls.TYPE, "tool_calls") if "tool_calls" in data else ()
+        calls = _FIELDS.items(data, cls.TYPE, "tool_calls") if "tool_calls" in data else ()
         tool_calls = []
         for call in calls:
             if not isinstance(call, Mapping):
-                raise _bad(cls.TYPE, "tool_calls", "a list of objects", calls)
+                raise _FIELDS.bad(cls.TYPE, "tool_calls", "a list of objects", calls)
             tool_calls.append(
                 ToolCall(
-                    _text(call, cls.TYPE, "id"),
-                    _text(call, cls.TYPE, "name"),
-                    _text(call, cls.TYPE, "arguments"),
+                    _FIELDS.text(call, cls.TYPE, "id"),
+                    _FIELDS.text(call, cls.TYPE, "name"),
+                    _FIELDS.text(call, cls.TYPE, "arguments"),
                 )
             )
         return cls(
-            _text(data, cls.TYPE, "content"),
+            _FIELDS.text(data, cls.TYPE, "content"),
             finish,
             _usage(data, cls.TYPE),
-            _optional_text(data, cls.TYPE, "reasoning"),
+            _FIELDS.optional_text(data, cls.TYPE, "reasoning"),
             tuple(tool_calls),
         )
 
@@ -410,9 +365,9 @@ class ToolCalled:
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
         return cls(
-            _text(data, cls.TYPE, "call_id"),
-            _text(data, cls.TYPE, "name"),
-            _text(data, cls.TYPE, "arguments"),
+            _FIELDS.text(data, cls.TYPE, "call_id"),
+            _FIELDS.text(data, cls.TYPE, "name"),
+            _FIELDS.text(data, cls.TYPE, "arguments"),
         )
 
     @classmethod
@@ -442,10 +397,10 @@ class ToolResulted:
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
         return cls(
-            _text(data, cls.TYPE, "call_id"),
-            _text(data, cls.TYPE, "name"),
-            _text(data, cls.TYPE, "content"),
-            _bool(data, cls.TYPE, "is_error"),
+            _FIELDS.text(data, cls.TYPE, "call_id"),
+            _FIELDS.text(data, cls.TYPE, "name"),
+            _FIELDS.text(data, cls.TYPE, "content"),
+            _FIELDS.boolean(data, cls.TYPE, "is_error"),
         )
 
     @classmethod
@@ -479,7 +434,9 @@ class UserMessage:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        return cls(_text(data, cls.TYPE, "content"), _object(data, cls.TYPE, "source"))
+        return cls(
+            _FIELDS.text(data, cls.TYPE, "content"), _FIELDS.mapping(data, cls.TYPE, "source")
+        )
 
     @classmethod
     def parse(cls, data: JsonObject) -> Self:
@@ -521,18 +478,18 @@ class ContextCompacted:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        kept = _list(data, cls.TYPE, "kept_seqs")
-        if not all(_is_int(s) for s in kept):
-            raise _bad(cls.TYPE, "kept_seqs", "a list of seqs", kept)
+        kept = _FIELDS.items(data, cls.TYPE, "kept_seqs")
+        if not all(is_count(s) for s in kept):
+            raise _FIELDS.bad(cls.TYPE, "kept_seqs", "a list of seqs", kept)
         return cls(
             _trigger(data, cls.TYPE),
-            _int(data, cls.TYPE, "first_seq"),
-            _int(data, cls.TYPE, "last_seq"),
-            tuple(s for s in kept if _is_int(s)),
-            _text(data, cls.TYPE, "summary"),
-            _int(data, cls.TYPE, "tokens_before"),
-            _int(data, cls.TYPE, "tokens_after"),
-            _optional_int(data, cls.TYPE, "context_window"),
+            _FIELDS.integer(data, cls.TYPE, "first_seq"),
+            _FIELDS.integer(data, cls.TYPE, "last_seq"),
+            tuple(s for s in kept if is_count(s)),
+            _FIELDS.text(data, cls.TYPE, "summary"),
+            _FIELDS.integer(data, cls.TYPE, "tokens_before"),
+            _FIELDS.integer(data, cls.TYPE, "tokens_after"),
+            _FIELDS.optional_integer(data, cls.TYPE, "context_window"),
             _usage(data, cls.TYPE),
         )
 
@@ -545,11 +502,11 @@ class ContextCompacted:
             _lenient_int(data.get("first_seq")),
             # An empty range (nothing summarised) for a payload without its end.
             _lenient_int(data.get("last_seq"), -1),
-            tuple(s for s in (kept if isinstance(kept, tuple | list) else ()) if _is_int(s)),
+            tuple(s for s in (kept if isinstance(kept, tuple | list) else ()) if is_count(s)),
             _lenient_text(data.get("summary")),
             _lenient_int(data.get("tokens_before")),
             _lenient_int(data.get("tokens_after")),
-            window if _is_int(window) else None,
+            window if is_count(window) else None,
             _lenient_usage(data.get("usage")),
         )
 
@@ -588,10 +545,10 @@ class CompactFailed:
     def from_data(cls, data: JsonObject) -> Self:
         return cls(
             _trigger(data, cls.TYPE),
-            _text(data, cls.TYPE, "error"),
-            _bool(data, cls.TYPE, "replied"),
-            _int(data, cls.TYPE, "tokens_before"),
-            _optional_int(data, cls.TYPE, "context_window"),
+            _FIELDS.text(data, cls.TYPE, "error"),
+            _FIELDS.boolean(data, cls.TYPE, "replied"),
+            _FIELDS.integer(data, cls.TYPE, "tokens_before"),
+            _FIELDS.optional_integer(data, cls.TYPE, "context_window"),
         )
 
     @classmethod
@@ -602,7 +559,7 @@ class CompactFailed:
             _lenient_text(data.get("error")),
             data.get("replied") is True,
             _lenient_int(data.get("tokens_before")),
-            window if _is_int(window) else None,
+            window if is_count(window) else None,
         )
 
     def to_data(self) -> JsonObject:
@@ -634,13 +591,13 @@ class InboxSpliced:
                 f"{cls.TYPE} payload: target {target!r} is not an inbox queue "
                 f"(accepted: {', '.join(sorted(_TARGETS))})"
             )
-        inserted = _optional_int(data, cls.TYPE, "inserted")
-        removed = _optional_int(data, cls.TYPE, "removed_count")
+        inserted = _FIELDS.optional_integer(data, cls.TYPE, "inserted")
+        removed = _FIELDS.optional_integer(data, cls.TYPE, "removed_count")
         if (inserted is None) == (removed is None):
             raise InvalidAgentEventError(
                 f"{cls.TYPE} payload: exactly one of 'inserted' and 'removed_count' is stored"
             )
-        return cls(target, _int(data, cls.TYPE, "start"), inserted, removed)
+        return cls(target, _FIELDS.integer(data, cls.TYPE, "start"), inserted, removed)
 
     def to_data(self) -> JsonObject:
         data: dict[str, JsonValue] = {"target": self.target, "start": self.start}

@@ -27,23 +27,13 @@ from tether.policy._modes import (
 )
 from tether.session import JsonObject, JsonValue
 from tether.session._answer_channel import RefusalReason, RefusedAnswer
+from tether.session._payload_fields import PayloadFields
+
+_FIELDS: Final = PayloadFields(InvalidPolicyEventError)
 
 _REFUSAL_REASONS: Final = frozenset(
     value for alias in get_args(RefusalReason) for value in get_args(alias)
 )
-
-
-def _text(data: JsonObject, event_type: str, key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise InvalidPolicyEventError(
-            f"{event_type} payload: {key!r} must be a string, got {value!r}"
-        )
-    return value
-
-
-def _optional_text(data: JsonObject, event_type: str, key: str) -> str | None:
-    return None if data.get(key) is None else _text(data, event_type, key)
 
 
 def _outcome(data: JsonObject, event_type: str) -> ApprovalOutcome:
@@ -105,7 +95,7 @@ class PermissionPresetSet:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        return cls(_text(data, cls.TYPE, "preset"))
+        return cls(_FIELDS.text(data, cls.TYPE, "preset"))
 
     def to_data(self) -> JsonObject:
         return {"preset": self.preset}
@@ -133,11 +123,11 @@ class ApprovalAsked:
                 f"{cls.TYPE} payload: 'action' must be an object, got {action!r}"
             )
         return cls(
-            _text(data, cls.TYPE, "id"),
-            _text(data, cls.TYPE, "tool_name"),
-            _optional_text(data, cls.TYPE, "call_id"),
-            _optional_text(data, cls.TYPE, "reason"),
-            _optional_text(data, cls.TYPE, "routed_to"),
+            _FIELDS.text(data, cls.TYPE, "id"),
+            _FIELDS.text(data, cls.TYPE, "tool_name"),
+            _FIELDS.optional_text(data, cls.TYPE, "call_id"),
+            _FIELDS.optional_text(data, cls.TYPE, "reason"),
+            _FIELDS.optional_text(data, cls.TYPE, "routed_to"),
             action,
         )
 
@@ -217,7 +207,7 @@ class AnswererFailure:
             raise InvalidPolicyEventError(
                 f"{event_type} payload: failure exit_code must be an integer, got {exit_code!r}"
             )
-        return cls(kind, exit_code, _optional_text(data, event_type, "excerpt"))
+        return cls(kind, exit_code, _FIELDS.optional_text(data, event_type, "excerpt"))
 
     def to_data(self) -> JsonObject:
         data: dict[str, JsonValue] = {"kind": self.kind}
@@ -253,9 +243,9 @@ class ApprovalDecided:
             )
         failure = data.get("failure")
         return cls(
-            _text(data, cls.TYPE, "id"),
+            _FIELDS.text(data, cls.TYPE, "id"),
             outcome,
-            _optional_text(data, cls.TYPE, "answered_by"),
+            _FIELDS.optional_text(data, cls.TYPE, "answered_by"),
             repaired,
             None if failure is None else AnswererFailure.from_data(failure, cls.TYPE),
         )
@@ -294,12 +284,12 @@ class ApprovalPendingOpened:
                 f"{cls.TYPE} payload: 'lineage' must be a list of session ids, got {lineage!r}"
             )
         return cls(
-            _text(data, cls.TYPE, "id"),
-            _text(data, cls.TYPE, "child_session"),
-            _text(data, cls.TYPE, "tool_name"),
-            _text(data, cls.TYPE, "reason"),
+            _FIELDS.text(data, cls.TYPE, "id"),
+            _FIELDS.text(data, cls.TYPE, "child_session"),
+            _FIELDS.text(data, cls.TYPE, "tool_name"),
+            _FIELDS.text(data, cls.TYPE, "reason"),
             tuple(str(s) for s in lineage),
-            _optional_text(data, cls.TYPE, "call_id"),
+            _FIELDS.optional_text(data, cls.TYPE, "call_id"),
         )
 
     def to_data(self) -> JsonObject:
@@ -327,7 +317,7 @@ class ApprovalPendingClosed:
 
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
-        return cls(_text(data, cls.TYPE, "id"), _outcome(data, cls.TYPE))
+        return cls(_FIELDS.text(data, cls.TYPE, "id"), _outcome(data, cls.TYPE))
 
     def to_data(self) -> JsonObject:
         return {"id": self.id, "state": self.STATE, "outcome": self.outcome.value}
@@ -366,12 +356,12 @@ class ApprovalAnswerRefused:
         refusal = RefusedAnswer(
             "socket" if via == "socket" else "answer-box",
             reason,
-            _text(data, cls.TYPE, "detail"),
+            _FIELDS.text(data, cls.TYPE, "detail"),
             pid,
-            _optional_text(data, cls.TYPE, "file"),
-            _optional_text(data, cls.TYPE, "claimed_outcome"),
+            _FIELDS.optional_text(data, cls.TYPE, "file"),
+            _FIELDS.optional_text(data, cls.TYPE, "claimed_outcome"),
         )
-        return cls(_text(data, cls.TYPE, "id"), refusal)
+        return cls(_FIELDS.text(data, cls.TYPE, "id"), refusal)
 
     def to_data(self) -> JsonObject:
         return {"id": self.id, **self.refusal.fields()}

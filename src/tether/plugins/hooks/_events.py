@@ -15,6 +15,7 @@ from tether.errors import TetherError
 from tether.plugins.hooks._protocol import HookDecision
 from tether.plugins.hooks._settings import CLAUDE_CODE, CODEX, Dialect, HookEvent
 from tether.session import JsonObject, JsonValue
+from tether.session._payload_fields import PayloadFields
 
 _DECISIONS: Final = frozenset(get_args(HookDecision))
 
@@ -25,31 +26,7 @@ class InvalidHookEventError(TetherError):
     code = "INVALID_HOOK_EVENT"
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    # bool is an int subclass; ``True`` is not a count.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _bad(event_type: str, key: str, want: str, value: object) -> InvalidHookEventError:
-    return InvalidHookEventError(f"{event_type} payload: {key!r} must be {want}, got {value!r}")
-
-
-def _text(data: JsonObject, event_type: str, key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise _bad(event_type, key, "a string", value)
-    return value
-
-
-def _optional_text(data: JsonObject, event_type: str, key: str) -> str | None:
-    return None if data.get(key) is None else _text(data, event_type, key)
-
-
-def _int(data: JsonObject, event_type: str, key: str) -> int:
-    value = data.get(key)
-    if not _is_int(value):
-        raise _bad(event_type, key, "an integer", value)
-    return value
+_FIELDS: Final = PayloadFields(InvalidHookEventError)
 
 
 def _point(data: JsonObject, event_type: str) -> HookEvent:
@@ -84,10 +61,10 @@ class HookInvoked:
                 f"(accepted: {CLAUDE_CODE}, {CODEX})"
             )
         return cls(
-            _int(data, cls.TYPE, "turn"),
+            _FIELDS.integer(data, cls.TYPE, "turn"),
             _point(data, cls.TYPE),
-            _text(data, cls.TYPE, "handler_id"),
-            _optional_text(data, cls.TYPE, "matcher"),
+            _FIELDS.text(data, cls.TYPE, "handler_id"),
+            _FIELDS.optional_text(data, cls.TYPE, "matcher"),
             dialect,
         )
 
@@ -131,13 +108,13 @@ class HookResult:
             )
         exit_code = data.get("exit_code")
         return cls(
-            _int(data, cls.TYPE, "turn"),
+            _FIELDS.integer(data, cls.TYPE, "turn"),
             _point(data, cls.TYPE),
-            _text(data, cls.TYPE, "handler_id"),
+            _FIELDS.text(data, cls.TYPE, "handler_id"),
             decision,
-            _int(data, cls.TYPE, "duration_ms"),
-            None if exit_code is None else _int(data, cls.TYPE, "exit_code"),
-            _optional_text(data, cls.TYPE, "stderr_summary"),
+            _FIELDS.integer(data, cls.TYPE, "duration_ms"),
+            None if exit_code is None else _FIELDS.integer(data, cls.TYPE, "exit_code"),
+            _FIELDS.optional_text(data, cls.TYPE, "stderr_summary"),
         )
 
     def to_data(self) -> JsonObject:
