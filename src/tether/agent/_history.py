@@ -136,7 +136,7 @@ class Conversation:
         the range, the messages after it."""
         first, last = compacted.first_seq, compacted.last_seq
         start = bisect_left(self._surface_seqs, first)
-        end = bisect_right(self._surface_seqs, last)
+        end = max(start, bisect_right(self._surface_seqs, last))  # an empty range: nothing
         seqs, messages = self._surface_seqs[:start], self._surface[:start]
         if first <= last and first < length and first not in compacted.kept_seqs:
             seqs.append(first)

@@ -2,7 +2,9 @@
 
 ``Session`` holds the header and the events. It validates every append (known type, lossless
 JSON payload, surface rules), assigns contiguous ``seq``, freezes the payload, and notifies
-observers synchronously. It knows nothing about storage: the store drains new events to the
+observers synchronously. It keeps the newest event of each type and, for readers that need
+more of the log on every request (the agent's history), folds fed each event once
+(:meth:`Session.fold`). It knows nothing about storage: the store drains new events to the
 persistence backend.
 """
 
