@@ -16,7 +16,6 @@ before and after.
 from __future__ import annotations
 
 import json
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
@@ -147,13 +146,13 @@ def plan_compaction(session: Session, turn_start: int | None) -> CompactionPlan 
             kept.add(snapshot.seq)
         if turn_start is not None:
             kept.update(conversation.user_seqs_between(turn_start, tail))
-        surface = conversation.surface_seqs_before(tail)
         # Every kept event is a surface event: something is summarised past what an earlier
         # summary covered exactly when more surface events stand there than kept ones.
-        visible = len(surface) - bisect_left(surface, visible_from)
+        visible = conversation.surface_count(visible_from, tail)
         if visible <= sum(1 for seq in kept if seq >= visible_from):
             continue
-        first, last = next(seq for seq in surface if seq not in kept), tail - 1
+        first, last = conversation.first_surface(kept), tail - 1
+        assert first is not None and first <= last  # a summarised event stands before tail
         return CompactionPlan(first, last, tuple(s for s in sorted(kept) if first <= s <= last))
     return None
 

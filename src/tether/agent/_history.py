@@ -197,9 +197,14 @@ class Conversation:
         """The latest ``assistant/message``."""
         return self._reply
 
-    def surface_seqs_before(self, seq: int) -> list[int]:
-        """The seqs of the surface events before ``seq``, in order."""
-        return self._surface_seqs[: bisect_left(self._surface_seqs, seq)]
+    def surface_count(self, start: int, stop: int) -> int:
+        """How many surface events stand at ``start`` or later and before ``stop``."""
+        seqs = self._surface_seqs
+        return max(0, bisect_left(seqs, stop) - bisect_left(seqs, start))
+
+    def first_surface(self, skipping: set[int]) -> int | None:
+        """The seq of the first surface event not in ``skipping``."""
+        return next((seq for seq in self._surface_seqs if seq not in skipping), None)
 
     def user_seqs_between(self, after: int, before: int) -> list[int]:
         """The seqs of the ``user/message`` events strictly between ``after`` and ``before``."""
