@@ -2,11 +2,11 @@
 (``policy/_approval.py``), for every tool call (:func:`screen`) and for every ask
 (:func:`verdict`).
 
-What binds a session (:func:`binding_rules`): the composition's configured rules
-(:class:`PermissionRules`, service ``permission_rules``: the user's ``tether.toml``, the user's
-``allowed-always`` rules for the workspace, a trusted workspace ``tether.toml`` and trusted
-``.claude/settings*.json``), then the rules its log captured at delegation
-(``permission/rules``). A delegated child is bound by every ``deny`` and ``ask`` rule and by
+What binds a session (:func:`binding_rules`): the rules its log captured at delegation
+(``permission/rules``), and the composition's configured rules (:class:`PermissionRules`,
+service ``permission_rules``: the user's ``tether.toml``, the user's ``allowed-always`` rules
+for the workspace, a trusted workspace ``tether.toml`` and trusted ``.claude/settings*.json``).
+A delegated child is bound by every ``deny`` and ``ask`` rule and by
 no ``allow`` rule, and it holds no grant (``docs/decisions/0056``).
 
 The precedence, the same whatever a rule's source (``docs/decisions/0057``):
@@ -178,9 +178,10 @@ def is_child(session: Session) -> bool:
 
 
 def binding_rules(service: PermissionRules | None, session: Session) -> list[PermissionRule]:
-    """The rules that bind ``session``: the composition's and its log's, without any
-    ``allow`` rule for a delegated child."""
-    rules = [*(service.rules() if service is not None else ()), *captured_rules(session)]
+    """The rules that bind ``session``: its log's (a child's capture, cited first: that is
+    why it is bound) and the composition's, without any ``allow`` rule for a delegated
+    child."""
+    rules = [*captured_rules(session), *(service.rules() if service is not None else ())]
     if is_child(session):
         return [rule for rule in rules if rule.decision != "allow"]
     return rules
@@ -192,7 +193,10 @@ def capture_for_child(
     """The ``permission/rules`` a child of ``parent`` is given: every ``deny`` and ``ask``
     rule that binds the parent now (``None``: there is none)."""
     kept: dict[tuple[str, str], RuleCited] = {}
-    for rule in binding_rules(service, parent):
+    # The configured rules, not the always ones (allow rules all): no file is read here, so a
+    # delegation stays synchronous and cheap.
+    configured = service.configured if service is not None else ()
+    for rule in (*configured, *captured_rules(parent)):
         if rule.decision != "allow":
             cited = cite(rule)
             kept.setdefault((cited.decision, cited.rule), cited)
