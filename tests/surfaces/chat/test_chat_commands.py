@@ -53,10 +53,21 @@ async def test_permission_switch_is_recorded_and_widens_the_next_turn(tmp_path: 
         first = await chat.turn("write outside")
         assert "[sandbox: file access denied under workspace-write mode]" in first
         assert not outside.exists()
-        shown = await chat.command("/permission", "danger-full-access\n")
+        shown = await chat.command("/permission", "#presets).\n")
         assert shown.splitlines() == [
             "permission preset: workspace-write (sandbox workspace-write, approval ask)",
-            "presets: workspace-write, danger-full-access",
+            "presets (/permission NAME switches to one):",
+            "  * workspace-write     sandbox workspace-write, approval ask: edit the workspace "
+            "and run commands there; ask for anything wider",
+            "    read-only           sandbox read-only, approval ask: read anything, change "
+            "nothing; ask for anything wider",
+            "    plan                sandbox read-only, approval ask: read-only, and the model "
+            "plans the task instead of doing it",
+            "    danger-full-access  sandbox danger-full-access, approval never: no sandbox and "
+            "no questions",
+            "Codex: Read Only = read-only, Auto = workspace-write, Full Access = "
+            "danger-full-access. Claude Code: default = workspace-write, plan = plan, "
+            "bypassPermissions = danger-full-access (docs/guide-permissions.md#presets).",
         ]
         before = len(root.session)
         shown = await chat.command("/permission danger-full-access", "delegation.\n")
@@ -79,7 +90,7 @@ async def test_permission_switch_is_recorded_and_widens_the_next_turn(tmp_path: 
         bad = await chat.command("/permission bogus", "\n")
         assert bad == (
             "/permission: unknown permission preset 'bogus' "
-            "(presets: workspace-write, danger-full-access)\n"
+            "(presets: workspace-write, read-only, plan, danger-full-access)\n"
         )
         second = await chat.turn("write outside again")
         assert "  → Wrote 1 byte to ../outside.txt" in second

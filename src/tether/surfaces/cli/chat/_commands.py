@@ -44,6 +44,13 @@ KEYS_HELP: Final = (
 )
 
 
+PRESET_MAPPING: Final = (
+    "Codex: Read Only = read-only, Auto = workspace-write, Full Access = danger-full-access. "
+    "Claude Code: default = workspace-write, plan = plan, bypassPermissions = "
+    "danger-full-access (docs/guide-permissions.md#presets)."
+)
+
+
 class CommandError(TetherError):
     code = "CHAT_COMMAND"
 
@@ -84,7 +91,14 @@ async def _permission(host: CommandHost, arg: str) -> None:
     if not arg:
         current = service.current(root.session)
         host.console.print(Text(f"permission preset: {_describe_preset(service, current)}"))
-        host.console.print(Text(f"presets: {', '.join(service.table)}", style="dim"))
+        host.console.print(Text("presets (/permission NAME switches to one):", style="dim"))
+        width = max(len(name) for name in service.table)
+        for name, row in service.table.items():
+            mark = "*" if name == current else " "
+            knobs = f"sandbox {row.sandbox.value}, approval {row.approval.value}"
+            summary = f": {row.summary}" if row.summary else ""
+            host.console.print(Text(f"  {mark} {name.ljust(width)}  {knobs}{summary}", style="dim"))
+        host.console.print(Text(PRESET_MAPPING, style="dim"))
         return
     name = arg.split()[0]
     if not service.set_preset(root, name):
