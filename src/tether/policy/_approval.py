@@ -159,15 +159,21 @@ class GrantChoices:
         return (ApprovalOutcome.ALLOWED_ONCE, *wider, *always)
 
     def pick(self, wanted: GrantScope | ScopeKind | None) -> GrantScope | None:
-        """The offered scope ``wanted`` names (a kind, or a scope equal to an offer; ``None``:
-        the narrowest), else ``None``: a scope that was not offered is refused, never
-        narrowed."""
+        """The offered scope ``wanted`` names: the first offer of a kind, or the offer with
+        that kind and rule (a target mode, when it names one, must be the offer's); ``None``
+        picks the narrowest. A scope that was not offered gives ``None``: it is refused,
+        never narrowed."""
         if not self.scopes:
             return None
         if wanted is None:
             return self.scopes[0]
         for scope in self.scopes:
-            if scope == wanted or scope.kind == wanted:
+            if isinstance(wanted, GrantScope):
+                if (scope.kind, scope.rule) == (wanted.kind, wanted.rule) and (
+                    wanted.target_mode in (None, scope.target_mode)
+                ):
+                    return scope
+            elif scope.kind == wanted:
                 return scope
         return None
 

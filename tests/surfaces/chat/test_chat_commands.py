@@ -14,10 +14,11 @@ from tether.session.persistence import open_persistence
 
 async def test_help_lists_every_command(tmp_path: Path) -> None:
     async with open_chat(tmp_path, [root_steps({"text": "hi"})]) as chat:
-        shown = await chat.command("/help", "Enter rejects.\n")
+        shown = await chat.command("/help", "r or Enter rejects.\n")
         await chat.quit()
     assert shown.splitlines() == [
         "/permission [PRESET]  show the session's permission preset, or switch to PRESET",
+        "/grants [revoke ID]   the grants and permission rules in force, or revoke a grant",
         "/agents               the lineage tree: every subagent of this session and its "
         "recorded scope",
         "/approvals            approvals waiting for an answer (this chat and the whole store)",
@@ -27,7 +28,8 @@ async def test_help_lists_every_command(tmp_path: Path) -> None:
         "/help                 this list",
         "/quit                 leave (also Ctrl-D)",
         "Ctrl-C cancels a running turn (the session goes on); twice within 2s, or at an empty "
-        "prompt, quits. When an approval is asked: a allows once, r or Enter rejects.",
+        "prompt, quits. When an approval is asked: a allows once, s for the session and w "
+        "always (where offered), r or Enter rejects.",
     ]
 
 

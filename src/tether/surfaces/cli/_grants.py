@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import getpass
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
 
@@ -51,6 +51,7 @@ app = typer.Typer(
 )
 
 REVOKED_BY = "tether grants revoke"
+HEADINGS: Final = ["ID", "KIND", "DECISION", "RULE", "ESCALATE", "FROM", "SINCE", "BY"]
 
 WorkspaceOption = Annotated[
     str,
@@ -105,7 +106,7 @@ class Row:
         }
 
 
-def _held_row(grant: Held) -> Row:
+def held_row(grant: Held) -> Row:
     return Row(
         grant.id,
         grant.kind,
@@ -118,7 +119,7 @@ def _held_row(grant: Held) -> Row:
     )
 
 
-def _rule_row(rule: PermissionRule) -> Row:
+def rule_row(rule: PermissionRule) -> Row:
     return Row(
         "",
         "rule",
@@ -148,7 +149,7 @@ def list_grants(
     when, granted by."""
     rules = _rules(workspace, store)
     grants = run(_session_grants(store, workspace, session, rules))
-    rows = [_held_row(g) for g in grants] + [_rule_row(r) for r in rules.configured]
+    rows = [held_row(g) for g in grants] + [rule_row(r) for r in rules.configured]
     if as_json:
         print_json([row.to_dict() for row in rows])
         return
@@ -159,8 +160,7 @@ def list_grants(
     if not rows:
         write_text("no grants and no permission rules\n")
         return
-    headings = ["ID", "KIND", "DECISION", "RULE", "ESCALATE", "FROM", "SINCE", "BY"]
-    write_text(table(headings, [row.cells() for row in rows]))
+    write_text(table(HEADINGS, [row.cells() for row in rows]))
 
 
 def _rules(workspace: str, store: str | None) -> PermissionRules:
@@ -249,4 +249,4 @@ def _revoker() -> str:
         return REVOKED_BY
 
 
-__all__ = ["app", "configured_rules"]
+__all__ = ["HEADINGS", "Row", "app", "configured_rules", "held_row", "rule_row"]
