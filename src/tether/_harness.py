@@ -46,6 +46,7 @@ from tether.model import ModelClient
 from tether.model._settings import load_model_config, resolve_model
 from tether.policy._approval import (
     APPROVAL_SERVICE,
+    Answer,
     ApprovalReply,
     ApprovalRequest,
     register_answerer,
@@ -73,7 +74,9 @@ from tether.tools._jobs import JOBS_SERVICE
 from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
 from tether.tools.fs import file_tools
 
-ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
+ApproverFn = Callable[[ApprovalRequest], Awaitable[str | Answer] | str | Answer]
+"""A Python answerer: an outcome's value, or an :class:`Answer` (one that grants may choose
+its scope among ``request.choices``)."""
 
 DEFAULT_PRESET = "workspace-write"
 
@@ -480,8 +483,10 @@ class Harness:
         return self.root
 
 
-def _answerer(fn: ApproverFn) -> Callable[[ApprovalRequest, Next[ApprovalReply]], Awaitable[str]]:
-    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
+def _answerer(
+    fn: ApproverFn,
+) -> Callable[[ApprovalRequest, Next[ApprovalReply]], Awaitable[str | Answer]]:
+    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str | Answer:
         value = fn(request)
         return await value if isinstance(value, Awaitable) else value
 
