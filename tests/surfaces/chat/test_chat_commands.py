@@ -68,8 +68,9 @@ async def test_permission_switch_is_recorded_and_widens_the_next_turn(tmp_path: 
             "    danger-full-access  sandbox danger-full-access, approval never: no sandbox and "
             "no questions",
             "Codex: Read Only = read-only, Auto = workspace-write, Full Access = "
-            "danger-full-access. Claude Code: default = workspace-write, plan = plan, "
-            "bypassPermissions = danger-full-access (docs/guide-permissions.md#presets).",
+            "danger-full-access. Claude Code: acceptEdits = workspace-write (default: with the "
+            "ask_tools plugin), plan = plan, bypassPermissions = danger-full-access "
+            "(docs/guide-permissions.md#presets).",
         ]
         before = len(root.session)
         shown = await chat.command("/permission danger-full-access", "delegation.\n")

@@ -50,8 +50,8 @@ KEYS_HELP: Final = (
 
 PRESET_MAPPING: Final = (
     "Codex: Read Only = read-only, Auto = workspace-write, Full Access = danger-full-access. "
-    "Claude Code: default = workspace-write, plan = plan, bypassPermissions = "
-    "danger-full-access (docs/guide-permissions.md#presets)."
+    "Claude Code: acceptEdits = workspace-write (default: with the ask_tools plugin), plan = "
+    "plan, bypassPermissions = danger-full-access (docs/guide-permissions.md#presets)."
 )
 
 
