@@ -315,3 +315,34 @@ def test_a_workspace_allow_never_widens_a_users_deny(tmp_path: Path) -> None:
     assert contents[0].startswith('Error: tool "bash" is refused by the deny rule "Bash(touch:*)"')
     assert contents[1] == "ok"  # the workspace's allow skipped the ask_tools question
     assert requests(log) == [] and not (ws / "out" / "x").exists()
+
+
+def test_an_escalate_rule_allows_that_escalation_and_no_wider(tmp_path: Path) -> None:
+    write_user_config('[permissions.escalate]\nworkspace-write = ["Bash(touch out/x)"]\n')
+    ws = workspace(tmp_path)
+    (ws / "out").mkdir()
+    command, log = approver(tmp_path, "rejected")
+
+    def escalate(cmd: str, mode: str) -> dict[str, Any]:
+        return call("bash", command=cmd, sandbox_permissions=mode, justification="needed")
+
+    model = script(
+        tmp_path / "s.json",
+        [escalate("touch out/x", "workspace-write"), escalate("touch out/x", "danger-full-access"),
+         call("bash", command="touch out/y"), {"text": "done"}],
+    )  # fmt: skip
+    done = tether(
+        *run_args(model, ws, f"sqlite:///{tmp_path / 's.db'}", "--sandbox", "read-only",
+                  "--approval", "ask", "--approver", command)
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = JsonRun(done)
+    decided = result.of_type(result.root, "approval/decided")
+    assert [(d["outcome"], d.get("decided_by")) for d in decided] == [
+        ("allowed-once", "rule"),
+        ("rejected", None),
+    ]
+    assert decided[0]["rule"]["escalate"] == "workspace-write"
+    assert (ws / "out" / "x").exists()
+    assert not (ws / "out" / "y").exists()  # without the escalation it runs read-only
+    assert [r["action"].get("sandbox_permissions") for r in requests(log)] == ["danger-full-access"]

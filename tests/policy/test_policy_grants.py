@@ -434,3 +434,28 @@ async def test_a_grant_decides_under_never_but_a_child_is_never_allowed(ws: Path
     service.set_approval_policy(child.session, "never", "delegation")
     assert await service.request(bash(child, "ls -la")) is ApprovalOutcome.REJECTED
     assert asked == []
+
+
+async def test_a_grant_for_an_escalation_covers_it_and_narrower_never_wider(ws: Path) -> None:
+    kernel, asked = composition(ws, reply=Answer("allowed-for-session", "me", "prefix"))
+    service = approval_of(kernel)
+    agent = root(ws)
+    ww, full = SandboxMode.WORKSPACE_WRITE, SandboxMode.DANGER_FULL_ACCESS
+    assert await service.request(bash(agent, "make all", target_mode=ww)) is (
+        ApprovalOutcome.ALLOWED_FOR_SESSION
+    )
+    [grant] = session_grants(agent.session)
+    assert grant.scope == GrantScope("prefix", "Bash(make all:*)", ww)
+    assert await service.request(bash(agent, "make all -j", target_mode=ww)) is (
+        ApprovalOutcome.ALLOWED_ONCE
+    )
+    assert await service.request(bash(agent, "make all")) is ApprovalOutcome.ALLOWED_ONCE
+    assert len(asked) == 1
+    await service.request(bash(agent, "make all", target_mode=full))  # wider: asked
+    assert len(asked) == 2
+    # a grant without a target mode never decides an escalation
+    plain_kernel, plain_asked = composition(ws, reply=Answer("allowed-for-session", "me", "tool"))
+    other = root(ws, sid="other")
+    await approval_of(plain_kernel).request(bash(other, "ls"))
+    await approval_of(plain_kernel).request(bash(other, "ls", target_mode=ww))
+    assert len(plain_asked) == 2

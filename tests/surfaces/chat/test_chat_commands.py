@@ -259,3 +259,55 @@ async def test_compact_summarises_the_conversation_and_says_so(tmp_path: Path) -
     )
     assert "Still here." in answer
     assert ("context/compacted", data) in stored
+
+
+async def test_grants_lists_what_was_granted_and_revoke_ends_it(tmp_path: Path) -> None:
+    agents = [
+        root_steps(
+            {"tool_calls": [call("write", path="t.txt", content="1")]},
+            {"text": "one"},
+            {"tool_calls": [call("write", path="t.txt", content="2")]},
+            {"text": "two"},
+            {"tool_calls": [call("write", path="t.txt", content="3")]},
+            {"text": "three"},
+        )
+    ]
+    async with open_chat(tmp_path, agents) as chat:
+        root = chat.app.root
+        chat.type("first\r")
+        await chat.wait_for("Reject (default) > ")
+        chat.type("s")
+        await chat.turn_end()
+        await chat.turn("second")  # decided by the grant: no question
+        grant = next(d for t, d in events_of(chat.harness, root.id) if t == "approval/grant")
+        shown = await chat.command("/grants", "ends a grant.\n")
+        lines = shown.splitlines()
+        assert lines[0].split() == [
+            "ID",
+            "KIND",
+            "DECISION",
+            "RULE",
+            "ESCALATE",
+            "FROM",
+            "SINCE",
+            "BY",
+        ]
+        assert lines[1].split()[:5] == [grant["id"], "session", "allow", "Write(./t.txt)", root.id]
+        revoked = await chat.command(f"/grants revoke {grant['id'][:8]}", "Write(./t.txt)\n")
+        assert revoked == f"revoked session grant {grant['id']}: Write(./t.txt)\n"
+        revoke_event = events_of(chat.harness, root.id)[-1]
+        assert revoke_event[0] == "approval/grant-revoked"
+        assert revoke_event[1]["by"].startswith("/grants in tether chat")
+        missing = await chat.command("/grants revoke nope", "lists them\n")
+        assert missing.startswith("/grants: grant 'nope' is not a grant in force")
+        chat.type("third\r")
+        await chat.wait_for("Reject (default) > ")  # asked again
+        chat.type("r")
+        await chat.turn_end()
+        decided = [d for t, d in events_of(chat.harness, root.id) if t == "approval/decided"]
+        await chat.quit()
+    assert [(d["outcome"], d.get("decided_by")) for d in decided] == [
+        ("allowed-for-session", None),
+        ("allowed-once", "grant"),
+        ("rejected", None),
+    ]
