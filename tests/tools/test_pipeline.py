@@ -325,6 +325,9 @@ class ForeignDecision:
 class ForeignApproval:
     """Another implementation of the ``approval`` service, answering outside the vocabulary."""
 
+    def screens(self, session: Any) -> bool:
+        return True
+
     async def screen(self, request: Any) -> Screened:
         return Screened()
 

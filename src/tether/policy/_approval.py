@@ -87,6 +87,7 @@ from tether.policy._modes import (
     parse_policy_source,
 )
 from tether.policy._permissions import (
+    NO_VERDICT,
     PERMISSION_RULES,
     Verdict,
     binding_rules,
@@ -647,6 +648,8 @@ class ApprovalService:
 
     def _verdict(self, req: ApprovalRequest, session: Session, *, may_allow: bool) -> Verdict:
         rules = binding_rules(self._ctx.get(PERMISSION_RULES), session)
+        if not rules and (not may_allow or session.last(ApprovalGranted.TYPE) is None):
+            return NO_VERDICT  # nothing could decide: no need to know the call's facts
         facts = call_facts(req.tool_name, req.action, req.target_mode, self._workspace(session))
         return verdict(rules, session, facts, may_allow=may_allow)
 
@@ -710,6 +713,12 @@ class ApprovalService:
             log.warning("approval: the always rule could not be kept: %s", err)
             return decision._replace(rule_error=str(err))
         return decision._replace(rule_id=stored.id)
+
+    def screens(self, session: Session) -> bool:
+        """Whether any permission rule binds ``session``, so :meth:`screen` has anything to say
+        of its calls (a caller may skip describing a call to it otherwise). Raises when the
+        session's captured rules cannot be read."""
+        return bool(binding_rules(self._ctx.get(PERMISSION_RULES), session))
 
     async def screen(self, req: ApprovalRequest) -> Screened:
         """What the permission rules say of a tool call before its hooks and gates decide:

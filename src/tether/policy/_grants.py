@@ -21,8 +21,10 @@ its log is not folded at all (``docs/decisions/0056-grants-never-reach-children.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from tether.errors import TetherError
 from tether.policy._errors import (
@@ -115,11 +117,29 @@ def scope_offers(facts: CallFacts) -> tuple[GrantScope, ...]:
     return tuple(offers)
 
 
+@dataclass(slots=True)
+class _Folded:
+    """How far a live session's log was folded, and what it held there."""
+
+    length: int
+    granted: dict[str, SessionGrant]
+
+
+_FOLDED: Final[weakref.WeakKeyDictionary[Session, _Folded]] = weakref.WeakKeyDictionary()
+"""Per live session: a log only grows, so each ask folds only the events since the last."""
+
+
 def session_grants(session: Session) -> list[SessionGrant]:
     """The grants that decide ``session``'s later asks, oldest first (:func:`fold_grants`)."""
-    if session.last(ApprovalGranted.TYPE) is None:
+    if session.last(ApprovalGranted.TYPE) is None or session.header.delegation_depth > 0:
         return []
-    return fold_grants(session.header, session.events)
+    folded = _FOLDED.get(session)
+    if folded is None:
+        folded = _FOLDED[session] = _Folded(0, {})
+    events = session.events
+    _fold_into(folded.granted, (events[i] for i in range(folded.length, len(events))))
+    folded.length = len(events)
+    return list(folded.granted.values())
 
 
 def fold_grants(header: SessionHeader, events: Iterable[Event]) -> list[SessionGrant]:
@@ -129,6 +149,11 @@ def fold_grants(header: SessionHeader, events: Iterable[Event]) -> list[SessionG
     if header.delegation_depth > 0:
         return []
     granted: dict[str, SessionGrant] = {}
+    _fold_into(granted, events)
+    return list(granted.values())
+
+
+def _fold_into(granted: dict[str, SessionGrant], events: Iterable[Event]) -> None:
     for event in events:
         if event.type == ApprovalGranted.TYPE:
             try:
@@ -147,7 +172,6 @@ def fold_grants(header: SessionHeader, events: Iterable[Event]) -> list[SessionG
                     "cannot be known"
                 ) from err
             granted.pop(revoked.id, None)
-    return list(granted.values())
 
 
 def revoke_session_grant(session: Session, grant: SessionGrant, by: str) -> None:

@@ -27,6 +27,7 @@ says so, :mod:`tether.policy._rule_sources`).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import shlex
@@ -38,7 +39,12 @@ from typing import Final, Literal, TypeAlias, get_args
 
 from tether.policy._errors import InvalidPermissionRuleError
 from tether.policy._modes import SandboxMode, is_strictly_wider
-from tether.policy._shell_words import command_segments, plain_words, starts_with
+from tether.policy._shell_words import (
+    command_segments,
+    plain_words,
+    segment_programs,
+    starts_with,
+)
 
 RuleDecision: TypeAlias = Literal["deny", "ask", "allow"]
 """What a rule decides, strongest first: the precedence order."""
@@ -125,12 +131,18 @@ class CallFacts:
 class AnyCall:
     """``Tool`` or ``Tool(*)``."""
 
+    def covers(self, facts: CallFacts, *, strict: bool) -> bool:
+        return True
+
 
 @dataclass(frozen=True, slots=True)
 class ExactCommand:
     """``Bash(text)``: that command string."""
 
     text: str
+
+    def covers(self, facts: CallFacts, *, strict: bool) -> bool:
+        return _covers_exact(self.text, facts.command, strict=strict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +151,9 @@ class CommandPrefix:
 
     words: tuple[str, ...]
 
+    def covers(self, facts: CallFacts, *, strict: bool) -> bool:
+        return _covers_prefix(self.words, facts.command, strict=strict)
+
 
 @dataclass(frozen=True, slots=True)
 class PathPattern:
@@ -146,12 +161,20 @@ class PathPattern:
 
     pattern: str
 
+    def covers(self, facts: CallFacts, *, strict: bool) -> bool:
+        return _covers_path(self.pattern, facts, strict=strict)
+
 
 @dataclass(frozen=True, slots=True)
 class Unsupported:
     """A specifier this module cannot read; ``problem`` says why."""
 
     problem: str
+
+    def covers(self, facts: CallFacts, *, strict: bool) -> bool:
+        # Fail closed: a deny or ask covers its whole tool, an allow nothing (the loader says
+        # so when it reads one).
+        return not strict
 
 
 Matcher: TypeAlias = AnyCall | ExactCommand | CommandPrefix | PathPattern | Unsupported
@@ -193,19 +216,7 @@ class PermissionRule:
             and (self.escalate is None or is_strictly_wider(facts.target_mode, self.escalate))
         ):
             return False  # an allow covers an escalation only up to the mode it names
-        match self.matcher:
-            case AnyCall():
-                return True
-            case ExactCommand(text):
-                return _covers_exact(text, facts.command, strict=strict)
-            case CommandPrefix(words):
-                return _covers_prefix(words, facts.command, strict=strict)
-            case PathPattern(pattern):
-                return _covers_path(pattern, facts, strict=strict)
-            case Unsupported():
-                # Fail closed: a deny or ask covers its whole tool, an allow nothing (the
-                # loader says so when it reads one).
-                return not strict
+        return self.matcher.covers(facts, strict=strict)
 
     def describe(self) -> str:
         return describe_rule(self.decision, self.text, self.origin, self.file, self.escalate)
@@ -236,8 +247,9 @@ def _covers_exact(text: str, command: str | None, *, strict: bool) -> bool:
         return True
     if strict:
         return False
-    wanted = plain_words(text) or tuple(text.split())
-    wanted = _program(wanted)
+    wanted = _program(plain_words(text) or tuple(text.split()))
+    if not wanted or wanted[0] not in segment_programs(command):
+        return False
     return any(words == wanted for words in command_segments(command))
 
 
@@ -248,9 +260,12 @@ def _covers_prefix(prefix: tuple[str, ...], command: str | None, *, strict: bool
         words = plain_words(command)
         return words is not None and starts_with(words, prefix)
     wanted = _program(prefix)
+    if not wanted or wanted[0] not in segment_programs(command):
+        return False  # the common case, without reading every segment
     return any(starts_with(words, wanted) for words in command_segments(command))
 
 
+@functools.lru_cache(maxsize=1024)
 def _program(words: tuple[str, ...]) -> tuple[str, ...]:
     """``words`` with the program's directory dropped, as :func:`command_segments` reads."""
     if not words:

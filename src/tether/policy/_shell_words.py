@@ -26,6 +26,7 @@ covers").
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -57,6 +58,7 @@ def _is_control(ch: str) -> bool:
     return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn")
 
 
+@functools.lru_cache(maxsize=256)
 def plain_words(command: str) -> tuple[str, ...] | None:
     """The words of ``command`` when it is one plain command, else ``None`` (see the module
     docstring for what plain means)."""
@@ -97,8 +99,10 @@ def _candidates(words: list[str]) -> list[tuple[str, ...]]:
     return found
 
 
-def command_segments(command: str, _depth: int = 0) -> list[tuple[str, ...]]:
-    """Every simple command ``command`` may run, as words (see the module docstring)."""
+@functools.lru_cache(maxsize=256)
+def command_segments(command: str, _depth: int = 0) -> tuple[tuple[str, ...], ...]:
+    """Every simple command ``command`` may run, as words (see the module docstring). Kept for
+    the last commands read: every rule of a call reads the same string."""
     found: list[tuple[str, ...]] = []
     for part in _SPLIT.split(command):
         for words in dict.fromkeys(_candidates(_words(part))):
@@ -113,7 +117,13 @@ def command_segments(command: str, _depth: int = 0) -> list[tuple[str, ...]]:
                 inner = " ".join(words[1:])
             if inner:
                 found += command_segments(inner, _depth + 1)
-    return found
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=256)
+def segment_programs(command: str) -> frozenset[str]:
+    """The programs (first words) of :func:`command_segments`, to rule most rules out at once."""
+    return frozenset(words[0] for words in command_segments(command))
 
 
 def starts_with(words: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
@@ -126,5 +136,6 @@ __all__ = [
     "WRAPPERS",
     "command_segments",
     "plain_words",
+    "segment_programs",
     "starts_with",
 ]

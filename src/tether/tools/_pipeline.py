@@ -257,14 +257,16 @@ class ToolRuntime:
         approval = self.ctx.get(APPROVAL_SERVICE)
         if approval is None or call.agent is None:
             return PreDecision.allow()
-        request = ApprovalRequest(
-            call.agent,
-            call.name,
-            call_id=call.call_id,
-            signal=call.signal,
-            action=describe_action(call),
-        )
         try:
+            if not approval.screens(call.agent.session):
+                return PreDecision.allow()  # no rule binds it: nothing to describe the call to
+            request = ApprovalRequest(
+                call.agent,
+                call.name,
+                call_id=call.call_id,
+                signal=call.signal,
+                action=describe_action(call),
+            )
             screened = await approval.screen(request)
         except Exception as err:
             return ToolResult.error(
