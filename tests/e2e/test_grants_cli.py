@@ -346,3 +346,38 @@ def test_an_escalate_rule_allows_that_escalation_and_no_wider(tmp_path: Path) ->
     assert (ws / "out" / "x").exists()
     assert not (ws / "out" / "y").exists()  # without the escalation it runs read-only
     assert [r["action"].get("sandbox_permissions") for r in requests(log)] == ["danger-full-access"]
+
+
+def test_an_ask_rule_asks_where_nothing_else_would_and_doctor_counts(tmp_path: Path) -> None:
+    write_user_config('[permissions]\nask = ["Bash(echo secret:*)"]\ndeny = ["Read(.env)"]\n')
+    command, log = approver(tmp_path, "allowed-for-session")
+    ws = workspace(tmp_path)
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    model = script(
+        tmp_path / "s.json",
+        [call("bash", command="echo plain"), call("bash", command="echo secret x"),
+         {"text": "done"}],
+    )  # fmt: skip
+    # no ask_tools: only the ask rule makes anything ask
+    done = tether(*run_args(model, ws, store, "--approver", command))
+    assert done.returncode == 0, done.stderr
+    result = JsonRun(done)
+    [asked] = result.of_type(result.root, "approval/asked")
+    assert asked["reason"].startswith('ask rule "Bash(echo secret:*)" (from ')
+    [request] = requests(log)
+    # an ask rule's question offers no grant: the answer that grants anyway is refused
+    assert request["outcomes"] == ["allowed-once", "rejected"] and request["scopes"] == []
+    decided = result.of_type(result.root, "approval/decided")[0]
+    assert decided["failure"]["kind"] == "scope-not-offered"
+    contents = [d["content"] for d in result.of_type(result.root, "tool/result")]
+    assert contents[0] == "plain" and contents[1].startswith('Error: tool "bash" requires')
+    doctor = tether("doctor", "--workspace", str(ws), "--store", store)
+    assert doctor.returncode == 0, doctor.stderr
+    lines = [
+        line for line in doctor.stdout.splitlines() if line.startswith(("permissions", "grants"))
+    ]
+    assert lines[0].startswith("permissions: ok: 2 rules (deny 1, ask 1, allow 0) from ")
+    assert lines[1] == (
+        f"grants: 0 session grants in the newest session of this workspace ({result.root}); "
+        "tether grants list shows them"
+    )
