@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tether.errors import TetherError
     from tether.kernel._config import PluginEntry
     from tether.kernel._workspace_trust import WorkspaceTrust
-    from tether.policy._approval import ApprovalRequest
+    from tether.policy._approval import Answer, ApprovalRequest
     from tether.policy._modes import ApprovalOutcome, ApprovalPolicy, SandboxMode
     from tether.session.persistence._base import Persistence
     from tether.session.persistence._factory import open_persistence
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from tether.tools._base import Tool, ToolArgs, ToolCall, ToolResult
 
 _HOMES: Final[dict[str, str]] = {
+    "Answer": "tether.policy._approval",
     "ApprovalOutcome": "tether.policy._modes",
     "ApprovalPolicy": "tether.policy._modes",
     "ApprovalRequest": "tether.policy._approval",
@@ -54,6 +55,7 @@ _HOMES: Final[dict[str, str]] = {
 """Where each public name is defined (its one home)."""
 
 __all__ = [
+    "Answer",
     "ApprovalOutcome",
     "ApprovalPolicy",
     "ApprovalRequest",

@@ -46,11 +46,20 @@ from tether.model import ModelClient
 from tether.model._settings import load_model_config, resolve_model
 from tether.policy._approval import (
     APPROVAL_SERVICE,
+    Answer,
     ApprovalReply,
     ApprovalRequest,
     register_answerer,
 )
 from tether.policy._modes import parse_approval_policy, parse_sandbox_mode
+from tether.policy._permissions import (
+    PERMISSION_RULES,
+    Held,
+    PermissionRules,
+    held_grants,
+    revoke,
+)
+from tether.policy._rule_sources import load_permission_rules
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider, rules_for
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
@@ -65,7 +74,9 @@ from tether.tools._jobs import JOBS_SERVICE
 from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
 from tether.tools.fs import file_tools
 
-ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
+ApproverFn = Callable[[ApprovalRequest], Awaitable[str | Answer] | str | Answer]
+"""A Python answerer: an outcome's value, or an :class:`Answer` (one that grants may choose
+its scope among ``request.choices``)."""
 
 DEFAULT_PRESET = "workspace-write"
 
@@ -187,6 +198,7 @@ class Harness:
             workspace_trust=workspace_trust,
         )
         inspected.require()
+        rules = load_permission_rules(inspected, env)
         root = inspected.root
         settings = inspected.agent
         if system_prompt is None:
@@ -216,6 +228,7 @@ class Harness:
         kernel = Kernel()
         session_store = SessionStore(persistence, leases=leases)
         kernel.ctx.provide(SESSIONS_SERVICE, session_store)
+        kernel.ctx.provide(PERMISSION_RULES, rules)
         try:
             kernel.load(
                 resolve_plugin("system_prompt"),
@@ -441,6 +454,27 @@ class Harness:
             if waiter is not None and not waiter.done():
                 await cancel_and_wait(waiter)
 
+    # -- grants and rules ----------------------------------------------------------------------
+    @property
+    def permission_rules(self) -> PermissionRules:
+        """The permission rules this harness decides by (``docs/guide-permissions.md``)."""
+        return self.ctx.require(PERMISSION_RULES)
+
+    def grants(self) -> list[Held]:
+        """The grants in force: the root session's (none before the first run), then the
+        user's always rules for this workspace."""
+        return held_grants(self.permission_rules, None if self.root is None else self.root.session)
+
+    async def revoke_grant(self, wanted: str, *, by: str = "Harness.revoke_grant") -> Held:
+        """Revoke a session grant of the root session, or one of the user's always rules for
+        this workspace, by its id or a unique prefix of it; a session grant's revocation is
+        flushed before returning. Raises ``GRANT_NOT_FOUND``."""
+        session = None if self.root is None else self.root.session
+        revoked = revoke(self.permission_rules, session, wanted, by=by)
+        if session is not None and revoked.kind == "session":
+            await self.store.flush(session)
+        return revoked
+
     async def _root_agent(self, resume: str | None) -> Agent:
         if self.root is None:
             self.root = (
@@ -449,8 +483,10 @@ class Harness:
         return self.root
 
 
-def _answerer(fn: ApproverFn) -> Callable[[ApprovalRequest, Next[ApprovalReply]], Awaitable[str]]:
-    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
+def _answerer(
+    fn: ApproverFn,
+) -> Callable[[ApprovalRequest, Next[ApprovalReply]], Awaitable[str | Answer]]:
+    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str | Answer:
         value = fn(request)
         return await value if isinstance(value, Awaitable) else value
 

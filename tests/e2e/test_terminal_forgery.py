@@ -133,7 +133,13 @@ def test_the_run_prompt_shows_tethers_facts_exact_and_the_models_text_inert(
             + escaped("J")
             + "  sandbox: read-only (the session's mode, unchanged)",
             f"  command: touch {outside}",
-            "  [a] Allow once   [r] Reject (default) > ",
+            "  grant scopes (s or w takes the first; s2, w3 … a wider one):",
+            f"    1. Bash(touch {outside}), escalating up to danger-full-access",
+            f"    2. Bash(touch {outside}:*), escalating up to danger-full-access",
+            "    3. Bash(touch:*), escalating up to danger-full-access",
+            "    4. Bash, escalating up to danger-full-access",
+            "  [a] Allow once   [s] Allow for this session   [w] Always allow in this workspace   "
+            "[r] Reject (default) > ",
         ]
     )
     pattern = re.escape(expected.encode()).replace(b"@@@@@@@@", rb"[0-9a-f]{8}")

@@ -30,9 +30,17 @@ def test_parse_reply(reply: str | None, outcome: str) -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(("answer", "written"), [(b"a\n", True), (b"r\n", False)])
+@pytest.mark.parametrize(
+    ("answer", "written", "said"),
+    [
+        (b"a\n", True, b"allowed-once"),
+        (b"r\n", False, b"rejected"),
+        (b"s2\n", True, b"allowed-for-session: Write(./**)"),
+        (b"w\n", True, b"allowed-always: Write(./t.txt)"),
+    ],
+)
 def test_prompt_at_the_terminal_decides_the_write(
-    tmp_path: Path, answer: bytes, written: bool
+    tmp_path: Path, answer: bytes, written: bool, said: bytes
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -85,9 +93,11 @@ def test_prompt_at_the_terminal_decides_the_write(
         assert b'Approval needed: tool "write"' in shown
         assert b'reason: run "write": t.txt' in shown
         assert b"path: t.txt" in shown
+        assert b"    1. Write(./t.txt)\r\n    2. Write(./**)\r\n    3. Write\r\n" in shown
+        assert b"[s] Allow for this session   [w] Always allow in this workspace" in shown
         os.write(master, answer)
         rest = read_until(master, b"finished", timeout=40)
-        assert (b"allowed-once" if written else b"rejected") in rest
+        assert said in rest
         assert proc.wait(timeout=30) == 0
     finally:
         proc.kill()

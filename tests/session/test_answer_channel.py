@@ -67,8 +67,8 @@ def test_messages_that_are_not_an_answer_are_refused_and_the_wait_goes_on(
     cases = [
         (offer("another-id"), "the message answers another approval"),
         (
-            offer(approval_id, outcome="allowed-always"),
-            "the outcome is not one of allowed-once, rejected",
+            offer(approval_id, outcome="allow_always"),
+            "the outcome is not one of allowed-once, allowed-for-session, allowed-always, rejected",
         ),
         (
             offer(approval_id, surface="sandbox"),

@@ -31,7 +31,7 @@ from typing import Final, Literal
 from tether.errors import TetherError
 from tether.session._peer_check import Peer, PeerProblem, PeerRefused, check_peer
 
-ANSWERS: Final = ("allowed-once", "rejected")
+ANSWERS: Final = ("allowed-once", "allowed-for-session", "allowed-always", "rejected")
 CLI_SURFACE: Final = "tether approvals answer"
 ANSWER_SURFACES: Final = (CLI_SURFACE,)
 """The tether surfaces that answer through the socket (chat answers in its own process)."""

@@ -18,10 +18,25 @@ WRITE_THEN_FINISH = [
 ]
 
 
+GRANT_LINES = [
+    "  grant scopes (s or w takes the first; s2, w3 … a wider one):",
+    "    1. Write(./t.txt)",
+    "    2. Write(./**)",
+    "    3. Write",
+]
+CHOICES_LINE = (
+    "  [a] Allow once   [s] Allow for this session   [w] Always allow in this workspace   "
+    "[r] Reject (default) > "
+)
+WROTE = "  → Wrote 1 byte to t.txt"
+
+
 @pytest.mark.parametrize(
     ("key", "outcome", "shown", "result"),
     [
-        ("a", "allowed-once", "  ✔ allowed once", "  → Wrote 1 byte to t.txt"),
+        ("a", "allowed-once", "  ✔ allowed once", WROTE),
+        ("s", "allowed-for-session", "  ✔ allowed for this session: Write(./t.txt)", WROTE),
+        ("w", "allowed-always", "  ✔ always allowed in this workspace: Write(./t.txt)", WROTE),
         ("r", "rejected", "  ✘ rejected", '  → Error: the user rejected tool "write"'),
         ("\r", "rejected", "  ✘ rejected", '  → Error: the user rejected tool "write"'),
     ],
@@ -46,10 +61,11 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
         "  written by the agent (escaped, in full):",
         '  reason: run "write": t.txt',
         "  path: t.txt",
-        "  [a] Allow once   [r] Reject (default) > ",
+        *GRANT_LINES,
+        CHOICES_LINE,
     ]
     assert rest.splitlines()[1:4] == [shown, result, "finished"]
-    assert (chat.workspace / "t.txt").exists() is (outcome == "allowed-once")
+    assert (chat.workspace / "t.txt").exists() is (result == WROTE)
     audit = [(t, d) for t, d in events if t in ("approval/asked", "approval/decided")]
     assert len(audit) == 2
     (asked_type, asked), (decided_type, decided) = audit
@@ -62,7 +78,17 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
         "action": {"tool": "write", "path": "t.txt"},
     }
     assert decided_type == "approval/decided"
-    assert decided == {"id": asked["id"], "outcome": outcome, "answered_by": answerer_name()}
+    granted = {"scope": {"kind": "exact", "rule": "Write(./t.txt)"}} if key in "sw" else {}
+    assert decided == {
+        "id": asked["id"],
+        "outcome": outcome,
+        "answered_by": answerer_name(),
+        **granted,
+    }
+    grants = [d for t, d in events if t == "approval/grant"]
+    assert [(g["outcome"], g["scope"]["rule"]) for g in grants] == (
+        [(outcome, "Write(./t.txt)")] if granted else []
+    )
 
 
 async def test_keys_typed_before_the_question_answer_nothing(tmp_path: Path) -> None:
@@ -149,7 +175,10 @@ async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> Non
         '  reason: Subagent approval: run "write" · Arguments: {"content": "from alpha"} · '
         "Path: a.txt\n"
         "  path: a.txt\n"
-        "  [a] Allow once   [r] Reject (default) > "
+        "  grant scopes (s or w takes the first; s2, w3 … a wider one):\n"
+        "    1. Write(./a.txt)\n"
+        "    2. Write(./**)\n"
+        "    3. Write\n" + CHOICES_LINE
     ) in shown
     assert 'Approval needed: tool "write"\n  sandbox: workspace-write (the session' in shown
     assert "│ [alpha] task: Write a.txt." in shown

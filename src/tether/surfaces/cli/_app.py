@@ -19,7 +19,11 @@ import typer
 
 from tether import __version__
 
-GROUPS: dict[str, str] = {"sessions": "_sessions", "approvals": "_approvals"}
+GROUPS: dict[str, str] = {
+    "sessions": "_sessions",
+    "approvals": "_approvals",
+    "grants": "_grants",
+}
 """Sub-command groups: name → module under ``tether.surfaces.cli`` exposing ``app``."""
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("_run", "run_command"),

@@ -1,8 +1,8 @@
 """``tether approvals``: see and answer pending approvals from any terminal.
 
-``list`` reads the store (never writes); ``answer ID allow|reject`` hands the answer to the
-run waiting for it with ``--approval-from store``, through the approval socket its wait marker
-in the store's answer box names (:mod:`tether.session._answer_box`).
+``list`` reads the store (never writes); ``answer ID allow|allow-session|allow-always|reject``
+hands the answer to the run waiting for it with ``--approval-from store``, through the approval
+socket its wait marker in the store's answer box names (:mod:`tether.session._answer_box`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,14 @@ from tether.surfaces.cli._id_prefix import unique_match
 
 app = typer.Typer(name="approvals", help="List and answer pending approvals.", no_args_is_help=True)
 
-WORDS = {"allow": "allowed-once", "reject": "rejected"}
+WORDS = {
+    "allow": "allowed-once",
+    "allow-session": "allowed-for-session",
+    "allow-always": "allowed-always",
+    "reject": "rejected",
+}
+"""The answers, as typed: a grant (``allow-session``, ``allow-always``) takes the narrowest
+scope the question offers."""
 
 
 @app.command("list")
@@ -80,12 +87,15 @@ async def _list(store: str | None) -> list[PendingRow]:
 @app.command("answer")
 def answer(
     approval_id: Annotated[str, typer.Argument(metavar="APPROVAL_ID")],
-    decision: Annotated[str, typer.Argument(metavar="allow|reject")],
+    decision: Annotated[str, typer.Argument(metavar="allow|allow-session|allow-always|reject")],
     store: StoreOption = None,
 ) -> None:
-    """Answer one pending approval (first answer wins)."""
+    """Answer one pending approval (first answer wins). allow-session and allow-always grant
+    the narrowest scope the question offers."""
     if decision not in WORDS:
-        raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
+        raise typer.BadParameter(
+            "answer with allow, allow-session, allow-always or reject", param_hint="DECISION"
+        )
     row, by = run(_answer(store, approval_id, WORDS[decision]))
     write_text(
         f"{printable(row.id)}: {WORDS[decision]} ({printable(row.tool_name)} in session "

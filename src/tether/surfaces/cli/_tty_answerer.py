@@ -2,9 +2,11 @@
 
 Used when stdin is a terminal and no ``--approver`` is given. It shows the question of
 :mod:`tether.surfaces.cli._approval_prompt` (tether's facts first, then what the agent wrote,
-escaped and in full), then reads one line: ``a``/``allow``/``y`` allows once; ``r``,
-``reject``, ``n`` or an empty line rejects (the safe default); end of input is
-``unavailable``. Questions are asked one at a time.
+escaped and in full), then reads one line: ``a``/``allow``/``y`` allows once; when the
+question offers grants, ``s`` allows for the session and ``w`` always, with the scope a number
+after it picks (:mod:`tether.surfaces.cli._grant_choice`); ``r``, ``reject``, ``n`` or an
+empty line rejects (the safe default); end of input is ``unavailable``. Questions are asked
+one at a time.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import TextIO
 from tether.kernel import Context, Disposable, Next
 from tether.kernel._printable import printable
 from tether.policy._approval import ApprovalReply, ApprovalRequest, register_answerer
+from tether.policy._events import GrantScope
 from tether.policy._modes import SandboxMode
 from tether.surfaces.cli._approval_prompt import question_lines, session_mode
+from tether.surfaces.cli._grant_choice import grant_answer, grant_labels, grant_lines
 from tether.tools._ask_user import USER_QUESTION, QuestionRequest
 
 ALLOW = frozenset({"a", "allow", "y", "yes"})
@@ -62,13 +66,22 @@ def register_tty_answerer(
     output = out or sys.stderr
     reader = read_line or _read_stdin
 
-    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
+    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> ApprovalReply:
         async with lock:
-            for line in describe(request, session_mode(ctx, request)):
+            for line in [*describe(request, session_mode(ctx, request)), *grant_lines(request)]:
                 print(line, file=output)
+            choices = "   ".join(["[a] Allow once", *grant_labels(request), "[r] Reject (default)"])
             while True:
-                print("  [a] Allow once   [r] Reject (default) > ", end="", file=output, flush=True)
-                outcome = parse_reply(await asyncio.to_thread(reader))
+                print(f"  {choices} > ", end="", file=output, flush=True)
+                reply = await asyncio.to_thread(reader)
+                granted = grant_answer(reply or "", request) if reply is not None else None
+                if granted is not None:
+                    assert isinstance(granted.scope, GrantScope)
+                    print(
+                        f"  → {granted.outcome}: {printable(granted.scope.describe())}", file=output
+                    )
+                    return granted
+                outcome = parse_reply(reply)
                 if outcome != "retry":
                     print(f"  → {outcome}", file=output)
                     return outcome

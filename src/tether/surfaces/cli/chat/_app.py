@@ -518,6 +518,14 @@ class ChatApp:
         for key in REJECT_KEYS:
             keys.add(key, filter=asking)(reject)
 
+        @keys.add("s", filter=asking)
+        def _for_session(_event: KeyPressEvent) -> None:
+            self.approvals.press("allowed-for-session")
+
+        @keys.add("w", filter=asking)
+        def _always(_event: KeyPressEvent) -> None:
+            self.approvals.press("allowed-always")
+
         @keys.add("enter", filter=typing & ~asking)
         def _submit(_event: KeyPressEvent) -> None:
             text = answer.text

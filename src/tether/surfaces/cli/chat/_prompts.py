@@ -4,8 +4,9 @@ questions answered with a typed line. One question at a time.
 The answerer registered by ``tether chat`` prints the question above the status area (laid out
 by :mod:`tether.surfaces.cli._approval_prompt`: the tool, the sandbox mode and who asks, with
 the asking session's lineage, then what the agent wrote, escaped and in full), then
-waits for a key read by the running turn's keyboard handler: ``a`` allows once; ``r`` or
-Enter rejects (the safe default). Keys pressed before a question is shown answer nothing, so
+waits for a key read by the running turn's keyboard handler: ``a`` allows once; ``s`` allows
+for the session and ``w`` always, with the narrowest scope, where the question offers grants
+(:mod:`tether.surfaces.cli._grant_choice`); ``r`` or Enter rejects (the safe default). Keys pressed before a question is shown answer nothing, so
 typing ahead can never approve an action the user has not seen.
 
 An ``ask_user`` question is answered by typing a line and pressing Enter; Ctrl-C cancels
@@ -29,19 +30,27 @@ from rich.text import Text
 from tether.kernel import Next
 from tether.kernel._printable import printable
 from tether.policy._approval import Answer, ApprovalReply, ApprovalRequest
+from tether.policy._events import GrantScope
 from tether.policy._modes import SandboxMode
 from tether.surfaces.cli._approval_prompt import question_lines
+from tether.surfaces.cli._grant_choice import grant_answer, grant_labels, grant_lines, offered
 from tether.surfaces.cli.chat._render import CHAT_ANSWERER, SessionDirectory
 from tether.tools._ask_user import QuestionRequest
 
-KeyAnswer = Literal["allowed-once", "rejected", "cancelled"]
-"""What a key (or an interrupt) answers: ``a``, ``r``/Enter, or Ctrl-C."""
+KeyAnswer = Literal[
+    "allowed-once", "allowed-for-session", "allowed-always", "rejected", "cancelled"
+]
+"""What a key (or an interrupt) answers: ``a``, ``s`` and ``w`` (a grant with the narrowest
+scope, where the question offers one), ``r``/Enter, or Ctrl-C."""
+GRANT_KEYS: Final[dict[str, str]] = {"allowed-for-session": "s", "allowed-always": "w"}
 
 ALLOW_KEYS: Final = ("a", "A")
 REJECT_KEYS: Final = ("r", "R", "enter")
 CHOICES: Final = "[a] Allow once   [r] Reject (default)"
 SHOWN: Final[dict[str, tuple[str, str]]] = {
     "allowed-once": ("✔ allowed once", "green"),
+    "allowed-for-session": ("✔ allowed for this session", "green"),
+    "allowed-always": ("✔ always allowed in this workspace", "green"),
     "rejected": ("✘ rejected", "red"),
     "cancelled": ("✘ cancelled", "yellow"),
 }
@@ -205,9 +214,10 @@ class ApprovalPrompt:
         return reply
 
     async def _ask(self, request: ApprovalRequest) -> Answer:
-        lines = describe(request, self.directory, self._mode_of(request))
+        lines = [*describe(request, self.directory, self._mode_of(request)), *grant_lines(request)]
         self.console.print(Text("\n".join(lines), style="bold"))
-        self.console.print(Text(f"  {CHOICES} > ", style="bold"))
+        choices = "   ".join(["[a] Allow once", *grant_labels(request), "[r] Reject (default)"])
+        self.console.print(Text(f"  {choices} > ", style="bold"))
         future: asyncio.Future[KeyAnswer] = asyncio.get_running_loop().create_future()
         self.current = OpenQuestion(request, future)
         self._changed()
@@ -219,6 +229,12 @@ class ApprovalPrompt:
         finally:
             self.current = None
             self._changed()
+        granted = grant_answer(GRANT_KEYS.get(outcome, ""), request, self.name)
+        if granted is not None and isinstance(granted.scope, GrantScope):
+            self.console.print(
+                Text(f"  {SHOWN[outcome][0]}: {printable(granted.scope.describe())}", style="green")
+            )
+            return granted
         self._show(outcome)
         return Answer(outcome, self.name)
 
@@ -227,9 +243,12 @@ class ApprovalPrompt:
         self.console.print(Text(f"  {text}", style=style))
 
     def press(self, outcome: KeyAnswer) -> bool:
-        """Answer the open approval question; ``False`` when none is open."""
+        """Answer the open approval question; ``False`` when none is open (or it offers no
+        such grant)."""
         question = self.current
         if question is None or question.answer.done():
+            return False
+        if outcome in GRANT_KEYS and outcome not in offered(question.request):
             return False
         question.answer.set_result(outcome)
         return True

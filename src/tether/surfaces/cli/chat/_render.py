@@ -49,7 +49,7 @@ from tether.policy._events import (
     PermissionPresetSet,
     SandboxModeSet,
 )
-from tether.policy._modes import ApprovalOutcome
+from tether.policy._modes import allows
 from tether.session import Event, JsonValue, Session
 from tether.subagents._descriptor import fold_descriptor
 from tether.subagents._events import Descriptor
@@ -348,8 +348,12 @@ class EventRenderer:
         answered_by = decided.answered_by
         if answered_by is not None and answered_by.startswith(CHAT_ANSWERER):
             return  # the prompt already showed the answer
-        granted = decided.outcome is ApprovalOutcome.ALLOWED_ONCE
+        granted = allows(decided.outcome)
         by = f" by {printable(answered_by)}" if answered_by is not None else ""
+        if decided.decided_by == "rule" and decided.rule is not None:
+            by = f' by {decided.rule.decision} rule "{printable(decided.rule.rule)}"'
+        elif decided.decided_by == "grant" and decided.scope is not None:
+            by = f" by the session grant {printable(decided.scope.describe())}"
         self.line(
             sid,
             Text(

@@ -1,0 +1,138 @@
+"""An agent cannot give itself a grant or a rule, on either backend (``tether run``, a scripted
+model, the real sandbox): not by writing the user's ``allowed-always`` rules file (the
+configuration directory is hidden from commands and file tools), and not by planting a
+``.claude/settings.json`` whose ``allow`` would skip the next run's questions (its rules apply
+only once the user trusted that content). The host is checked after every attempt."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sandbox_support import Host
+
+from cli_support import tether
+from tether.policy._rule_store import RULES_DIR, RuleStore
+
+pytestmark = pytest.mark.timeout(120)
+
+BACKENDS = [pytest.param("bwrap", marks=pytest.mark.bwrap), "landlock"]
+
+
+def env_for(host: Host, backend: str) -> dict[str, str]:
+    """The user's config dir under the host layout (outside /tmp, which bubblewrap replaces:
+    a write there would land in the command's own tmpfs and prove nothing)."""
+    return {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(host.top / "config"),
+        "TETHER_SANDBOX_DISABLE": "bwrap" if backend == "landlock" else "",
+    }
+
+
+def model(host: Host, steps: list[dict[str, Any]], name: str) -> Path:
+    path = host.top / name
+    path.write_text(json.dumps({"agents": [{"match": {}, "steps": steps}]}))
+    return path
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
+
+
+def write(path: str, content: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "write", "arguments": {"path": path, "content": content}}]}
+
+
+def run(host: Host, backend: str, script: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return tether(
+        "run",
+        "--model",
+        f"scripted:{script}",
+        "--workspace",
+        str(host.ws),
+        "--store",
+        f"jsonl://{host.top / 'store'}",
+        "--json",
+        *extra,
+        "go",
+        env=env_for(host, backend),
+    )
+
+
+def results(done: subprocess.CompletedProcess[str]) -> list[str]:
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return [str(e["data"]["content"]) for e in lines if e.get("type") == "tool/result"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_agent_cannot_write_the_users_rules_file(host: Host, backend: str) -> None:
+    config = host.top / "config" / "tether"
+    config.mkdir(parents=True)
+    (config / "tether.toml").write_text("# mine\n")  # as on a machine in use
+    rules = config / RULES_DIR
+    target = RuleStore(rules).path_for(str(host.ws))
+    body = json.dumps(
+        {
+            "version": 1,
+            "workspace": str(host.ws),
+            "rules": [{"id": "x", "rule": "Bash", "escalate": "danger-full-access",
+                       "added_at": 1, "session": None, "approval": None, "granted_by": None}],
+        }
+    )  # fmt: skip
+    steps = [
+        bash(f"mkdir -p {rules} && printf %s '{body}' > {target}"),
+        bash(f"cat {config}/tether.toml"),
+        write(str(target), body),
+        write(str(config / "tether.toml"), '[permissions]\nallow = ["Bash"]\n'),
+        {"text": "done"},
+    ]
+    before = host.snapshot(include_ws=False)
+    done = run(host, backend, model(host, steps, "plant.json"), "--sandbox", "workspace-write")
+    assert done.returncode == 0, done.stderr
+    out = results(done)
+    assert "[sandbox: file access denied under workspace-write mode]" in out[0], out[0]
+    assert "# mine" not in out[1]  # the directory is hidden: nothing in it can be read
+    assert out[2].startswith(f"Error: cannot write {target}: it is outside the workspace")
+    assert out[3].startswith(f"Error: cannot write {config / 'tether.toml'}: it is outside")
+    assert not rules.exists()
+    assert (config / "tether.toml").read_text() == "# mine\n"
+    after = host.snapshot(include_ws=False)
+    config_before = {k: v for k, v in before.items() if k.startswith(("config", "outside", "home"))}
+    config_after = {k: v for k, v in after.items() if k.startswith(("config", "outside", "home"))}
+    assert config_after == config_before
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_planted_claude_allow_skips_no_question_until_trusted(host: Host, backend: str) -> None:
+    settings = host.ws / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    # planted as an agent would if it could (a workspace-write agent cannot: .claude/ is a
+    # control path); the next run must still ask
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash", "Write"]}}))
+    log = host.outside / "asked"
+    approver = host.top / "reject.py"
+    approver.write_text(f"import sys\nopen({str(log)!r}, 'a').write('x')\nprint('rejected')\n")
+    steps = [bash("echo planted > out.txt"), {"text": "done"}]
+    done = run(
+        host,
+        backend,
+        model(host, steps, "ask.json"),
+        "--sandbox",
+        "workspace-write",
+        "--approval",
+        "ask",
+        "--plugin",
+        "ask_tools",
+        "--approver",
+        f"{sys.executable} {approver}",
+    )
+    assert done.returncode == 0, done.stderr
+    assert results(done) == ['Error: the user rejected tool "bash"']
+    assert log.read_text() == "x"  # asked, not allowed by the planted rule
+    assert not (host.ws / "out.txt").exists()
+    assert "has permissions rules (allow: 2) that are not applied" in done.stderr
