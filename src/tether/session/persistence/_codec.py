@@ -215,3 +215,15 @@ def check_contiguous(session_id: str, events: Sequence[Event]) -> None:
                 f"session {session_id!r}: append batch is not contiguous "
                 f"(seq {event.seq} at position {offset}, expected {first + offset})"
             )
+
+
+def check_first_batch(session_id: str, events: Sequence[Event]) -> None:
+    """Refuse a new session's first batch unless it is contiguous from seq 0 (before any
+    storage is touched); an empty one is fine."""
+    if not events:
+        return
+    check_contiguous(session_id, events)
+    if events[0].seq != 0:
+        raise SeqConflictError(
+            f"session {session_id!r}: a new session's first event is seq 0, not {events[0].seq}"
+        )
