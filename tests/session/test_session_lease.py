@@ -266,6 +266,14 @@ class GatedAppends:
         await self.gate.wait()
         await self.inner.create_with_events(header, events)  # type: ignore[attr-defined]
 
+    async def append_deferred(self, session_id: str, events: Sequence[Event]) -> None:
+        await self.gate.wait()
+        await self.inner.append_deferred(session_id, events)  # type: ignore[attr-defined]
+
+    async def create_deferred(self, header: SessionHeader, events: Sequence[Event]) -> None:
+        await self.gate.wait()
+        await self.inner.create_deferred(header, events)  # type: ignore[attr-defined]
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 

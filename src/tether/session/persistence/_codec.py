@@ -86,8 +86,21 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-loads: Callable[[str], object] = json.JSONDecoder(parse_constant=_reject_constant).decode
-"""Parse JSON text, refusing ``NaN`` and ``Infinity``; raises ``ValueError``."""
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_scan: Callable[[str, int], tuple[object, int]] = _decoder.scan_once  # type: ignore[attr-defined]
+
+
+def loads(text: str) -> object:
+    """Parse JSON text, refusing ``NaN`` and ``Infinity``; raises ``ValueError``.
+
+    A stored record is compact JSON: scanned from its first character to its last, it needs
+    none of ``decode``'s whitespace handling, which costs as much again. Anything else (space
+    around it, garbage after it, nothing) is ``decode``'s to accept or refuse."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return _decoder.decode(text)
+    return value if end == len(text) else _decoder.decode(text)
 
 
 def surface_op_text(value: JsonValue) -> str | None:
@@ -115,22 +128,23 @@ INVALID_RECORD = (ValueError, RecursionError, InvalidEventError)
 def decode_log(
     session_id: str,
     records: Sequence[R],
-    parse: Callable[[R], object],
+    decode: Callable[[R], Event],
     where: Callable[[int], str],
 ) -> DecodedLog:
-    """Validate ``records`` in order with :meth:`Event.from_dict`, applying the torn-tail rule.
+    """Validate ``records`` in order with ``decode``, applying the torn-tail rule.
 
-    ``parse`` turns a stored record into the raw envelope (raising ``ValueError`` when it is
-    unreadable); ``where(index)`` names a record's position for error messages.
+    ``decode`` turns a stored record into its event through :meth:`Event.from_dict` (or its
+    fast path, :func:`~tether.session._events.plain_event`), raising one of
+    :data:`INVALID_RECORD` when the record is unreadable or invalid; ``where(index)`` names a
+    record's position for error messages.
     """
     events: list[Event] = []
     append = events.append
-    from_dict = Event.from_dict
     for index, record in enumerate(records):
         try:
-            event = from_dict(parse(record))
+            event = decode(record)
         except INVALID_RECORD as err:
-            _require_torn(session_id, records, index, parse, where, err)
+            _require_torn(session_id, records, index, decode, where, err)
             return DecodedLog(events, len(records) - index)
         if event.seq != index:
             raise CorruptLogError(
@@ -145,13 +159,13 @@ def _require_torn(
     session_id: str,
     records: Sequence[R],
     first_bad: int,
-    parse: Callable[[R], object],
+    decode: Callable[[R], Event],
     where: Callable[[int], str],
     error: BaseException,
 ) -> None:
     for later in range(first_bad + 1, len(records)):
         try:
-            Event.from_dict(parse(records[later]))
+            decode(records[later])
         except UnknownEventTypeError:
             pass  # a complete record all the same
         except INVALID_RECORD:

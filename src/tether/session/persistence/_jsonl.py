@@ -239,7 +239,7 @@ class JsonlPersistence(WorkerBackend):
             header = _parse_header(session_id, data[: header_end - 1])
             lines = data[header_end:].split(b"\n")
             fragment = lines.pop()  # empty when the file ends with a newline
-            decoded = decode_log(session_id, lines, _parse_line, lambda i: f"line {i + 2}")
+            decoded = decode_log(session_id, lines, _line_event, lambda i: f"line {i + 2}")
             torn = decoded.torn + (1 if fragment else 0)
             closers, report = plan_repair(decoded.events, torn)
             if repair and report.changed:
@@ -347,6 +347,10 @@ def _parse_header(session_id: str | None, line: bytes, where: str | None = None)
 
 def _parse_line(line: bytes) -> object:
     return loads(line.decode("utf-8"))
+
+
+def _line_event(line: bytes) -> Event:
+    return Event.from_dict(_parse_line(line))
 
 
 def _scan_tail(session_id: str, data: bytes, header_end: int) -> tuple[int, int]:

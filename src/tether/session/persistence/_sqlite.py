@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final, Literal
 
-from tether.session._events import Event
+from tether.session._events import Event, plain_event
 from tether.session._header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._base import (
     CorruptLogError,
@@ -387,7 +387,7 @@ def read_snapshot(conn: sqlite3.Connection, session_id: str) -> tuple[SessionHea
         raise SessionNotFoundError(f"session {session_id!r} not found")
     header = _header(row)
     rows: builtins.list[_Row] = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
-    decoded = decode_log(session_id, rows, _parse_row, _where(rows))
+    decoded = decode_log(session_id, rows, _row_event, _where(rows))
     if decoded.torn and rows[len(decoded.events)][0] != len(decoded.events):
         # Deleting from the first damaged row's seq must not reach an intact row.
         kept = len(decoded.events)
@@ -428,9 +428,26 @@ def _event_row(session_id: str, event: Event) -> _EventRow:
     )
 
 
+def _row_event(row: _Row) -> Event:
+    """The event of a stored row: straight from its columns when they are plain
+    (:func:`plain_event`), else through the record :meth:`Event.from_dict` validates."""
+    seq, event_type, time, data, ignorable, surface_op = row
+    if (
+        type(data) is str
+        and (ignorable == 0 or ignorable == 1)
+        and type(ignorable) is int
+        and (surface_op is None or surface_op == '"append"')
+    ):
+        op = None if surface_op is None else "append"
+        event = plain_event(event_type, seq, time, loads(data), ignorable == 1, op)
+        if event is not None:
+            return event
+    return Event.from_dict(_parse_row(row))
+
+
 def _parse_row(row: _Row) -> object:
     seq, event_type, time, data, ignorable, surface_op = row
-    if not isinstance(data, str) or not isinstance(surface_op, str | None):
+    if type(data) is not str or (surface_op is not None and type(surface_op) is not str):
         raise ValueError("payload columns must hold JSON text")
     raw: dict[str, object] = {"type": event_type, "seq": seq, "time": time, "data": loads(data)}
     if ignorable:
