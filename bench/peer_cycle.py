@@ -37,6 +37,11 @@ store for ``memory``) and checks that every session holds, in order, ``tool/call
 then it runs 3 more cycles in which the tool body itself reads the store and requires the
 ``approval/decided`` to be there already.
 
+``--count-syncs`` counts, over the measured cycles, the syncs tether asks for: every
+``os.fsync``/``os.fdatasync`` and every SQLite commit at ``synchronous=FULL`` (which fsyncs
+inside SQLite, out of Python's sight), reported as ``syncs_per_cycle``; for a machine
+without ``strace``, which counts the system calls themselves (``bench/cycle.py``).
+
 Output: one ``RESULT {json}`` line on stdout (``name``, ``n``, ``median_us``, ``p90_us``,
 ``p99_us``, ``min_us``, ``max_us``, ``peak_rss_mib``, ``cpu_median_us``: process CPU time
 per cycle, all threads), a summary on stderr. ``--n``, ``--warmup`` and ``--budget-s`` bound
@@ -229,14 +234,44 @@ async def verify(reader: Callable[[], Any], ids: list[str]) -> tuple[int, list[s
     return ok, types
 
 
+def count_syncs() -> Callable[[], int]:
+    """Install the counting wrappers of ``--count-syncs``; returns the count so far."""
+    counted = [0]
+
+    def counting(real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            counted[0] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    for name in ("fsync", "fdatasync"):
+        setattr(os, name, counting(getattr(os, name)))
+    committed = getattr(SqlitePersistence, "_committed", None)
+    if committed is not None:
+
+        def counting_commit(self: SqlitePersistence, sync: bool) -> None:
+            if sync and self.synchronous == "FULL":
+                counted[0] += 1
+            committed(self, sync)
+
+        SqlitePersistence._committed = counting_commit  # type: ignore[method-assign]
+    else:  # code from before deferred commits: every commit is a FULL one
+        for name in ("_append", "_create"):
+            setattr(SqlitePersistence, name, counting(getattr(SqlitePersistence, name)))
+    return lambda: counted[0]
+
+
 async def measure(
     cycle: Callable[[], Awaitable[None]],
     n: int,
     warmup: int,
     budget_s: float,
     profile: cProfile.Profile | None = None,
-) -> tuple[list[int], list[int], float]:
-    """Wall and CPU nanoseconds per cycle (GC enabled: a real process pays it)."""
+    syncs: Callable[[], int] | None = None,
+) -> tuple[list[int], list[int], float, int]:
+    """Wall and CPU nanoseconds per cycle (GC enabled: a real process pays it), the RSS
+    growth, and the syncs counted over the measured cycles."""
     await cycle()  # creates the store's files and the lease directory
     # The sandbox reuses what it derived from a directory once that directory has stood
     # unchanged for 2 s; this script created its store and workspace directories just now,
@@ -247,6 +282,7 @@ async def measure(
     rss_after_warmup = rss_now_mib()
     wall: list[int] = []
     cpu: list[int] = []
+    synced = syncs() if syncs is not None else 0
     start = time.monotonic()
     if profile is not None:
         profile.enable()
@@ -257,7 +293,8 @@ async def measure(
         cpu.append(time.process_time_ns() - c0)
     if profile is not None:
         profile.disable()
-    return wall, cpu, rss_now_mib() - rss_after_warmup
+    synced = syncs() - synced if syncs is not None else 0
+    return wall, cpu, rss_now_mib() - rss_after_warmup, synced
 
 
 def rss_now_mib() -> float:
@@ -301,8 +338,12 @@ async def main() -> int:
     parser.add_argument(
         "--profile", metavar="FILE", help="cProfile the measured cycles into FILE (pstats)"
     )
+    parser.add_argument(
+        "--count-syncs", action="store_true", help="count the syncs tether asks for"
+    )
     args = parser.parse_args()
     profile = cProfile.Profile() if args.profile else None
+    syncs = count_syncs() if args.count_syncs else None
 
     base = tempfile.mkdtemp(prefix="tetherbench-", dir=args.dir)
     workspace = os.path.join(base, "ws")
@@ -329,10 +370,14 @@ async def main() -> int:
             reader = readers(h)
             h.tools.register(DeleteFile(reader))
             cycle = make_cycle(h, isinstance(model, ScriptedToolModel), ids)
-            wall, cpu, growth = await measure(cycle, args.n, args.warmup, args.budget_s, profile)
+            wall, cpu, growth, synced = await measure(
+                cycle, args.n, args.warmup, args.budget_s, profile, syncs
+            )
             if profile is not None:
                 profile.dump_stats(args.profile)
             result = row(name, wall, cpu, growth, meta)
+            if syncs is not None:
+                result["syncs_per_cycle"] = synced / len(wall)
             print("RESULT " + json.dumps(result), flush=True)
             print(
                 f"# {name}: n={result['n']} median={result['median_us']:.1f}us "

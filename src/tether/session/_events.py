@@ -134,7 +134,12 @@ class Event:
             raise InvalidEventError(f"{type}: seq must be a non-negative integer, got {seq!r}")
         if not isinstance(time, int) or isinstance(time, bool):
             raise InvalidEventError(f"{type}: time must be integer epoch ms, got {time!r}")
-        frozen_op = freeze(surface_op, "surface_op")
+        # ``None`` and ``"append"`` (nearly every event) are immutable already.
+        frozen_op = (
+            surface_op
+            if surface_op is None or (surface_op.__class__ is str and surface_op == "append")
+            else freeze(surface_op, "surface_op")
+        )
         _check_surface_op(type, frozen_op)
         return _built(
             type, seq, time, freeze_object({} if data is None else data), ignorable, frozen_op

@@ -128,6 +128,13 @@ def _freeze(value: object, path: str) -> JsonValue:
 
 def freeze_object(value: object, path: str = "data") -> JsonObject:
     """Like :func:`freeze`, but the top level must be an object."""
+    if value.__class__ is dict:  # the usual payload: no ABC check
+        try:
+            frozen_dict: JsonObject = freeze_plain(value)  # type: ignore[assignment]
+        except (NotPlain, RecursionError):
+            pass  # the general path decides, and names the field
+        else:
+            return frozen_dict
     if not isinstance(value, Mapping):
         raise PayloadError(f"{path}: must be a JSON object, got {type(value).__name__}")
     try:

@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from tether.errors import TetherError
 from tether.session._events import Event
@@ -43,6 +43,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+WRITE_BEHIND_DELAY: Final = 0.005
+"""Seconds the write-behind waits after a session's first uncommitted event before it commits:
+what is appended meanwhile (the rest of a step, a tool call and its approval) goes in the same
+commit. A ``commit`` or ``flush`` does not wait for it, so no barrier is slower; only readers
+of the store (another process, ``run --json``) see events up to this much later."""
 
 SessionListener = Callable[[Session], object]
 EventListener = Callable[[Session, Event], object]
@@ -74,6 +80,8 @@ class _Writer:
     sync_wanted: int = 0
     """A ``flush`` waits for the events below this to be durable."""
     task: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    """The write-behind's start, :data:`WRITE_BEHIND_DELAY` after the first event it takes."""
     error: BaseException | None = None
     detach: Callable[[], None] = field(default=lambda: None)
     lease: Lease | None = None
@@ -255,7 +263,7 @@ class SessionStore:
                 continue
             if writer.persisted >= target and (not durable or writer.synced >= target):
                 return
-            writer.task = asyncio.get_running_loop().create_task(self._drain(session, writer))
+            self._start_drain(session, writer)
 
     def _on_append(self, session: Session, event: Event) -> None:
         writer = self._writers.get(session.id)
@@ -265,7 +273,7 @@ class SessionStore:
             self._publish(session, event)
 
     def _schedule(self, session: Session, writer: _Writer) -> None:
-        if self.persistence is None or writer.error is not None:
+        if self.persistence is None or writer.error is not None or writer.timer is not None:
             return
         if session.id not in self._announced:
             return  # nothing is stored before announce, so a veto leaves nothing behind
@@ -277,7 +285,16 @@ class SessionStore:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop: the next flush writes
-        writer.task = loop.create_task(self._drain(session, writer))
+        writer.timer = loop.call_later(WRITE_BEHIND_DELAY, self._start_drain, session, writer)
+
+    def _start_drain(self, session: Session, writer: _Writer) -> None:
+        """Start the writer task now (the delay passed, or a barrier or a detach cannot wait)."""
+        if writer.timer is not None:
+            writer.timer.cancel()
+            writer.timer = None
+        if writer.task is not None and not writer.task.done():
+            return
+        writer.task = asyncio.get_running_loop().create_task(self._drain(session, writer))
 
     async def _drain(self, session: Session, writer: _Writer) -> None:
         """Commit what is new, batch after batch, until caught up; a batch that holds events a
@@ -336,6 +353,8 @@ class SessionStore:
         writer = self._writers.pop(session.id, None)
         if writer is not None:
             writer.detach()
+            if writer.timer is not None:
+                writer.timer.cancel()
             if writer.task is not None:
                 writer.task.cancel()
             if writer.lease is not None:
@@ -348,6 +367,8 @@ class SessionStore:
         writer = self._writers.pop(session.id, None)
         if writer is not None:
             writer.detach()
+            if writer.timer is not None:
+                self._start_drain(session, writer)  # what was appended is still written
             if writer.lease is not None:
                 _release_when_written(writer.lease, writer.task)
         del self._live[session.id]

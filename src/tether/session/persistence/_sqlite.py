@@ -286,7 +286,9 @@ class SqlitePersistence(WorkerBackend):
     def _write_events(
         self, conn: sqlite3.Connection, session_id: str, first: int, rows: Sequence[_EventRow]
     ) -> None:
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        if session_id not in self._intact and (
+            conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None
+        ):  # a session this instance wrote is there: sessions are never removed
             raise SessionNotFoundError(f"session {session_id!r} not found")
         stored = self._intact_length(conn, session_id)
         if first != stored:
