@@ -45,10 +45,15 @@ class Side:
     cpus: dict[str, list[float]] = field(default_factory=dict)
 
 
-def run(side: Side, store: str, args: list[str], workdir: str) -> dict[str, object] | None:
-    env = dict(os.environ)
+def environment(side: Side) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_SRC"}  # it would pick the code
     if side.pythonpath:
         env["PYTHONPATH"] = side.pythonpath
+    return env
+
+
+def run(side: Side, store: str, args: list[str], workdir: str) -> dict[str, object] | None:
+    env = environment(side)
     done = subprocess.run(
         [sys.executable, str(CYCLE), "--store", store, "--dir", workdir, *args],
         capture_output=True,
@@ -69,9 +74,7 @@ def syncs_by_strace(side: Side, store: str, workdir: str) -> float:
     counts = []
     for n in (SMALL, LARGE):
         with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
-            env = dict(os.environ)
-            if side.pythonpath:
-                env["PYTHONPATH"] = side.pythonpath
+            env = environment(side)
             trace = ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out.name]
             cycles = ["--store", store, "--dir", workdir, "--n", str(n), "--warmup", "3"]
             subprocess.run(

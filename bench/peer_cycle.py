@@ -66,7 +66,13 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
+
+if os.environ.get("TETHER_SRC"):
+    # Run beside the peers with TETHER_SRC naming a checkout: measure that checkout's code,
+    # whichever tether the comparison's shared environment had installed first.
+    sys.path.insert(0, str(Path(os.environ["TETHER_SRC"]).resolve() / "src"))
 
 from tether import Harness
 from tether.agent import Agent

@@ -143,6 +143,7 @@ class JsonlPersistence(WorkerBackend):
         # The first events go into the staged file too: the rename publishes both or neither.
         line = (dumps(header.to_dict()) + "\n").encode("utf-8")
         line += b"".join(event_line(event) for event in first)
+        self._need = len(line)
         staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
         try:
             fd = os.open(staging / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

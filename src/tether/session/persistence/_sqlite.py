@@ -248,6 +248,7 @@ class SqlitePersistence(WorkerBackend):
         self._unsynced = False
 
     def _create(self, header: SessionHeader, first: tuple[Event, ...], *, sync: bool) -> None:
+        rows = self._rows(header.id, first)
         conn = self._connection()
         self._durability(conn, sync)
         try:
@@ -266,22 +267,26 @@ class SqlitePersistence(WorkerBackend):
                         header.agent_preset,
                     ),
                 )
-                if first:
-                    rows = [_event_row(header.id, event) for event in first]
+                if rows:
                     self._write_events(conn, header.id, 0, rows)
         except sqlite3.IntegrityError as err:
             raise SessionExistsError(f"session {header.id!r} already exists") from err
         self._committed(sync)
 
     def _append(self, session_id: str, events: Sequence[Event], *, sync: bool) -> None:
-        rows = [_event_row(session_id, event) for event in events]
-        # SQLite's own pages and the WAL copy each row again: twice the text is the estimate.
-        self._need = 2 * sum(len(row[4]) + len(row[2]) + 64 for row in rows)
+        rows = self._rows(session_id, events)
         conn = self._connection()
         self._durability(conn, sync)
         with _write_transaction(conn):
             self._write_events(conn, session_id, events[0].seq, rows)
         self._committed(sync)
+
+    def _rows(self, session_id: str, events: Sequence[Event]) -> list[_EventRow]:
+        """The rows of ``events``, noting what the write will need on disk."""
+        rows = [_event_row(session_id, event) for event in events]
+        # SQLite's own pages and the WAL copy each row again: twice the text is the estimate.
+        self._need = 2 * sum(len(row[4]) + len(row[2]) + 64 for row in rows)
+        return rows
 
     def _write_events(
         self, conn: sqlite3.Connection, session_id: str, first: int, rows: Sequence[_EventRow]
