@@ -294,7 +294,11 @@ class SessionStore:
             writer.timer = None
         if writer.task is not None and not writer.task.done():
             return
-        writer.task = asyncio.get_running_loop().create_task(self._drain(session, writer))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # detached after its loop ended: nothing can write any more
+        writer.task = loop.create_task(self._drain(session, writer))
 
     async def _drain(self, session: Session, writer: _Writer) -> None:
         """Commit what is new, batch after batch, until caught up; a batch that holds events a
@@ -325,8 +329,8 @@ class SessionStore:
                     writer.synced = writer.persisted
         except Exception as err:
             writer.error = err
-            # Reported where it is raised, by the next commit or flush (every dispose commits), so a user
-            # sees one line for it, not two.
+            # Reported where it is raised, by the next commit or flush (every dispose commits),
+            # so a user sees one line for it, not two.
             log.debug("session %s: write failed: %s", session.id, err)
 
     async def _create_with(

@@ -90,6 +90,7 @@ class WorkerBackend(ABC):
     _worker: Worker
     _commits: CommitFeed | None = None
     _sync_timer: asyncio.TimerHandle | None = None
+    _sync_loop: asyncio.AbstractEventLoop | None = None
     _sync_task: asyncio.Task[None] | None = None
 
     def on_commit(self, listener: CommitListener) -> Callable[[], None]:
@@ -156,10 +157,13 @@ class WorkerBackend(ABC):
         await self._worker.run(commit)
 
     def _sync_later(self) -> None:
-        """Make sure deferred commits are synced within ``SYNC_WITHIN`` seconds."""
-        if self._sync_timer is None and not self._worker.closed:
-            loop = asyncio.get_running_loop()
-            self._sync_timer = loop.call_later(SYNC_WITHIN, self._start_sync, loop)
+        """Make sure deferred commits are synced within ``SYNC_WITHIN`` seconds (a timer of
+        the running loop: one armed by a loop that has ended since is armed again)."""
+        loop = asyncio.get_running_loop()
+        if self._worker.closed or (self._sync_timer is not None and self._sync_loop is loop):
+            return
+        self._sync_loop = loop
+        self._sync_timer = loop.call_later(SYNC_WITHIN, self._start_sync, loop)
 
     def _start_sync(self, loop: asyncio.AbstractEventLoop) -> None:
         self._sync_timer = None
@@ -192,9 +196,14 @@ class WorkerBackend(ABC):
         if self._sync_timer is not None:
             self._sync_timer.cancel()
             self._sync_timer = None
+        task = self._sync_task
         try:
-            if self._sync_task is not None and not self._sync_task.done():
-                await asyncio.shield(self._sync_task)
+            if (
+                task is not None
+                and not task.done()
+                and task.get_loop() is asyncio.get_running_loop()
+            ):
+                await asyncio.shield(task)
             if not self._worker.closed:
                 await self._worker.run(self._sync_all)
         finally:
