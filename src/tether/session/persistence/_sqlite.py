@@ -268,17 +268,24 @@ class SqlitePersistence(WorkerBackend):
                     ),
                 )
                 if rows:
-                    self._write_events(conn, header.id, 0, rows)
+                    # The header row just went in: the session is new, its log empty.
+                    conn.executemany(_INSERT_EVENT, rows)
         except sqlite3.IntegrityError as err:
             raise SessionExistsError(f"session {header.id!r} already exists") from err
+        if rows:
+            self._intact[header.id] = len(rows) - 1
         self._committed(sync)
 
     def _append(self, session_id: str, events: Sequence[Event], *, sync: bool) -> None:
         rows = self._rows(session_id, events)
         conn = self._connection()
         self._durability(conn, sync)
-        with _write_transaction(conn):
-            self._write_events(conn, session_id, events[0].seq, rows)
+        try:
+            with _write_transaction(conn):
+                self._write_events(conn, session_id, events[0].seq, rows)
+        except BaseException:
+            self._intact.pop(session_id, None)  # what it says of the log is not committed
+            raise
         self._committed(sync)
 
     def _rows(self, session_id: str, events: Sequence[Event]) -> list[_EventRow]:
@@ -291,11 +298,14 @@ class SqlitePersistence(WorkerBackend):
     def _write_events(
         self, conn: sqlite3.Connection, session_id: str, first: int, rows: Sequence[_EventRow]
     ) -> None:
-        if session_id not in self._intact and (
+        last = self._intact.get(session_id)
+        if last is None and (
             conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None
         ):  # a session this instance wrote is there: sessions are never removed
             raise SessionNotFoundError(f"session {session_id!r} not found")
-        stored = self._intact_length(conn, session_id)
+        # Continuing right after the last row this instance committed needs no look at the
+        # log: a writer that got there first holds seq ``first``, and the insert says so.
+        stored = first if last == first - 1 else self._intact_length(conn, session_id)
         if first != stored:
             raise SeqConflictError(
                 f"session {session_id!r}: append starts at seq {first} but {stored} events "
