@@ -187,6 +187,8 @@ class Rig:
         return list((await self.persistence.inspect(session_id)).events)
 
     async def children_of(self, parent_id: str) -> list[SessionHeader]:
+        for live in self.store.live():  # the write-behind may not have committed them yet
+            await self.store.commit(live)
         headers = await self.persistence.list()
         return [h for h in headers if h.parent_session == parent_id]
 

@@ -80,8 +80,9 @@ class _Writer:
     sync_wanted: int = 0
     """A ``flush`` waits for the events below this to be durable."""
     task: asyncio.Task[None] | None = None
-    timer: asyncio.TimerHandle | None = None
-    """The write-behind's start, :data:`WRITE_BEHIND_DELAY` after the first event it takes."""
+    wake: asyncio.Future[None] | None = None
+    """Set while the writer task waits out :data:`WRITE_BEHIND_DELAY`; resolving it ends the
+    wait (a barrier or a detach cannot wait)."""
     error: BaseException | None = None
     detach: Callable[[], None] = field(default=lambda: None)
     lease: Lease | None = None
@@ -259,6 +260,7 @@ class SessionStore:
                     f"session {session.id!r} could not be stored: {writer.error}"
                 ) from writer.error
             if writer.task is not None and not writer.task.done():
+                _hurry(writer)
                 await asyncio.shield(writer.task)
                 continue
             if writer.persisted >= target and (not durable or writer.synced >= target):
@@ -273,7 +275,7 @@ class SessionStore:
             self._publish(session, event)
 
     def _schedule(self, session: Session, writer: _Writer) -> None:
-        if self.persistence is None or writer.error is not None or writer.timer is not None:
+        if self.persistence is None or writer.error is not None:
             return
         if session.id not in self._announced:
             return  # nothing is stored before announce, so a veto leaves nothing behind
@@ -285,28 +287,38 @@ class SessionStore:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop: the next flush writes
-        writer.timer = loop.call_later(WRITE_BEHIND_DELAY, self._start_drain, session, writer)
+        # The task exists from now on (so the loop's shutdown cancels it like any other); it
+        # first waits a moment for what follows, until ``wake`` (here already, so a barrier
+        # right after this append can end the wait before the task starts).
+        writer.wake = loop.create_future()
+        writer.task = loop.create_task(self._drain(session, writer))
 
     def _start_drain(self, session: Session, writer: _Writer) -> None:
-        """Start the writer task now (the delay passed, or a barrier or a detach cannot wait)."""
-        if writer.timer is not None:
-            writer.timer.cancel()
-            writer.timer = None
-        if writer.task is not None and not writer.task.done():
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # detached after its loop ended: nothing can write any more
-        writer.task = loop.create_task(self._drain(session, writer))
+        """Start a writer task that commits at once (a barrier found none running)."""
+        writer.wake = None
+        writer.task = asyncio.get_running_loop().create_task(self._drain(session, writer))
 
     async def _drain(self, session: Session, writer: _Writer) -> None:
         """Commit what is new, batch after batch, until caught up; a batch that holds events a
         ``flush`` waits for is committed durably, and with nothing new to commit for one, the
-        backend syncs."""
+        backend syncs. Started by an append, it first waits :data:`WRITE_BEHIND_DELAY` (or
+        until hurried)."""
         persistence = self.persistence
         assert persistence is not None
         deferring = self._deferring
+        wake = writer.wake
+        if wake is not None:
+            timer = (
+                None
+                if wake.done()
+                else wake.get_loop().call_later(WRITE_BEHIND_DELAY, _hurry, writer)
+            )
+            try:
+                await wake
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                writer.wake = None
         try:
             while writer.persisted < len(session) or writer.synced < writer.sync_wanted:
                 if writer.persisted >= len(session):
@@ -357,8 +369,6 @@ class SessionStore:
         writer = self._writers.pop(session.id, None)
         if writer is not None:
             writer.detach()
-            if writer.timer is not None:
-                writer.timer.cancel()
             if writer.task is not None:
                 writer.task.cancel()
             if writer.lease is not None:
@@ -371,8 +381,7 @@ class SessionStore:
         writer = self._writers.pop(session.id, None)
         if writer is not None:
             writer.detach()
-            if writer.timer is not None:
-                self._start_drain(session, writer)  # what was appended is still written
+            _hurry(writer)  # what was appended is still written, now
             if writer.lease is not None:
                 _release_when_written(writer.lease, writer.task)
         del self._live[session.id]
@@ -479,6 +488,12 @@ class SessionStore:
         if self.persistence is None:
             raise NoPersistenceError("this store has no persistence backend")
         return self.persistence
+
+
+def _hurry(writer: _Writer) -> None:
+    """End the writer task's wait for what follows, if it is waiting."""
+    if writer.wake is not None and not writer.wake.done():
+        writer.wake.set_result(None)
 
 
 def _release_when_written(lease: Lease, task: asyncio.Task[None] | None) -> None:
