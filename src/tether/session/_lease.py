@@ -105,9 +105,8 @@ class Leases:
         self.directory = directory
         self._fd = -1  # the descriptor this instance's leases are held on
         self._query_fd = -1  # another descriptor, which sees this instance's leases too
-        self._held: set[int] = (
-            set()
-        )  # the slots held here (a descriptor never conflicts with itself)
+        # The slots held here: a descriptor's locks never conflict with its own.
+        self._held: set[int] = set()
         _open.add(self)
 
     @classmethod
