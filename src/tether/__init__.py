@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tether.session.persistence._base import Persistence
     from tether.session.persistence._factory import open_persistence
     from tether.session.persistence._jsonl import JsonlPersistence
+    from tether.session.persistence._memory import MemoryPersistence
     from tether.session.persistence._sqlite import SqlitePersistence
     from tether.tools._base import Tool, ToolArgs, ToolCall, ToolResult
 
@@ -38,6 +39,7 @@ _HOMES: Final[dict[str, str]] = {
     "ApproverFn": "tether._harness",
     "Harness": "tether._harness",
     "JsonlPersistence": "tether.session.persistence._jsonl",
+    "MemoryPersistence": "tether.session.persistence._memory",
     "Persistence": "tether.session.persistence._base",
     "PluginEntry": "tether.kernel._config",
     "RunResult": "tether._harness",
@@ -62,6 +64,7 @@ __all__ = [
     "ApproverFn",
     "Harness",
     "JsonlPersistence",
+    "MemoryPersistence",
     "Persistence",
     "PluginEntry",
     "RunResult",

@@ -222,7 +222,8 @@ class Harness:
         if store is None or isinstance(store, str):
             url = store or default_store_url(env)
             persistence: Persistence = open_persistence(url)
-            leases = Leases.for_store(url)  # a Persistence object passed in has no location
+            if store_url_of(persistence) is not None:  # memory:// has no other process to keep out
+                leases = Leases.for_store(url)  # a Persistence object passed in has no location
         else:
             persistence = store
         kernel = Kernel()
@@ -348,7 +349,10 @@ class Harness:
         return event
 
     async def run(self, prompt: str, *, resume: str | None = None) -> RunResult:
-        """One root turn, then every turn its background children cause, until all is quiet."""
+        """One root turn, then every turn its background children cause, until all is quiet.
+        When it returns, the root's log is committed (durable against a power loss within
+        a second, or when the harness closes; every approved action's audit pair already
+        was before the action ran)."""
         agent = await self._root_agent(resume)
         agent.limit_turns(self.max_turns)
         try:
@@ -356,7 +360,7 @@ class Harness:
             await self.settle()
         finally:
             agent.lift_turn_limit()
-        await self.store.flush(agent.session)
+        await self.store.commit(agent.session)
         return self.result_of(agent)
 
     @staticmethod
@@ -440,7 +444,7 @@ class Harness:
                     # Children stay live after they settle; their last events are written
                     # behind like the root's, and the stream ends only after those commits.
                     for session in self.store.live():
-                        await self.store.flush(session)
+                        await self.store.commit(session)
                 finally:
                     agent.lift_turn_limit()
                     queue.put_nowait(None)

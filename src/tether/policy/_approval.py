@@ -481,7 +481,7 @@ class ApprovalService:
         if req.origin is not None and ruled is None:
             try:
                 self._open_pending(req, request_id)
-                await self._flush(decider)
+                await self._commit(decider)  # where the root's other surfaces can read it
             except BaseException:
                 # The question never reached the root durably: close the pair (and the root's
                 # pending record) as unavailable, so nobody shows the child blocked forever.
@@ -499,9 +499,9 @@ class ApprovalService:
             log.exception("approval: deciding %s failed", req.tool_name)
             decision = _Decision(ApprovalOutcome.UNAVAILABLE)
         decided = self._close(req, session, request_id, decision)
-        await self._flush(session)
+        await self._flush(session)  # the audit pair, and all before it: one durable commit
         if req.origin is not None:
-            await self._flush(decider)
+            await self._commit(decider)  # the root's closing record needs no sync
         return decided
 
     def pending(self) -> list[PendingApproval]:
@@ -579,6 +579,11 @@ class ApprovalService:
         store = self._ctx.get(SESSIONS_SERVICE)
         if store is not None:
             await store.flush(session)
+
+    async def _commit(self, session: Session) -> None:
+        store = self._ctx.get(SESSIONS_SERVICE)
+        if store is not None:
+            await store.commit(session)
 
     async def _decide(self, req: ApprovalRequest, session: Session) -> _Decision:
         """The outcome and, when an answerer said so, who answered (or how it failed)."""

@@ -21,7 +21,7 @@ import typer
 from tether.errors import TetherError
 from tether.kernel._printable import printable
 from tether.session.persistence import Persistence, default_store_url, open_persistence
-from tether.session.persistence._factory import store_location
+from tether.session.persistence._factory import MEMORY_URL, store_location
 
 T = TypeVar("T")
 
@@ -34,8 +34,8 @@ StoreOption = Annotated[
         "--store",
         metavar="URL",
         help=(
-            "Session store: sqlite:////ABS/PATH.db or jsonl:///ABS/DIR "
-            "(default: $TETHER_STORE, else the user data dir)."
+            "Session store: sqlite:////ABS/PATH.db, jsonl:///ABS/DIR or memory:// "
+            "(this process only) (default: $TETHER_STORE, else the user data dir)."
         ),
         show_default=False,
     ),
@@ -59,17 +59,21 @@ class StoreNotFoundError(TetherError):
 
 
 @asynccontextmanager
-async def opened_store(store: str | None, *, existing: bool = False) -> AsyncIterator[Persistence]:
+async def opened_store(
+    store: str | None, *, existing: bool = False, in_memory: bool = False
+) -> AsyncIterator[Persistence]:
     """Open the backend for the duration of one command and always close it.
 
     ``existing``: the command only reads or changes sessions already stored, so a store that
     does not exist is :class:`StoreNotFoundError` rather than a new, empty one left behind (a
-    mistyped ``--store`` path must not create a file).
+    mistyped ``--store`` path must not create a file). A command reads and writes the sessions
+    of runs in other processes, which ``memory://`` never holds: it is refused
+    (``STORE_IN_MEMORY``) unless ``in_memory`` says the command only describes the store.
     """
     url = store_url(store)
-    if existing:
-        _, path = store_location(url)
-        if not path.exists():
+    if not (in_memory and url == MEMORY_URL):
+        _, path = store_location(url)  # the refusal of memory://
+        if existing and not path.exists():
             raise StoreNotFoundError(f"no session store at {path} (nothing was stored there)")
     persistence = open_persistence(url)
     try:

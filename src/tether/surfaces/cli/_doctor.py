@@ -130,7 +130,7 @@ def _model_line(env: Mapping[str, str], inspected: InspectedWorkspace | TetherEr
 
 
 async def _count_sessions(store: str | None) -> int:
-    async with opened_store(store) as persistence:
+    async with opened_store(store, in_memory=True) as persistence:
         return len(await persistence.list())
 
 
