@@ -194,11 +194,12 @@ def test_a_forged_answer_file_gets_nothing_and_the_genuine_answer_still_works(
     assert f"tether: refused an answer to approval {approval_id}: {NO_PROOF}\n" in err
     # the run's --json stream carried the same records
     assert [e["type"] for e in events if e["type"] in AUDIT] == [t for t, _ in layout]
-    # a late answer is told it came too late
-    again = tether("approvals", "answer", approval_id, "reject", "--store", run.store)
+    # a late answer is told it came too late, and what the first answer was
+    again = tether("approvals", "answer", approval_id[:8], "reject", "--store", run.store)
     assert (again.returncode, again.stderr) == (
         1,
-        f"tether: APPROVAL_ALREADY_ANSWERED: approval {approval_id} was already answered\n",
+        f"tether: APPROVAL_ALREADY_ANSWERED: approval {approval_id} was already answered "
+        f"(allowed-once, by {decided['answered_by']}): this answer came too late\n",
     )
 
 

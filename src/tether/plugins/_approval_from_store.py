@@ -38,8 +38,9 @@ from tether.policy._approval import (
 from tether.policy._events import ApprovalAnswerRefused, ApprovalAsked
 from tether.policy._modes import ApprovalOutcome
 from tether.session import Session, SessionStore
-from tether.session._answer_box import AnswerBox, BoxedAnswer
-from tether.session._answer_channel import RefusedAnswer
+from tether.session._answer_box import AnswerBox
+from tether.session._answer_channel import Asked, Offer, RefusedAnswer
+from tether.session._answer_wait import wait_for_answer
 from tether.session._store_files import store_url_of
 from tether.session.persistence._factory import store_location
 
@@ -64,6 +65,25 @@ def asking_session(request: ApprovalRequest) -> Session:
 def asked_id(request: ApprovalRequest) -> str | None:
     asked = asking_session(request).last(ApprovalAsked.TYPE)
     return ApprovalAsked.from_data(asked.data).id if asked is not None else None
+
+
+def record_refusal(session: Session, approval_id: str, refusal: RefusedAnswer) -> None:
+    """``approval/answer-refused`` on the asking session's log, between the audit pair: the
+    one record of an answer that counted for nothing, whichever surface waited."""
+    refused_event = ApprovalAnswerRefused(approval_id, refusal)
+    session.append(refused_event.TYPE, refused_event.to_data())
+
+
+def store_answer_box(ctx: Context) -> AnswerBox | None:
+    """The answer box of the run's own store, or ``None`` for a store tether cannot name
+    (whose waits nobody else can find)."""
+    url = _run_store_url(ctx)
+    return AnswerBox.for_store(url) if url is not None else None
+
+
+def _run_store_url(ctx: Context) -> str | None:
+    sessions = ctx.get(SESSIONS_SERVICE)
+    return store_url_of(sessions.persistence) if isinstance(sessions, SessionStore) else None
 
 
 def answer_command(approval_id: str, store: str) -> str:
@@ -113,8 +133,7 @@ class ApprovalFromStorePlugin:
             session = asking_session(request)
 
             def refused(refusal: RefusedAnswer) -> None:
-                refused_event = ApprovalAnswerRefused(approval_id, refusal)
-                session.append(refused_event.TYPE, refused_event.to_data())
+                record_refusal(session, approval_id, refusal)
                 _say(f"refused an answer to approval {approval_id}: {refusal.detail}")
 
             limit = (
@@ -128,19 +147,21 @@ class ApprovalFromStorePlugin:
             try:
                 got = await answer_within(
                     seconds,
-                    box.wait(
+                    wait_for_answer(
+                        box,
                         approval_id,
                         on_refused=refused,
                         on_waiting=lambda: _say(hint),
                         signal=request.signal,
+                        asked=Asked(session.id, request.tool_name),
                     ),
                     request.tool_name,
                 )
             except TetherError as err:
                 _say(f"approval {approval_id} cannot wait for an answer: {err.code}: {err}")
                 return ApprovalOutcome.UNAVAILABLE
-            if isinstance(got, BoxedAnswer):
-                return Answer(got.outcome, got.by)
+            if isinstance(got, Offer):
+                return Answer(got.outcome, got.answered_by)
             _say(f"approval {approval_id} was not answered within {seconds:g} s: unavailable")
             return got
 
@@ -149,8 +170,7 @@ class ApprovalFromStorePlugin:
 
 def _own_store(ctx: Context, configured: str | None) -> str:
     """The URL of the run's store (``sessions`` service); a configured one must name it."""
-    sessions = ctx.get(SESSIONS_SERVICE)
-    own = store_url_of(sessions.persistence) if isinstance(sessions, SessionStore) else None
+    own = _run_store_url(ctx)
     if own is None:
         raise PluginConfigError(
             "approval_from_store needs the run's session store to be a sqlite:// or jsonl:// "

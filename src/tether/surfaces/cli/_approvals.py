@@ -8,19 +8,22 @@ in the store's answer box names (:mod:`tether.session._answer_box`).
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
+from tether.errors import TetherError
 from tether.kernel._printable import printable
 from tether.plugins._headline import action_text
 from tether.policy._approval import AskedAction
-from tether.session._answer_box import AnswerBox, PendingRow, answer_pending, pending_approvals
+from tether.session._answer_box import AnswerBox
 from tether.session._answer_channel import CLI_SURFACE
+from tether.session._pending_approvals import PendingRow, pending_approvals, why_unanswerable
 from tether.surfaces.cli._common import (
     JsonOption,
     StoreNotFoundError,
     StoreOption,
+    fail,
     opened_store,
     print_json,
     run,
@@ -83,22 +86,38 @@ def answer(
     decision: Annotated[str, typer.Argument(metavar="allow|reject")],
     store: StoreOption = None,
 ) -> None:
-    """Answer one pending approval (first answer wins)."""
+    """Answer one waiting approval: its id, or a unique prefix of it (first answer wins)."""
     if decision not in WORDS:
         raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
-    row, by = run(_answer(store, approval_id, WORDS[decision]))
+    outcome = WORDS[decision]
+    box = AnswerBox.for_store(store_url(store))
+    try:
+        # The answer box's wait markers are the index of what can be answered now: the id is
+        # found there, and the store is read only to say why nothing waits under it.
+        found = unique_match("approval", approval_id, box.waiting_ids())
+        if found is None:
+            run(_unanswerable(store, box, approval_id))
+        delivered = box.deliver(found, outcome, CLI_SURFACE)
+    except TetherError as err:
+        fail(err)
+    asked = delivered.asked
+    about = (
+        f"{printable(asked.tool_name)} in session {printable(asked.session_id)}; "
+        if asked is not None
+        else ""
+    )
     write_text(
-        f"{printable(row.id)}: {WORDS[decision]} ({printable(row.tool_name)} in session "
-        f"{row.session_id}; "
-        f"recorded as answered by {by})\n"
+        f"{printable(found)}: {outcome} ({about}recorded as answered by "
+        f"{printable(delivered.answered_by)})\n"
     )
 
 
-async def _answer(store: str | None, approval_id: str, outcome: str) -> tuple[PendingRow, str]:
+async def _unanswerable(store: str | None, box: AnswerBox, wanted: str) -> NoReturn:
+    """Raise why nothing waits for ``wanted`` (an id or a prefix): already answered (the box
+    says so), else stale or not pending (the store says; it must exist)."""
+    answered = unique_match("approval", wanted, box.answered_ids())
+    if answered is not None:
+        raise why_unanswerable(answered, box, [])
     async with opened_store(store, existing=True) as persistence:
-        box = AnswerBox.for_store(store_url(store))
-        # A unique prefix of a pending id names it; anything else is answered as typed, so an
-        # unknown or already-decided id keeps its own specific error.
-        pending = [row.id for row in await pending_approvals(persistence, box)]
-        approval_id = unique_match("approval", approval_id, pending) or approval_id
-        return await answer_pending(persistence, box, approval_id, outcome, CLI_SURFACE)
+        pending = [row.id for row in await pending_approvals(persistence)]
+    raise why_unanswerable(unique_match("approval", wanted, pending) or wanted, box, pending)

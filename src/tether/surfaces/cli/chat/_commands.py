@@ -23,7 +23,7 @@ from tether.kernel._printable import printable
 from tether.plugins._headline import action_text
 from tether.policy._approval import APPROVAL_SERVICE, AskedAction
 from tether.policy._presets import PERMISSION_PRESETS_SERVICE, PermissionPresetsService
-from tether.session._answer_box import pending_approvals
+from tether.session._pending_approvals import pending_approvals
 from tether.subagents._lineage import lineage_tree, render_tree
 from tether.surfaces.cli._common import table
 from tether.surfaces.cli._id_prefix import resolve_session_id
