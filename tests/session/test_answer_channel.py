@@ -125,18 +125,19 @@ def test_a_marker_that_names_another_process_gets_no_answer(
     )
     assert waiter.poll() is None
     # the waiter noticed a marker that is not its own, and keeps waiting
-    marker.unlink()
-    marker.write_text(json.dumps(real))
-    delivered = box.deliver(approval_id, "rejected", CLI_SURFACE)
-    assert delivered.answered_by.endswith(f"pid {os.getpid()})")
-    assert delivered.asked is None  # this waiter was not told what it waits for
-    out, _ = waiter.communicate(timeout=30)
-    first = json.loads(out.splitlines()[0])["refused"]
+    assert waiter.stdout is not None
+    first = json.loads(waiter.stdout.readline())["refused"]
     assert (first["via"], first["reason"], first["file"]) == (
         "answer-box",
         "no-proof",
         f"{approval_id}.wait",
     )
+    marker.unlink()
+    marker.write_text(json.dumps(real))
+    delivered = box.deliver(approval_id, "rejected", CLI_SURFACE)
+    assert delivered.answered_by.endswith(f"pid {os.getpid()})")
+    assert delivered.asked is None  # this waiter was not told what it waits for
+    waiter.communicate(timeout=30)
 
 
 def test_an_answer_from_a_process_the_waiter_started_is_refused(tmp_path: Path) -> None:

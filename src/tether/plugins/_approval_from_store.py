@@ -74,14 +74,9 @@ def record_refusal(session: Session, approval_id: str, refusal: RefusedAnswer) -
     session.append(refused_event.TYPE, refused_event.to_data())
 
 
-def store_answer_box(ctx: Context) -> AnswerBox | None:
-    """The answer box of the run's own store, or ``None`` for a store tether cannot name
-    (whose waits nobody else can find)."""
-    url = _run_store_url(ctx)
-    return AnswerBox.for_store(url) if url is not None else None
-
-
-def _run_store_url(ctx: Context) -> str | None:
+def run_store_url(ctx: Context) -> str | None:
+    """The URL of the run's store (``sessions`` service), or ``None`` for a store tether
+    cannot name: its answer box is beside it, and nobody could find a wait in another."""
     sessions = ctx.get(SESSIONS_SERVICE)
     return store_url_of(sessions.persistence) if isinstance(sessions, SessionStore) else None
 
@@ -170,7 +165,7 @@ class ApprovalFromStorePlugin:
 
 def _own_store(ctx: Context, configured: str | None) -> str:
     """The URL of the run's store (``sessions`` service); a configured one must name it."""
-    own = _run_store_url(ctx)
+    own = run_store_url(ctx)
     if own is None:
         raise PluginConfigError(
             "approval_from_store needs the run's session store to be a sqlite:// or jsonl:// "

@@ -58,6 +58,9 @@ from tether.session._session import wall_clock_ms
 SCAN_SECONDS: Final = 0.25
 """Without inotify only: how often a waiter looks for answer files in the box (to report
 them, never to take them)."""
+SETTLE_SECONDS: Final = 0.05
+"""How long a waiter lets a file planted for its approval be written before it looks (a file
+is created empty, then written): the report then says what the file claimed."""
 REFUSALS_RECORDED: Final = 20
 """Refused answers reported per wait; the last one reported says that later ones are not."""
 BACKLOG: Final = 16
@@ -186,14 +189,20 @@ class BoxWait:
                 await self._scan(None)
                 continue
             names = await watch.changed()
-            if names is None:
-                await self._scan(None)
-                continue
-            mine = {n for n in names if n.startswith(f"{self.approval_id}.")}
+            mine = None if names is None else self._mine(names)
             if mine == {self._marker_name} and self._marker_is_ours():
                 continue  # this wait's own marker being written
-            if mine:
-                await self._scan(sorted(mine))
+            if mine == set():
+                continue
+            await asyncio.sleep(SETTLE_SECONDS)
+            later = watch.read_now()
+            if mine is not None and later is not None:
+                await self._scan(sorted(mine | self._mine(later)))
+            else:
+                await self._scan(None)
+
+    def _mine(self, names: list[str]) -> set[str]:
+        return {n for n in names if n.startswith(f"{self.approval_id}.")}
 
     @property
     def _marker_name(self) -> str:

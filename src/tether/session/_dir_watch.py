@@ -74,7 +74,7 @@ class DirWatch:
         when events were lost or the directory went away (look at every entry again)."""
         loop = asyncio.get_running_loop()
         while True:
-            batch = self._read()
+            batch = self.read_now()
             if batch is None or batch:
                 return batch
             ready: asyncio.Future[None] = loop.create_future()
@@ -89,7 +89,8 @@ class DirWatch:
             finally:
                 loop.remove_reader(self._fd)
 
-    def _read(self) -> list[str] | None:
+    def read_now(self) -> list[str] | None:
+        """The names changed since the last read, without waiting (``[]``: none yet)."""
         try:
             data = os.read(self._fd, READ_SIZE)
         except BlockingIOError:

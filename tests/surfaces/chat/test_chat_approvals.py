@@ -37,12 +37,17 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
         rest = await chat.turn_end()
         events = await stored_events(chat.harness, root)
         await chat.quit()
+    audit = [(t, d) for t, d in events if t in ("approval/asked", "approval/decided")]
+    assert len(audit) == 2
+    (asked_type, asked), (decided_type, decided) = audit
     assert question.splitlines() == [
         "Writing it.",
         '⚙ write path="t.txt" content="t"',
         'Approval needed: tool "write"',
         "  sandbox: workspace-write (the session's mode, unchanged)",
         f"  asked by: this session {root[:8]} (depth 0)",
+        f"  from another terminal: tether approvals answer {asked['id'][:8]} allow|reject "
+        f"--store sqlite:///{tmp_path / 'tether.db'}",
         "  written by the agent (escaped, in full):",
         '  reason: run "write": t.txt',
         "  path: t.txt",
@@ -50,9 +55,6 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
     ]
     assert rest.splitlines()[1:4] == [shown, result, "finished"]
     assert (chat.workspace / "t.txt").exists() is (outcome == "allowed-once")
-    audit = [(t, d) for t, d in events if t in ("approval/asked", "approval/decided")]
-    assert len(audit) == 2
-    (asked_type, asked), (decided_type, decided) = audit
     assert asked_type == "approval/asked"
     assert asked == {
         "id": asked["id"],
@@ -142,9 +144,12 @@ async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> Non
         rest = await chat.turn_end()
         child_events = await stored_events(chat.harness, child)
         await chat.quit()
+    asked = next(d for t, d in child_events if t == "approval/asked")
     assert (
         f"  asked by: subagent [alpha] {child[:8]} (depth 1), routed to the root\n"
         f"  lineage: [alpha] {child[:8]} → root {root[:8]}\n"
+        f"  from another terminal: tether approvals answer {asked['id'][:8]} allow|reject "
+        f"--store sqlite:///{tmp_path / 'tether.db'}\n"
         "  written by the agent (escaped, in full):\n"
         '  reason: Subagent approval: run "write" · Arguments: {"content": "from alpha"} · '
         "Path: a.txt\n"

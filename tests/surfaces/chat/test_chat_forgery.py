@@ -80,6 +80,8 @@ def test_chat_shows_model_and_command_text_inert_and_the_mode_line_exact(tmp_pat
         'Approval needed: tool "bash"',
         "  sandbox: escalate from workspace-write to danger-full-access, for this call only",
         "  asked by: this session @@@@@@@@ (depth 0)",
+        "  from another terminal: tether approvals answer @@@@@@@@ allow|reject --store "
+        f"sqlite:///{tmp_path / 's.db'}",
         "  written by the agent (escaped, in full):",
         f"  justification: because{SHOWN}",
         f"  command: touch {outside}",

@@ -1,12 +1,21 @@
-"""Inline prompts: approvals answered with a single key, and the agent's ``ask_user``
-questions answered with a typed line. One question at a time.
+"""Inline prompts: approvals answered with a single key, or from another terminal, and the
+agent's ``ask_user`` questions answered with a typed line. One question at a time.
 
 The answerer registered by ``tether chat`` prints the question above the status area (laid out
 by :mod:`tether.surfaces.cli._approval_prompt`: the tool, the sandbox mode and who asks, with
-the asking session's lineage, then what the agent wrote, escaped and in full), then
-waits for a key read by the running turn's keyboard handler: ``a`` allows once; ``r`` or
-Enter rejects (the safe default). Keys pressed before a question is shown answer nothing, so
-typing ahead can never approve an action the user has not seen.
+the asking session's lineage, the command that answers it from another terminal, then what
+the agent wrote, escaped and in full), then waits for a key read by the running turn's keyboard
+handler: ``a`` allows once; ``r`` or Enter rejects (the safe default). Keys pressed before a
+question is shown answer nothing, so typing ahead can never approve an action the user has not
+seen.
+
+Every approval this chat asks is also answerable from another terminal from the moment it is
+asked, while it waits its turn on screen too: it waits in the store's answer box
+(:class:`~tether.session._answer_wait.BoxWait`) for ``tether approvals answer``. The first
+answer wins, whichever surface gives it: a key pressed here settles the same wait, so a later
+``tether approvals answer`` is told it came too late; an answer from there closes the question
+here, saying who gave it. An answer that counts for nothing (a file written into the box, a
+connection from a confined process) is recorded on the asking session's log and shown.
 
 An ``ask_user`` question is answered by typing a line and pressing Enter; Ctrl-C cancels
 the turn instead.
@@ -18,32 +27,43 @@ A question whose request is cancelled (the turn was interrupted) disappears from
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from rich.console import Console
 from rich.text import Text
 
+from tether._signals import cancel_and_wait
+from tether.errors import TetherError
 from tether.kernel import Next
 from tether.kernel._printable import printable
+from tether.plugins._approval_from_store import (
+    answer_command,
+    asked_id,
+    asking_session,
+    record_refusal,
+)
 from tether.policy._approval import Answer, ApprovalReply, ApprovalRequest
-from tether.policy._modes import SandboxMode
-from tether.surfaces.cli._approval_prompt import question_lines
+from tether.policy._modes import ApprovalOutcome, SandboxMode
+from tether.session._answer_box import AnswerBox
+from tether.session._answer_channel import Asked, Offer, RefusedAnswer
+from tether.session._answer_wait import BoxWait
+from tether.surfaces.cli._approval_prompt import (
+    CHOICES_TEXT,
+    asker_lines,
+    question_lines,
+    session_name,
+)
 from tether.surfaces.cli.chat._render import CHAT_ANSWERER, SessionDirectory
 from tether.tools._ask_user import QuestionRequest
 
-KeyAnswer = Literal["allowed-once", "rejected", "cancelled"]
-"""What a key (or an interrupt) answers: ``a``, ``r``/Enter, or Ctrl-C."""
-
-ALLOW_KEYS: Final = ("a", "A")
-REJECT_KEYS: Final = ("r", "R", "enter")
-CHOICES: Final = "[a] Allow once   [r] Reject (default)"
 SHOWN: Final[dict[str, tuple[str, str]]] = {
-    "allowed-once": ("✔ allowed once", "green"),
-    "rejected": ("✘ rejected", "red"),
-    "cancelled": ("✘ cancelled", "yellow"),
+    ApprovalOutcome.ALLOWED_ONCE: ("✔ allowed once", "green"),
+    ApprovalOutcome.REJECTED: ("✘ rejected", "red"),
+    ApprovalOutcome.CANCELLED: ("✘ cancelled", "yellow"),
 }
 
 
@@ -56,48 +76,33 @@ def answerer_name() -> str:
     return f"{CHAT_ANSWERER} ({user})"
 
 
-def asker_lines(request: ApprovalRequest, directory: SessionDirectory) -> list[str]:
-    """Who asks: the routed child with its lineage, else the asking session itself."""
-    origin = request.origin
-    if origin is not None:
-        child = origin.child_session_id
-        lineage = " → ".join(_named(sid, directory) for sid in origin.lineage)
-        depth = origin.child.session.header.delegation_depth
-        return [
-            f"  asked by: subagent {_named(child, directory)} (depth {depth}), routed to the root",
-            f"  lineage: {lineage}",
-        ]
-    session = request.agent.session
-    header = session.header
-    if header.delegation_depth == 0:
-        return [f"  asked by: this session {session.id[:8]} (depth 0)"]
-    parent = header.parent_session
-    return [
-        f"  asked by: subagent {_named(session.id, directory)} "
-        f"(depth {header.delegation_depth}"
-        + (f", parent {_named(parent, directory)})" if parent else ")")
-    ]
+def named(directory: SessionDirectory) -> Callable[[str], str]:
+    """How chat names a session in a question: the root, or a child by its label."""
 
+    def name(session_id: str) -> str:
+        return session_name(session_id, directory.root_id, directory.label(session_id))
 
-def _named(session_id: str, directory: SessionDirectory) -> str:
-    if session_id == directory.root_id:
-        return f"root {session_id[:8]}"
-    label = directory.label(session_id)
-    short = session_id[:8]
-    return short if label == short else f"[{label}] {short}"
+    return name
 
 
 def describe(
-    request: ApprovalRequest, directory: SessionDirectory, current: SandboxMode | None = None
+    request: ApprovalRequest,
+    directory: SessionDirectory,
+    current: SandboxMode | None = None,
+    elsewhere: str | None = None,
 ) -> list[str]:
-    """The question for ``request``; ``current`` is the asking session's sandbox mode."""
-    return question_lines(request, asker_lines(request, directory), current)
+    """The question for ``request``; ``current`` is the asking session's sandbox mode,
+    ``elsewhere`` the command that answers it from another terminal."""
+    return question_lines(request, asker_lines(request, named(directory)), current, elsewhere)
 
 
 @dataclass(eq=False)
 class OpenQuestion:
     request: ApprovalRequest
-    answer: asyncio.Future[KeyAnswer]
+    answer: asyncio.Future[Offer]
+    """Settled by the first answer: a key here, or ``tether approvals answer`` elsewhere."""
+    keyed: bool = False
+    """The answer came from this keyboard."""
 
 
 @dataclass(eq=False)
@@ -121,7 +126,11 @@ class ApprovalPrompt:
         catch_up: Callable[[], Awaitable[None]] | None = None,
         name: str | None = None,
         mode_of: Callable[[ApprovalRequest], SandboxMode | None] = lambda _request: None,
+        store: str | None = None,
+        answered_here: set[str] | None = None,
     ) -> None:
+        """``store`` is the URL of the run's store, whose answer box lets another terminal
+        answer (``None``: only this keyboard can)."""
         self.console = console
         self.directory = directory
         self._accepting = accepting
@@ -130,6 +139,11 @@ class ApprovalPrompt:
         self.name = name or answerer_name()
         self._mode_of = mode_of
         """The asking session's sandbox mode, for the question's mode line."""
+        self.store = store
+        self.box = AnswerBox.for_store(store) if store is not None else None
+        self.answered_here = answered_here if answered_here is not None else set()
+        """Ids of the approvals whose answer this prompt showed (the transcript does not
+        show them again)."""
         self.current: OpenQuestion | None = None
         self.current_text: OpenTextQuestion | None = None
         self.waiting = 0
@@ -138,13 +152,19 @@ class ApprovalPrompt:
 
     async def answer(self, request: ApprovalRequest, next_: Next[ApprovalReply]) -> ApprovalReply:
         """The ``approval/request`` listener."""
-        if not await self._queue():
+        if not self._accepting():
             return await next_()  # nobody is at the keyboard (any more)
-        try:
-            return await self._ask(request)
-        finally:
-            self._lock.release()
-            self._changed()
+        answer: asyncio.Future[Offer] = asyncio.get_running_loop().create_future()
+        async with self._answerable_elsewhere(request, answer) as box_wait:
+            if not await self._queue(answer):
+                if answer.done():
+                    return self._answered_while_queued(request, answer.result())
+                return await next_()
+            try:
+                return await self._ask(request, answer, box_wait)
+            finally:
+                self._lock.release()
+                self._changed()
 
     async def question(self, request: QuestionRequest, next_: Next[str | None]) -> str | None:
         """The ``user/question`` listener (the agent's ``ask_user`` tool)."""
@@ -156,17 +176,71 @@ class ApprovalPrompt:
             self._lock.release()
             self._changed()
 
-    async def _queue(self) -> bool:
+    @contextlib.asynccontextmanager
+    async def _answerable_elsewhere(
+        self, request: ApprovalRequest, answer: asyncio.Future[Offer]
+    ) -> AsyncIterator[BoxWait | None]:
+        """The approval's wait in the answer box, settling ``answer`` when another terminal
+        answers first (``None`` when no other terminal can)."""
+        approval_id = asked_id(request)
+        if self.box is None or approval_id is None:
+            yield None
+            return
+        session = asking_session(request)
+
+        def refused(refusal: RefusedAnswer) -> None:
+            record_refusal(session, approval_id, refusal)
+            self.console.print(
+                Text(
+                    f"refused an answer to approval {approval_id}: {printable(refusal.detail)}",
+                    style="red",
+                )
+            )
+
+        box_wait = BoxWait(
+            self.box,
+            approval_id,
+            on_refused=refused,
+            asked=Asked(session.id, request.tool_name),
+            decided=answer,
+        )
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(box_wait)
+            except TetherError as err:
+                self.console.print(
+                    Text(
+                        f"approval {approval_id} can be answered only here: {err.code}: "
+                        f"{printable(str(err))}",
+                        style="yellow",
+                    )
+                )
+                yield None
+                return
+            yield box_wait
+
+    async def _queue(self, answered: asyncio.Future[Offer] | None = None) -> bool:
         """Take the keyboard (questions come one at a time); ``False``, holding nothing, when
-        nobody is there to answer: outside a turn, or the turn ended while this one waited."""
+        nobody is there to answer (outside a turn, or the turn ended while this one waited),
+        or when ``answered`` was settled from another terminal meanwhile."""
         if not self._accepting():
             return False
         self.waiting += 1
         self._changed()
+        taking = asyncio.ensure_future(self._lock.acquire())
+        either: set[asyncio.Future[Offer] | asyncio.Task[bool]] = {taking}
+        if answered is not None:
+            either.add(answered)
         try:
-            await self._lock.acquire()
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            await self._give_back(taking)
+            raise
         finally:
             self.waiting -= 1
+        if answered is not None and answered.done():
+            await self._give_back(taking)
+            return False
         try:
             if self._catch_up is not None:
                 # Let the transcript show the call being asked about before the question.
@@ -174,10 +248,16 @@ class ApprovalPrompt:
         except BaseException:
             self._lock.release()
             raise
-        if not self._accepting():
+        if not self._accepting() or (answered is not None and answered.done()):
             self._lock.release()
             return False
         return True
+
+    async def _give_back(self, taking: asyncio.Task[bool]) -> None:
+        """Stop waiting for the keyboard, and give it back if it was taken meanwhile."""
+        await cancel_and_wait(taking)
+        if not taking.cancelled():
+            self._lock.release()
 
     async def _ask_text(self, request: QuestionRequest) -> str | None:
         self.console.print(
@@ -204,34 +284,67 @@ class ApprovalPrompt:
         self.console.print(Text(f"  ↳ {printable(reply)}"))
         return reply
 
-    async def _ask(self, request: ApprovalRequest) -> Answer:
-        lines = describe(request, self.directory, self._mode_of(request))
+    async def _ask(
+        self, request: ApprovalRequest, answer: asyncio.Future[Offer], box_wait: BoxWait | None
+    ) -> Answer:
+        approval_id = asked_id(request)
+        elsewhere = (
+            answer_command(approval_id[:8], self.store)
+            if box_wait is not None and approval_id is not None and self.store is not None
+            else None
+        )
+        lines = describe(request, self.directory, self._mode_of(request), elsewhere)
         self.console.print(Text("\n".join(lines), style="bold"))
-        self.console.print(Text(f"  {CHOICES} > ", style="bold"))
-        future: asyncio.Future[KeyAnswer] = asyncio.get_running_loop().create_future()
-        self.current = OpenQuestion(request, future)
+        self.console.print(Text(f"  {CHOICES_TEXT} > ", style="bold"))
+        question = OpenQuestion(request, answer)
+        self.current = question
         self._changed()
         try:
-            outcome = await future
+            offer = await (box_wait.answer() if box_wait is not None else answer)
         except asyncio.CancelledError:
             self._show("cancelled")
             raise
         finally:
             self.current = None
             self._changed()
-        self._show(outcome)
-        return Answer(outcome, self.name)
+        self._show(offer.outcome, None if question.keyed else offer.answered_by)
+        if approval_id is not None:
+            self.answered_here.add(approval_id)
+        return Answer(offer.outcome, offer.answered_by)
 
-    def _show(self, outcome: str) -> None:
+    def _answered_while_queued(self, request: ApprovalRequest, offer: Offer) -> Answer:
+        """Another terminal answered a question still waiting its turn here."""
+        asker = named(self.directory)(asking_session(request).id)
+        shown = Text(
+            f'approval for "{printable(request.tool_name)}" asked by {asker} was answered '
+            "before it was shown here:\n",
+            style="bold",
+        )
+        shown.append_text(self._ending(offer.outcome, offer.answered_by))
+        self.console.print(shown)
+        approval_id = asked_id(request)
+        if approval_id is not None:
+            self.answered_here.add(approval_id)
+        return Answer(offer.outcome, offer.answered_by)
+
+    def _show(self, outcome: str, by: str | None = None) -> None:
+        self.console.print(self._ending(outcome, by))
+
+    @staticmethod
+    def _ending(outcome: str, by: str | None) -> Text:
+        """``  ✔ allowed once``, and ``· answered by WHO`` when another terminal answered."""
         text, style = SHOWN.get(outcome, (outcome, ""))
-        self.console.print(Text(f"  {text}", style=style))
+        answered = f" · answered by {printable(by)}" if by is not None else ""
+        return Text(f"  {text}{answered}", style=style)
 
-    def press(self, outcome: KeyAnswer) -> bool:
-        """Answer the open approval question; ``False`` when none is open."""
+    def press(self, outcome: str) -> bool:
+        """Answer the open approval question from this keyboard; ``False`` when none is open
+        (or another terminal's answer came first)."""
         question = self.current
         if question is None or question.answer.done():
             return False
-        question.answer.set_result(outcome)
+        question.keyed = True
+        question.answer.set_result(Offer(outcome, self.name))
         return True
 
     def submit(self, text: str | None) -> bool:
@@ -244,19 +357,16 @@ class ApprovalPrompt:
 
     def cancel_open(self) -> None:
         """Ctrl-C or quitting: whatever is open is cancelled."""
-        self.press("cancelled")
+        self.press(ApprovalOutcome.CANCELLED)
         self.submit(None)
 
 
 __all__ = [
-    "ALLOW_KEYS",
-    "CHOICES",
-    "REJECT_KEYS",
+    "SHOWN",
     "ApprovalPrompt",
-    "KeyAnswer",
     "OpenQuestion",
     "OpenTextQuestion",
     "answerer_name",
-    "asker_lines",
     "describe",
+    "named",
 ]
