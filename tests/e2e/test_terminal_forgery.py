@@ -109,7 +109,7 @@ def test_the_run_prompt_shows_tethers_facts_exact_and_the_models_text_inert(
     os.close(slave)
     try:
         shown = read_until(master, b"(default) > ")
-        os.write(master, b"r\n")
+        os.write(master, b"r")
         shown = read_until(master, b"finished", shown)
         shown = read_until(master, b"tether: ", shown)
         assert proc.wait(timeout=30) == 0
@@ -127,7 +127,9 @@ def test_the_run_prompt_shows_tethers_facts_exact_and_the_models_text_inert(
         [
             'Approval needed: tool "bash"',
             "  sandbox: escalate from read-only to danger-full-access, for this call only",
-            "  asked by: session @@@@@@@@ (depth 0)",
+            "  asked by: this session @@@@@@@@ (depth 0)",
+            "  from another terminal: tether approvals answer @@@@@@@@ allow|reject --store "
+            f"sqlite:///{tmp_path / 's.db'}",
             "  written by the agent (escaped, in full):",
             "  justification: needs it"
             + escaped("J")

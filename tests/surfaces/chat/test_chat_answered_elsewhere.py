@@ -19,7 +19,7 @@ from cli_support import tether
 from script_support import call, write_script
 from tether.session._answer_box import AnswerBox
 from tether.session._answer_wait import NO_PROOF
-from tether.surfaces.cli.chat._prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import chat_answerer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -106,11 +106,11 @@ def test_an_answer_given_at_the_chat_keyboard_first_makes_another_terminals_late
     assert (late.returncode, late.stderr) == (
         1,
         f"tether: APPROVAL_ALREADY_ANSWERED: approval {row['id']} was already answered "
-        f"(rejected, by {answerer_name()}): this answer came too late\n",
+        f"(rejected, by {chat_answerer()}): this answer came too late\n",
     )
     assert not (workspace / "t.txt").exists()
     audit = asyncio.run(audit_pairs(store))
-    assert audit[1][1] == {"id": row["id"], "outcome": "rejected", "answered_by": answerer_name()}
+    assert audit[1][1] == {"id": row["id"], "outcome": "rejected", "answered_by": chat_answerer()}
 
 
 def test_a_file_written_into_the_answer_box_answers_nothing_and_is_recorded(

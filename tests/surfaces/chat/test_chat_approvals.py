@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from chat_support import call, open_chat, root_steps, stored_events
 
-from tether.surfaces.cli.chat._prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import chat_answerer
 
 WRITE_THEN_FINISH = [
     root_steps(
@@ -64,7 +64,7 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
         "action": {"tool": "write", "path": "t.txt"},
     }
     assert decided_type == "approval/decided"
-    assert decided == {"id": asked["id"], "outcome": outcome, "answered_by": answerer_name()}
+    assert decided == {"id": asked["id"], "outcome": outcome, "answered_by": chat_answerer()}
 
 
 async def test_keys_typed_before_the_question_answer_nothing(tmp_path: Path) -> None:
@@ -171,7 +171,7 @@ async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> Non
     assert (chat.workspace / "a.txt").read_text() == "from alpha"
     decided = [d for t, d in child_events if t == "approval/decided"]
     assert decided == [
-        {"id": decided[0]["id"], "outcome": "allowed-once", "answered_by": answerer_name()}
+        {"id": decided[0]["id"], "outcome": "allowed-once", "answered_by": chat_answerer()}
     ]
 
 

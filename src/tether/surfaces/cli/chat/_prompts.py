@@ -27,30 +27,26 @@ A question whose request is cancelled (the turn was interrupted) disappears from
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import getpass
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
 from rich.console import Console
 from rich.text import Text
 
-from tether._signals import cancel_and_wait
-from tether.errors import TetherError
 from tether.kernel import Next
 from tether.kernel._printable import printable
-from tether.plugins._approval_from_store import (
-    answer_command,
-    asked_id,
-    asking_session,
-    record_refusal,
-)
+from tether.plugins._approval_from_store import asked_id, asking_session
 from tether.policy._approval import Answer, ApprovalReply, ApprovalRequest
 from tether.policy._modes import ApprovalOutcome, SandboxMode
-from tether.session._answer_box import AnswerBox
-from tether.session._answer_channel import Asked, Offer, RefusedAnswer
+from tether.session._answer_channel import Offer
 from tether.session._answer_wait import BoxWait
+from tether.surfaces.cli._answer_elsewhere import (
+    answerable_elsewhere,
+    answerer_name,
+    elsewhere_command,
+    take_turn,
+)
 from tether.surfaces.cli._approval_prompt import (
     CHOICES_TEXT,
     asker_lines,
@@ -67,13 +63,9 @@ SHOWN: Final[dict[str, tuple[str, str]]] = {
 }
 
 
-def answerer_name() -> str:
+def chat_answerer() -> str:
     """``tether chat (<user>)``: recorded as ``approval/decided {answered_by}``."""
-    try:
-        user = getpass.getuser()
-    except Exception:  # no login name (a container without passwd entries)
-        return CHAT_ANSWERER
-    return f"{CHAT_ANSWERER} ({user})"
+    return answerer_name(CHAT_ANSWERER)
 
 
 def named(directory: SessionDirectory) -> Callable[[str], str]:
@@ -136,11 +128,10 @@ class ApprovalPrompt:
         self._accepting = accepting
         self._changed = changed
         self._catch_up = catch_up
-        self.name = name or answerer_name()
+        self.name = name or chat_answerer()
         self._mode_of = mode_of
         """The asking session's sandbox mode, for the question's mode line."""
         self.store = store
-        self.box = AnswerBox.for_store(store) if store is not None else None
         self.answered_here = answered_here if answered_here is not None else set()
         """Ids of the approvals whose answer this prompt showed (the transcript does not
         show them again)."""
@@ -155,7 +146,7 @@ class ApprovalPrompt:
         if not self._accepting():
             return await next_()  # nobody is at the keyboard (any more)
         answer: asyncio.Future[Offer] = asyncio.get_running_loop().create_future()
-        async with self._answerable_elsewhere(request, answer) as box_wait:
+        async with answerable_elsewhere(self.store, request, answer, self._report) as box_wait:
             if not await self._queue(answer):
                 if answer.done():
                     return self._answered_while_queued(request, answer.result())
@@ -176,48 +167,8 @@ class ApprovalPrompt:
             self._lock.release()
             self._changed()
 
-    @contextlib.asynccontextmanager
-    async def _answerable_elsewhere(
-        self, request: ApprovalRequest, answer: asyncio.Future[Offer]
-    ) -> AsyncIterator[BoxWait | None]:
-        """The approval's wait in the answer box, settling ``answer`` when another terminal
-        answers first (``None`` when no other terminal can)."""
-        approval_id = asked_id(request)
-        if self.box is None or approval_id is None:
-            yield None
-            return
-        session = asking_session(request)
-
-        def refused(refusal: RefusedAnswer) -> None:
-            record_refusal(session, approval_id, refusal)
-            self.console.print(
-                Text(
-                    f"refused an answer to approval {approval_id}: {printable(refusal.detail)}",
-                    style="red",
-                )
-            )
-
-        box_wait = BoxWait(
-            self.box,
-            approval_id,
-            on_refused=refused,
-            asked=Asked(session.id, request.tool_name),
-            decided=answer,
-        )
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                await stack.enter_async_context(box_wait)
-            except TetherError as err:
-                self.console.print(
-                    Text(
-                        f"approval {approval_id} can be answered only here: {err.code}: "
-                        f"{printable(str(err))}",
-                        style="yellow",
-                    )
-                )
-                yield None
-                return
-            yield box_wait
+    def _report(self, text: str) -> None:
+        self.console.print(Text(printable(text), style="red"))
 
     async def _queue(self, answered: asyncio.Future[Offer] | None = None) -> bool:
         """Take the keyboard (questions come one at a time); ``False``, holding nothing, when
@@ -227,20 +178,11 @@ class ApprovalPrompt:
             return False
         self.waiting += 1
         self._changed()
-        taking = asyncio.ensure_future(self._lock.acquire())
-        either: set[asyncio.Future[Offer] | asyncio.Task[bool]] = {taking}
-        if answered is not None:
-            either.add(answered)
         try:
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
-            await self._give_back(taking)
-            raise
+            if not await take_turn(self._lock, answered):
+                return False
         finally:
             self.waiting -= 1
-        if answered is not None and answered.done():
-            await self._give_back(taking)
-            return False
         try:
             if self._catch_up is not None:
                 # Let the transcript show the call being asked about before the question.
@@ -252,12 +194,6 @@ class ApprovalPrompt:
             self._lock.release()
             return False
         return True
-
-    async def _give_back(self, taking: asyncio.Task[bool]) -> None:
-        """Stop waiting for the keyboard, and give it back if it was taken meanwhile."""
-        await cancel_and_wait(taking)
-        if not taking.cancelled():
-            self._lock.release()
 
     async def _ask_text(self, request: QuestionRequest) -> str | None:
         self.console.print(
@@ -289,7 +225,7 @@ class ApprovalPrompt:
     ) -> Answer:
         approval_id = asked_id(request)
         elsewhere = (
-            answer_command(approval_id[:8], self.store)
+            elsewhere_command(approval_id, self.store)
             if box_wait is not None and approval_id is not None and self.store is not None
             else None
         )
@@ -366,7 +302,7 @@ __all__ = [
     "ApprovalPrompt",
     "OpenQuestion",
     "OpenTextQuestion",
-    "answerer_name",
+    "chat_answerer",
     "describe",
     "named",
 ]
