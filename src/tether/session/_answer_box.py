@@ -24,9 +24,8 @@ import json
 import os
 import socket
 import stat
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from tether.errors import TetherError
 from tether.session._answer_channel import (
@@ -71,8 +70,7 @@ class AnswerBoxError(TetherError):
     code = "ANSWER_BOX_UNUSABLE"
 
 
-@dataclass(frozen=True, slots=True)
-class BoxedAnswer:
+class BoxedAnswer(NamedTuple):
     """An answer as the waiter recorded it (``answered/<id>``), and as it returns it."""
 
     outcome: str
@@ -80,8 +78,7 @@ class BoxedAnswer:
     at: int
 
 
-@dataclass(frozen=True, slots=True)
-class WaitMarker:
+class WaitMarker(NamedTuple):
     pid: int
     host: str
     socket: str

@@ -21,7 +21,8 @@ approval). Who answered is written by the waiter from what the kernel said
 This module is the one home of the message format and of what counts as an answer
 (:func:`answer_outcome`): both sides, and the report of a file in the answer box that claims an
 outcome, go through it. It is also the whole answering side, kept to the standard library so
-that ``tether approvals answer`` starts fast: no event loop, no store.
+that ``tether approvals answer`` starts fast: no event loop, no store (and its records are
+named tuples: making dataclasses would cost that command a fifth of its start-up).
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from tether.errors import TetherError
 from tether.session._peer_check import PeerProblem, PeerRefused, check_peer
@@ -62,8 +62,7 @@ def answer_outcome(value: object) -> str | None:
     return value if isinstance(value, str) and value in ANSWERS else None
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerMessage:
+class AnswerMessage(NamedTuple):
     """What an answerer sends once the waiter is ready."""
 
     approval_id: str
@@ -93,16 +92,14 @@ class AnswerMessage:
         return cls(approval_id, outcome, str(surface))
 
 
-@dataclass(frozen=True, slots=True)
-class Offer:
+class Offer(NamedTuple):
     """An answer that counts: from a checked peer, or from the waiting surface's own user."""
 
     outcome: str
     answered_by: str
 
 
-@dataclass(frozen=True, slots=True)
-class Asked:
+class Asked(NamedTuple):
     """What the waiter tells an answerer about the ask it answered (the waiting process is the
     one the wait marker names, so its word is the run's)."""
 
@@ -110,8 +107,7 @@ class Asked:
     tool_name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Delivered:
+class Delivered(NamedTuple):
     """An answer the waiter took: who it recorded as answering, and the ask."""
 
     answered_by: str
@@ -119,8 +115,7 @@ class Delivered:
     """``None`` when the waiter did not say (it is not required to)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RefusedAnswer:
+class RefusedAnswer(NamedTuple):
     """One answer that counted for nothing (recorded as ``approval/answer-refused``)."""
 
     via: Literal["socket", "answer-box"]

@@ -24,7 +24,6 @@ import pwd
 import secrets
 import socket
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -339,10 +338,9 @@ class _Refusals:
             self.handler(refused)
         elif self.count == REFUSALS_RECORDED:
             self.handler(
-                replace(
-                    refused,
+                refused._replace(
                     detail=refused.detail + " (later refused answers to this "
-                    "approval are not recorded)",
+                    "approval are not recorded)"
                 )
             )
 

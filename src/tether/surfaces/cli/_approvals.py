@@ -17,8 +17,8 @@ from tether.kernel._printable import printable
 from tether.plugins._headline import action_text
 from tether.policy._approval import AskedAction
 from tether.session._answer_box import AnswerBox
-from tether.session._answer_channel import CLI_SURFACE
 from tether.session._pending_approvals import PendingRow, pending_approvals, why_unanswerable
+from tether.surfaces.cli._answer_command import WORDS, answer_waiting
 from tether.surfaces.cli._common import (
     JsonOption,
     StoreNotFoundError,
@@ -31,11 +31,9 @@ from tether.surfaces.cli._common import (
     table,
     write_text,
 )
-from tether.surfaces.cli._id_prefix import unique_match
+from tether.surfaces.cli._unique_match import unique_match
 
 app = typer.Typer(name="approvals", help="List and answer pending approvals.", no_args_is_help=True)
-
-WORDS = {"allow": "allowed-once", "reject": "rejected"}
 
 
 @app.command("list")
@@ -89,27 +87,13 @@ def answer(
     """Answer one waiting approval: its id, or a unique prefix of it (first answer wins)."""
     if decision not in WORDS:
         raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
-    outcome = WORDS[decision]
-    box = AnswerBox.for_store(store_url(store))
     try:
         # The answer box's wait markers are the index of what can be answered now: the id is
         # found there, and the store is read only to say why nothing waits under it.
-        found = unique_match("approval", approval_id, box.waiting_ids())
-        if found is None:
-            run(_unanswerable(store, box, approval_id))
-        delivered = box.deliver(found, outcome, CLI_SURFACE)
+        if not answer_waiting(approval_id, WORDS[decision], store):
+            run(_unanswerable(store, AnswerBox.for_store(store_url(store)), approval_id))
     except TetherError as err:
         fail(err)
-    asked = delivered.asked
-    about = (
-        f"{printable(asked.tool_name)} in session {printable(asked.session_id)}; "
-        if asked is not None
-        else ""
-    )
-    write_text(
-        f"{printable(found)}: {outcome} ({about}recorded as answered by "
-        f"{printable(delivered.answered_by)})\n"
-    )
 
 
 async def _unanswerable(store: str | None, box: AnswerBox, wanted: str) -> NoReturn:
