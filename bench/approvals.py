@@ -9,7 +9,8 @@ wait marker is up, this process answers it:
 - **end to end**: the real ``tether approvals answer ID allow`` command, timed from its spawn
   to ``approval/decided`` on the run's stream (the command's start-up, its lookup, the
   hand-over, the durable decision);
-- **command alone**: the same command's spawn to its exit;
+- **command alone**: the same command's spawn to its exit; **command CPU**: the CPU time
+  (user and system) it used, which a loaded machine inflates far less than wall time;
 - **pickup**: ``AnswerBox.deliver`` called here, timed from the call to ``approval/decided``
   (the socket hand-over, the peer checks and the durable decision: "answer delivered → agent
   resumes");
@@ -18,11 +19,15 @@ wait marker is up, this process answers it:
 A bare ``python -c pass`` is timed alongside, the floor of any command's start-up.
 
 The waiting run is a child of this process and the answer comes from this process or its
-other child: an answer from a process the run itself started would be refused. To compare
-with another version of tether, run this script with ``PYTHONPATH=OTHER/src`` (the spawned
-commands inherit it); it uses only what both versions have.
+other child: an answer from a process the run itself started would be refused.
 
-Run: ``.venv/bin/python bench/approvals.py [--samples N] [--sizes 10,1000,10000]``
+``--compare SRC`` runs every sample a second time with another version of tether's source
+(``PYTHONPATH=SRC`` for the spawned commands: a checkout of an earlier commit), interleaved,
+so both see the same load; ``deliver`` is this version's in both (the socket protocol is the
+same), so the pickup compares the waiting side.
+
+Run: ``.venv/bin/python bench/approvals.py [--samples N] [--sizes 10,1000,10000]
+[--compare OTHER/src]``
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -54,7 +61,7 @@ SCRIPT = {
         }
     ]
 }
-MEASURES = ("end to end", "command alone", "pickup", "hand-over")
+MEASURES = ("end to end", "command alone", "command CPU", "pickup", "hand-over")
 
 
 async def fill(store: str, count: int, workspace: Path) -> None:
@@ -75,10 +82,12 @@ async def fill(store: str, count: int, workspace: Path) -> None:
         await sessions.close()
 
 
-async def sample(base: Path, store: str, index: int, mode: str) -> dict[str, float]:
-    workspace = base / f"ws{index}-{mode}"
+async def sample(
+    base: Path, store: str, index: int, mode: str, env: dict[str, str] | None
+) -> dict[str, float]:
+    workspace = base / f"ws{index}-{mode}-{len(env or {})}"
     workspace.mkdir()
-    script = base / f"s{index}-{mode}.json"
+    script = base / f"s{index}-{mode}-{len(env or {})}.json"
     script.write_text(json.dumps(SCRIPT))
     run = await asyncio.create_subprocess_exec(
         TETHER,
@@ -98,6 +107,7 @@ async def sample(base: Path, store: str, index: int, mode: str) -> dict[str, flo
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
+        env=env,
     )
     assert run.stdout is not None
     box = AnswerBox.for_store(store)
@@ -110,6 +120,7 @@ async def sample(base: Path, store: str, index: int, mode: str) -> dict[str, flo
             while not box.is_waited(approval_id):
                 await asyncio.sleep(0.001)  # the run announces its socket just after asking
             start = time.perf_counter()
+            used = _children_cpu()
             if mode == "cli":
                 answer = await asyncio.create_subprocess_exec(
                     TETHER,
@@ -120,9 +131,11 @@ async def sample(base: Path, store: str, index: int, mode: str) -> dict[str, flo
                     "--store",
                     store,
                     stdout=asyncio.subprocess.DEVNULL,
+                    env=env,
                 )
                 await answer.wait()
                 times["command alone"] = time.perf_counter() - start
+                times["command CPU"] = _children_cpu() - used
             else:
                 box.deliver(approval_id, "allowed-once", CLI_SURFACE)
                 times["hand-over"] = time.perf_counter() - start
@@ -130,9 +143,18 @@ async def sample(base: Path, store: str, index: int, mode: str) -> dict[str, flo
             times["end to end" if mode == "cli" else "pickup"] = time.perf_counter() - start
             break
     await run.communicate()
-    if len(times) != 2:
+    if len(times) not in (2, 3):
         raise SystemExit(f"sample {index}: the run ended without deciding its approval")
     return times
+
+
+Results = dict[int, dict[str, list[float]]]
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the children reaped so far (the answering command, once it exited)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def bare_start() -> float:
@@ -147,8 +169,14 @@ def median_spread(values: Sequence[float]) -> str:
     return f"{statistics.median(values) * 1000:8.1f} ({low * 1000:.1f}–{high * 1000:.1f})"
 
 
-async def measure(sizes: Sequence[int], samples: int) -> dict[int, dict[str, list[float]]]:
-    results: dict[int, dict[str, list[float]]] = {}
+async def measure(
+    sizes: Sequence[int], samples: int, compare: str | None
+) -> tuple[Results, Results]:
+    """This version's figures and, with ``compare``, the other version's, per store size."""
+    envs: dict[str, dict[str, str] | None] = {"this": None}
+    if compare is not None:
+        envs["other"] = {**os.environ, "PYTHONPATH": compare}
+    results: dict[str, Results] = {name: {} for name in envs}
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             base = Path(tmp) / f"n{size}"
@@ -157,38 +185,46 @@ async def measure(sizes: Sequence[int], samples: int) -> dict[int, dict[str, lis
             started = time.perf_counter()
             await fill(store, size, base)
             print(f"stored {size} sessions in {time.perf_counter() - started:.1f} s", flush=True)
-            found: dict[str, list[float]] = {m: [] for m in MEASURES}
-            found["python -c pass"] = []
+            for name in envs:
+                results[name][size] = {m: [] for m in (*MEASURES, "python -c pass")}
             for index in range(samples):
-                for mode in ("cli", "deliver"):  # interleaved, so load drifts hit both
-                    for key, value in (await sample(base, store, index, mode)).items():
-                        found[key].append(value)
-                found["python -c pass"].append(bare_start())
-            results[size] = found
-    return results
+                # Interleaved (modes, versions), so drifts in the machine's load hit all alike.
+                for name, env in envs.items():
+                    found = results[name][size]
+                    for mode in ("cli", "deliver"):
+                        for key, value in (await sample(base, store, index, mode, env)).items():
+                            found[key].append(value)
+                    found["python -c pass"].append(bare_start())
+    return results["this"], results.get("other", {})
+
+
+def report(title: str, results: Results, sizes: Sequence[int], samples: int) -> None:
+    print(f"\n{title}: median ms (10th–90th percentile), {samples} samples per store size")
+    print(f"{'stored sessions':<20}" + "".join(f"{size:>26,}" for size in sizes))
+    for row in (*MEASURES, "python -c pass"):
+        print(f"{row:<20}" + "".join(f"{median_spread(results[s][row]):>26}" for s in sizes))
+    first, last = sizes[0], sizes[-1]
+    for row in ("end to end", "pickup"):
+        ratio = statistics.median(results[last][row]) / statistics.median(results[first][row])
+        print(f"{row}: {last:,} sessions / {first:,} sessions = {ratio:.2f}×")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--sizes", default="10,1000,10000")
+    parser.add_argument("--compare", metavar="SRC", help="another version's src directory")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    results = asyncio.run(measure(sizes, args.samples))
-    print(f"\napproval answered from another process: median ms (10th–90th percentile), "
-          f"{args.samples} samples per store size")  # fmt: skip
-    rows = [*MEASURES, "python -c pass"]
-    print(f"{'stored sessions':<20}" + "".join(f"{size:>26,}" for size in sizes))
-    for row in rows:
-        print(f"{row:<20}" + "".join(f"{median_spread(results[s][row]):>26}" for s in sizes))
+    this, other = asyncio.run(measure(sizes, args.samples, args.compare))
+    report("approval answered from another process", this, sizes, args.samples)
+    if other:
+        report(f"the same with {args.compare}", other, sizes, args.samples)
     first, last = sizes[0], sizes[-1]
-    for row in ("end to end", "pickup"):
-        ratio = statistics.median(results[last][row]) / statistics.median(results[first][row])
-        print(f"{row}: {last:,} sessions / {first:,} sessions = {ratio:.2f}×")
-    pickup = statistics.median(results[last]["pickup"]) * 1000
+    pickup = statistics.median(this[last]["pickup"]) * 1000
     print(
-        f"target: answer delivered → agent resumes under 5 ms, flat from {first:,} to {last:,} "
-        f"sessions: {pickup:.1f} ms at {last:,}"
+        f"\ntarget: answer delivered → agent resumes under 5 ms, flat from {first:,} to "
+        f"{last:,} sessions: {pickup:.1f} ms at {last:,}"
     )
 
 
