@@ -5,11 +5,13 @@ lineage, answers from another terminal, and the spinner's clock while a run wait
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import pwd
 import re
 import subprocess
+import termios
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -225,3 +227,49 @@ def test_the_spinners_clock_ticks_while_the_run_waits_on_another_terminal(
         read_until(master, b"finished", shown)
     assert (tmp_path / "ws" / "t.txt").read_text() == "t"
     assert len(clock) >= 3  # three different times drawn while nothing but the clock changed
+
+
+def test_ctrl_c_at_the_question_interrupts_the_run_and_gives_the_terminal_back(
+    tmp_path: Path,
+) -> None:
+    model = steps_script(tmp_path / "s.json", WRITE)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [
+            TETHER,
+            "run",
+            "--model",
+            f"scripted:{model}",
+            "--workspace",
+            str(workspace),
+            "--store",
+            f"sqlite:///{tmp_path / 's.db'}",
+            "--plugin",
+            "ask_tools",
+            "go",
+        ],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+        start_new_session=True,
+        # the terminal is the run's own, so Ctrl-C there signals it
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+    )
+    try:
+        shown = read_until(master, b"(default) > ")
+        single_keys = termios.tcgetattr(slave)[3]
+        assert not single_keys & (termios.ICANON | termios.ECHO)  # the question takes keys
+        os.write(master, b"\x03")  # Ctrl-C: the terminal sends SIGINT
+        rest = read_until(master, b"tether run --resume", shown)
+        assert proc.wait(timeout=30) == 130
+        restored = termios.tcgetattr(slave)[3]
+    finally:
+        proc.kill()
+        os.close(slave)
+        os.close(master)
+    assert restored & termios.ICANON and restored & termios.ECHO
+    assert rest[len(shown) :].startswith(b"\r\n")  # the question's line was ended
+    assert not (workspace / "t.txt").exists()

@@ -20,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 import termios
 import tty
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final, Protocol, TextIO
 
 from tether._harness import Harness
+from tether._signals import cancel_and_wait
 from tether.kernel import Context, Disposable, Next
 from tether.kernel._printable import printable
 from tether.plugins._approval_from_store import asked_id
@@ -55,6 +57,10 @@ from tether.tools._ask_user import USER_QUESTION, QuestionRequest
 RUN_ANSWERER: Final = "tether run"
 END_OF_INPUT: Final = "\x04"
 """Ctrl-D: with the terminal taking single keys, it arrives as a character."""
+INTERRUPT: Final = "\x03"
+"""Ctrl-C, which the terminal hands over as a character while a question takes keys."""
+NO_CHARACTER: Final = b"\0"
+"""``_POSIX_VDISABLE``: a terminal control character set to it is off."""
 READ_SIZE: Final = 1024
 
 
@@ -81,20 +87,27 @@ class TerminalInput:
     @contextlib.contextmanager
     def single_keys(self) -> Iterator[None]:
         """The terminal takes single keys, unechoed, while this lasts; what was typed before
-        it began is discarded (enter it before the question is shown)."""
+        it began is discarded (enter it before the question is shown). Ctrl-C arrives as a
+        key (:meth:`choice` says so), so the question's line can end before the interrupt
+        is reported."""
         saved = termios.tcgetattr(self.fd)
         tty.setcbreak(self.fd, termios.TCSAFLUSH)
+        keys = termios.tcgetattr(self.fd)
+        keys[6][termios.VINTR] = NO_CHARACTER
+        termios.tcsetattr(self.fd, termios.TCSANOW, keys)
         try:
             yield
         finally:
             termios.tcsetattr(self.fd, termios.TCSANOW, saved)
 
-    async def choice(self) -> ApprovalOutcome:
-        """The answer of the first key that gives one (``unavailable`` at the end of
-        input), within :meth:`single_keys`."""
+    async def choice(self) -> ApprovalOutcome | None:
+        """The answer of the first key that gives one (``unavailable`` at the end of input),
+        or ``None`` for Ctrl-C, within :meth:`single_keys`."""
         while True:
             typed = await self._read()
             for key in typed or END_OF_INPUT:
+                if key == INTERRUPT:
+                    return None
                 if key == END_OF_INPUT:
                     return ApprovalOutcome.UNAVAILABLE
                 choice = choice_for(key)
@@ -201,12 +214,15 @@ def register_tty_answerer(
                     for line in describe(request, session_mode(ctx, request), name, elsewhere):
                         say(line)
                     say(f"  {CHOICES_TEXT} > ", end="")
-                    typing = asyncio.ensure_future(_key_answer(keys, answered, me))
+                    choices = _QuestionLine(say)
+                    typing = asyncio.ensure_future(_key_answer(keys, answered, me, choices))
                     try:
                         offer = await (box_wait.answer() if box_wait is not None else answered)
+                    except asyncio.CancelledError:
+                        choices.end()  # before whatever the interruption says
+                        raise
                     finally:
-                        typing.cancel()
-                        await asyncio.gather(typing, return_exceptions=True)
+                        await cancel_and_wait(typing)
                     say(_closing(offer, me))
             finally:
                 lock.release()
@@ -233,9 +249,29 @@ def _closing(offer: Offer, me: str) -> str:
     return f"{key}\n  → {offer.outcome}"
 
 
-async def _key_answer(keys: TerminalInput, answered: asyncio.Future[Offer], me: str) -> None:
-    """Settle ``answered`` with the key pressed here, unless another terminal came first."""
+class _QuestionLine:
+    """The choices' line, which ends once, however the question ends."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self._say = say
+        self.ended = False
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self._say("")
+
+
+async def _key_answer(
+    keys: TerminalInput, answered: asyncio.Future[Offer], me: str, line: _QuestionLine
+) -> None:
+    """Settle ``answered`` with the key pressed here, unless another terminal came first.
+    Ctrl-C ends the question's line, then interrupts as it does anywhere else."""
     outcome = await keys.choice()
+    if outcome is None:
+        line.end()
+        signal.raise_signal(signal.SIGINT)
+        return
     if not answered.done():
         answered.set_result(Offer(outcome, me))
 
