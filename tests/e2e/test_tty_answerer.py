@@ -46,27 +46,31 @@ def test_one_key_gives_one_choice(key: str, outcome: str) -> None:
     assert [c.shown() for c in CHOICES] == ["[a] Allow once", "[r] Reject (default)"]
 
 
+def run_argv(tmp_path: Path, model: Path, *extra: str) -> list[str]:
+    """``tether run`` over ``tmp_path / "ws"`` and a SQLite store there, on ``model``."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    return [
+        TETHER,
+        "run",
+        "--model",
+        f"scripted:{model}",
+        "--workspace",
+        str(workspace),
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        *extra,
+        "go",
+    ]
+
+
 @contextmanager
 def run_at_terminal(tmp_path: Path, model: Path, *extra: str) -> Iterator[tuple[int, str]]:
     """``tether run`` on a pseudo-terminal (stdin, stdout and stderr); the master side and
     the store. The run must exit 0 once the body is done."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir(exist_ok=True)
-    store = f"sqlite:///{tmp_path / 's.db'}"
     master, slave = os.openpty()
     proc = subprocess.Popen(
-        [
-            TETHER,
-            "run",
-            "--model",
-            f"scripted:{model}",
-            "--workspace",
-            str(workspace),
-            "--store",
-            store,
-            *extra,
-            "go",
-        ],
+        run_argv(tmp_path, model, *extra),
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -74,7 +78,7 @@ def run_at_terminal(tmp_path: Path, model: Path, *extra: str) -> Iterator[tuple[
     )
     os.close(slave)
     try:
-        yield master, store
+        yield master, f"sqlite:///{tmp_path / 's.db'}"
         read_until(master, b"session ", timeout=40)
         assert proc.wait(timeout=30) == 0
     finally:
@@ -233,23 +237,9 @@ def test_ctrl_c_at_the_question_interrupts_the_run_and_gives_the_terminal_back(
     tmp_path: Path,
 ) -> None:
     model = steps_script(tmp_path / "s.json", WRITE)
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
     master, slave = os.openpty()
     proc = subprocess.Popen(
-        [
-            TETHER,
-            "run",
-            "--model",
-            f"scripted:{model}",
-            "--workspace",
-            str(workspace),
-            "--store",
-            f"sqlite:///{tmp_path / 's.db'}",
-            "--plugin",
-            "ask_tools",
-            "go",
-        ],
+        run_argv(tmp_path, model, "--plugin", "ask_tools"),
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -272,4 +262,4 @@ def test_ctrl_c_at_the_question_interrupts_the_run_and_gives_the_terminal_back(
         os.close(master)
     assert restored & termios.ICANON and restored & termios.ECHO
     assert rest[len(shown) :].startswith(b"\r\n")  # the question's line was ended
-    assert not (workspace / "t.txt").exists()
+    assert not (tmp_path / "ws" / "t.txt").exists()
