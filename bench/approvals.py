@@ -204,7 +204,7 @@ def report(title: str, results: Results, sizes: Sequence[int], samples: int) -> 
     for row in (*MEASURES, "python -c pass"):
         print(f"{row:<20}" + "".join(f"{median_spread(results[s][row]):>26}" for s in sizes))
     first, last = sizes[0], sizes[-1]
-    for row in ("end to end", "pickup"):
+    for row in ("end to end", "command CPU", "pickup"):
         ratio = statistics.median(results[last][row]) / statistics.median(results[first][row])
         print(f"{row}: {last:,} sessions / {first:,} sessions = {ratio:.2f}×")
 
