@@ -27,7 +27,7 @@ from script_support import script as steps_script
 from tether.session._json import thaw
 from tether.session.persistence import open_persistence
 from tether.surfaces.cli._approval_prompt import CHOICES, choice_for
-from tether.surfaces.cli._tty_answerer import RUN_ANSWERER
+from tether.surfaces.cli._tty_answerer import RUN_ANSWERER, split_keys
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -62,6 +62,24 @@ def test_one_key_gives_one_choice(key: str, outcome: str) -> None:
         "[w] Always allow in this workspace",
         "[r] Reject (default)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("typed", "keys"),
+    [
+        ("ar", ["a", "r"]),
+        ("\x1b[A", ["\x1b[A"]),  # up: its A is not a's capital
+        ("\x1bOA", ["\x1bOA"]),
+        ("x\x1b[1;5Ay", ["x", "\x1b[1;5A", "y"]),
+        ("\x1b[15~", ["\x1b[15~"]),
+        ("\x1ba", ["\x1ba"]),  # Alt-a
+        ("\x1b", ["\x1b"]),  # Escape
+        ("\x1b\x1b[B", ["\x1b", "\x1b[B"]),
+        ("\x1b[", ["\x1b["]),
+    ],
+)
+def test_an_escape_sequence_is_one_key(typed: str, keys: list[str]) -> None:
+    assert split_keys(typed) == keys
 
 
 def run_argv(tmp_path: Path, model: Path, *extra: str) -> list[str]:
@@ -215,6 +233,26 @@ def test_keys_typed_before_the_question_answer_nothing(tmp_path: Path) -> None:
         read_until(master, b"finished")
     assert not (tmp_path / "ws" / "t.txt").exists()
     assert [d["outcome"] for d in decided(store)] == ["rejected"]
+
+
+def test_arrow_and_function_keys_answer_nothing(tmp_path: Path) -> None:
+    """A key that sends an escape sequence is one key, never its letters: the up arrow sends
+    ``ESC [ A``, whose ``A`` is not the ``a`` of Allow once."""
+    model = steps_script(tmp_path / "s.json", WRITE)
+    keys = [b"\x1b[A", b"\x1bOA", b"\x1b[1;5A", b"\x1b[15~", b"\x1bOP", b"\x1ba", b"\x1bs"]
+    with run_at_terminal(tmp_path, model, "--plugin", "ask_tools") as (master, store):
+        read_until(master, b"(default) > ")
+        for key in keys:  # each as the terminal sends it: in one write
+            os.write(master, key)
+        os.write(master, b"w")  # the grant's scope is asked for: nothing above answered
+        rest = read_until(master, b"Esc: back) > ")
+        os.write(master, b"\x1b")
+        rest += read_until(master, b"(default) > ")
+        os.write(master, b"r")
+        rest += read_until(master, b"finished")
+    assert not (tmp_path / "ws" / "t.txt").exists()
+    assert [d["outcome"] for d in decided(store)] == ["rejected"]
+    assert rest.startswith(b"w\r\n  Always allow in this workspace: scope 1-3")
 
 
 def test_a_childs_question_names_the_child_and_its_lineage(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ takes one key per choice: ``a`` allows once; ``r`` or Enter rejects (the safe de
 the question offers grants, ``s`` allows for the session and ``w`` always, the scope's number
 then picks what the grant covers (:mod:`tether.surfaces.cli._grant_choice`); Ctrl-D or the end
 of input is ``unavailable``. Keys typed before the question was shown are discarded, so typing
-ahead can never approve an action the user has not seen; other keys answer nothing.
+ahead can never approve an action the user has not seen; other keys answer nothing, and a key
+that sends an escape sequence (an arrow, a function key) is one key (:func:`split_keys`).
 
 Like chat's, every question is answerable from another terminal too, from the moment it is
 asked (:mod:`tether.surfaces.cli._answer_elsewhere`): the first answer wins, and the question
@@ -63,6 +64,33 @@ INTERRUPT: Final = "\x03"
 NO_CHARACTER: Final = b"\0"
 """``_POSIX_VDISABLE``: a terminal control character set to it is off."""
 READ_SIZE: Final = 1024
+ESC: Final = "\x1b"
+CSI_FINAL: Final = range(0x40, 0x7F)
+"""The last character of a control sequence (``ESC [`` parameters, then one of these)."""
+
+
+def split_keys(typed: str) -> list[str]:
+    """The keys in what one read brought: a character each, except that an escape sequence
+    (an arrow or a function key: ``ESC [ … final``, ``ESC O x``; Alt with a key: ``ESC x``) is
+    one key, so none of its letters is taken for a choice's (the up arrow sends ``ESC [ A``). A
+    terminal writes a key's sequence at once, so one read holds all of it; an Escape alone is
+    the Escape key."""
+    keys: list[str] = []
+    at = 0
+    while at < len(typed):
+        end = at + 1
+        after = typed[end] if end < len(typed) else None
+        if typed[at] == ESC and after is not None and after != ESC:
+            end += 1
+            if after == "[":  # parameters up to the final character, included
+                while end < len(typed) and ord(typed[end]) not in CSI_FINAL:
+                    end += 1
+                end = min(end + 1, len(typed))
+            elif after == "O":
+                end = min(end + 1, len(typed))
+        keys.append(typed[at:end])
+        at = end
+    return keys
 
 
 class QuestionScreen(Protocol):
@@ -108,7 +136,7 @@ class TerminalInput:
         """The next key typed, within :meth:`single_keys` (:data:`END_OF_INPUT` at the end of
         input)."""
         while not self._typed:
-            self._typed.extend(await self._read() or END_OF_INPUT)
+            self._typed.extend(split_keys(await self._read() or END_OF_INPUT))
         return self._typed.popleft()
 
     async def line(self) -> str | None:
@@ -316,4 +344,5 @@ __all__ = [
     "describe",
     "live_session_names",
     "register_tty_answerer",
+    "split_keys",
 ]
