@@ -22,7 +22,9 @@ from cli_support import TETHER
 from tether.session import SessionMeta, SessionStore
 from tether.session._answer_box import AnswerBox
 from tether.session._answer_channel import (
+    ANSWERS,
     CLI_SURFACE,
+    AnswerMessage,
     ApprovalAlreadyAnsweredError,
     ApprovalAnswerRefusedError,
     ApprovalWaiterUntrustedError,
@@ -83,7 +85,7 @@ def test_messages_that_are_not_an_answer_are_refused_and_the_wait_goes_on(
     for message, detail in cases:
         assert speak(box, approval_id, message) == [
             {"status": "ready"},
-            {"status": "refused", "detail": detail},
+            {"status": "refused", "detail": detail, "offered": list(ANSWERS)},
         ]
     assert waiter.poll() is None
     by = f"{CLI_SURFACE} ({pwd.getpwuid(os.getuid()).pw_name}, pid {os.getpid()})"
@@ -107,6 +109,19 @@ def test_messages_that_are_not_an_answer_are_refused_and_the_wait_goes_on(
         f"approval {approval_id} was already answered (allowed-once, by {by}): this answer "
         "came too late"
     )
+
+
+def test_an_answer_the_question_does_not_offer_is_no_answer_to_it() -> None:
+    plain = ("allowed-once", "rejected")
+    assert AnswerMessage.parse(offer("ap-1"), "ap-1", plain) == AnswerMessage(
+        "ap-1", "allowed-once", CLI_SURFACE
+    )
+    assert AnswerMessage.parse(offer("ap-1", outcome="allowed-for-session"), "ap-1", plain) == (
+        "this question offers no allowed-for-session (it takes allowed-once, rejected)"
+    )
+    # by default, every answer is offered
+    granted = AnswerMessage.parse(offer("ap-1", outcome="allowed-always"), "ap-1")
+    assert granted == AnswerMessage("ap-1", "allowed-always", CLI_SURFACE)
 
 
 def test_a_marker_that_names_another_process_gets_no_answer(

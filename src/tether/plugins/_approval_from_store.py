@@ -154,6 +154,7 @@ class ApprovalFromStorePlugin:
                         on_waiting=lambda: _say(hint),
                         signal=request.signal,
                         asked=Asked(session.id, request.tool_name),
+                        offered=request.outcomes(),
                     ),
                     request.tool_name,
                 )

@@ -14,8 +14,8 @@ JSON lines. The waiter speaks first, once it has checked the peer: ``{"status": 
 peer). A ready answerer sends an :class:`AnswerMessage` ``{"approval_id", "outcome",
 "surface"}``; the waiter replies ``{"status": "accepted", "answered_by", "session",
 "tool_name"}``, ``{"status": "answered", "outcome", "answered_by"}`` (another answer came
-first) or ``{"status": "refused", "detail"}`` (a message that is not an answer to this
-approval). Who answered is written by the waiter from what the kernel said
+first) or ``{"status": "refused", "detail", "offered"}`` (a message that is not an answer to
+this approval; ``offered``, the outcomes the question takes, and still waits for). Who answered is written by the waiter from what the kernel said
 (``SURFACE (user, pid N)``), never copied from the message.
 
 This module is the one home of the message format and of what counts as an answer
@@ -86,8 +86,11 @@ class AnswerMessage(NamedTuple):
         return json.dumps(fields).encode() + b"\n"
 
     @classmethod
-    def parse(cls, line: bytes, approval_id: str) -> AnswerMessage | str:
-        """The message, or why it is not an answer to ``approval_id``."""
+    def parse(
+        cls, line: bytes, approval_id: str, offered: Collection[str] = ANSWERS
+    ) -> AnswerMessage | str:
+        """The message, or why it is not an answer to ``approval_id``, whose question offers
+        the outcomes ``offered`` (a grant where it offers none is no answer to it)."""
         try:
             raw = json.loads(line)
         except ValueError:
@@ -99,6 +102,8 @@ class AnswerMessage(NamedTuple):
         outcome, surface = answer_outcome(raw.get("outcome")), raw.get("surface")
         if outcome is None:
             return f"the outcome is not one of {', '.join(ANSWERS)}"
+        if outcome not in offered:
+            return f"this question offers no {outcome} (it takes {', '.join(offered)})"
         if surface not in ANSWER_SURFACES:
             return f"the surface is not one of {', '.join(ANSWER_SURFACES)}"
         return cls(approval_id, outcome, str(surface))
@@ -187,7 +192,7 @@ def address(name: str) -> str:
     return "\0" + name
 
 
-def reply(status: ReplyStatus, **fields: str) -> bytes:
+def reply(status: ReplyStatus, **fields: str | list[str]) -> bytes:
     """One of the waiter's lines."""
     return json.dumps({"status": status, **fields}).encode() + b"\n"
 
@@ -255,10 +260,16 @@ def _delivered(message: Mapping[str, object], approval_id: str, pid: int) -> Del
     if status == "answered":
         raise already_answered(approval_id, message.get("outcome"), message.get("answered_by"))
     if status == "refused":
+        offered = message.get("offered")
+        words = answer_words(offered) if isinstance(offered, list) else ""
+        step = (
+            f"; it still waits: answer it with {words}"
+            if words
+            else ". Answer from a terminal outside every sandbox, as the user who started the run"
+        )
         raise ApprovalAnswerRefusedError(
             f"the run waiting for approval {approval_id} refused this answer: "
-            f"{message.get('detail')}. Answer from a terminal outside every sandbox, as the "
-            "user who started the run"
+            f"{message.get('detail')}{step}"
         )
     raise ApprovalNotDeliveredError(
         f"approval {approval_id}: the waiting run (pid {pid}) gave no usable reply; run "

@@ -23,7 +23,7 @@ import os
 import pwd
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -39,6 +39,7 @@ from tether.session._answer_box import (
     read_small_json,
 )
 from tether.session._answer_channel import (
+    ANSWERS,
     EXCHANGE_SECONDS,
     MESSAGE_LIMIT,
     SOCKET_PREFIX,
@@ -83,13 +84,17 @@ class BoxWait:
         on_refused: RefusalHandler,
         asked: Asked | None = None,
         decided: asyncio.Future[Offer] | None = None,
+        offered: Collection[str] = ANSWERS,
     ) -> None:
         """``asked`` is told to the answerer that is accepted; ``decided`` is the future the
-        waiting surface settles itself when its own user answers (one is made otherwise)."""
+        waiting surface settles itself when its own user answers (one is made otherwise);
+        ``offered``, the outcomes the question takes (an answer giving another is refused, and
+        the question keeps waiting)."""
         self.box = box
         box.path(approval_id)  # refuses what cannot name an approval
         self.approval_id = approval_id
         self.asked = asked
+        self.offered = offered
         self._given = decided
         self._refusals = _Refusals(on_refused)
         self._seen: set[tuple[str, FileIdentity]] = set()
@@ -268,10 +273,10 @@ class BoxWait:
             writer.write(reply("ready"))
             async with asyncio.timeout(EXCHANGE_SECONDS):
                 line = await reader.readline()
-            message = AnswerMessage.parse(line, self.approval_id)
+            message = AnswerMessage.parse(line, self.approval_id, self.offered)
             if isinstance(message, str):
                 self._refusals.add(RefusedAnswer("socket", "malformed", message, peer.pid))
-                writer.write(reply("refused", detail=message))
+                writer.write(reply("refused", detail=message, offered=list(self.offered)))
                 return
             offer = Offer(message.outcome, f"{message.surface} ({_user(peer.uid)}, pid {peer.pid})")
             if self.take(offer):
@@ -298,12 +303,15 @@ async def wait_for_answer(
     on_waiting: Callable[[], None] | None = None,
     signal: AbortSignal | None = None,
     asked: Asked | None = None,
+    offered: Collection[str] = ANSWERS,
 ) -> Offer:
     """Wait until a checked surface answers (cancellable through ``signal`` or the task).
     ``on_waiting`` runs once the marker is up (an answer can be given from then on). Every
     answer that counts for nothing goes to ``on_refused`` (at most :data:`REFUSALS_RECORDED`
     of them) and never ends the wait."""
-    async with BoxWait(box, approval_id, on_refused=on_refused, asked=asked) as waiting:
+    async with BoxWait(
+        box, approval_id, on_refused=on_refused, asked=asked, offered=offered
+    ) as waiting:
         if on_waiting is not None:
             on_waiting()
         try:

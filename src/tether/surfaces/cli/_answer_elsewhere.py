@@ -71,6 +71,7 @@ async def answerable_elsewhere(
         on_refused=refused,
         asked=Asked(session.id, request.tool_name),
         decided=answer,
+        offered=request.outcomes(),
     )
     async with contextlib.AsyncExitStack() as stack:
         try:
