@@ -12,8 +12,9 @@ line and for plugins.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Final
+
+from tether._lazy_names import lazy_names
 
 __version__ = "0.1.0"
 
@@ -82,10 +83,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tether' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # imported once
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)

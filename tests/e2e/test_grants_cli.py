@@ -219,29 +219,37 @@ def test_a_session_grant_is_listed_and_revoked_and_the_resumed_session_asks_agai
     assert len(requests(log)) == 2
 
 
-def test_approvals_answer_allow_session_grants_the_narrowest_scope(tmp_path: Path) -> None:
-    ws = workspace(tmp_path)
-    model = script(
-        tmp_path / "s.json",
-        [call("bash", command="echo a b"), call("bash", command="echo a b"), {"text": "done"}],
-    )
+def waiting_run(
+    tmp_path: Path, steps: list[dict[str, Any]], *extra: str
+) -> tuple[subprocess.Popen[str], str, str]:
+    """A run with ``--approval-from store`` whose one question waits: the process, the store
+    and the question's approval id."""
+    model = script(tmp_path / "s.json", steps)
     store = f"sqlite:///{tmp_path / 's.db'}"
     proc = subprocess.Popen(
-        [TETHER, *run_args(model, ws, store, "--plugin", "ask_tools", "--approval-from", "store")],
+        [TETHER, *run_args(model, workspace(tmp_path), store, *extra, "--approval-from", "store")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
     )
+    deadline = time.monotonic() + 30
+    rows: list[dict[str, Any]] = []
+    while not rows and time.monotonic() < deadline and proc.poll() is None:
+        listed = tether("approvals", "list", "--store", store, "--json")
+        rows = json.loads(listed.stdout) if listed.returncode == 0 else []
+        time.sleep(0.2)
+    if len(rows) != 1:
+        proc.kill()
+        raise AssertionError(f"expected one waiting question, got {rows}: {proc.communicate()}")
+    return proc, store, str(rows[0]["id"])
+
+
+def test_approvals_answer_allow_session_grants_the_narrowest_scope(tmp_path: Path) -> None:
+    steps = [call("bash", command="echo a b"), call("bash", command="echo a b"), {"text": "done"}]
+    proc, store, approval_id = waiting_run(tmp_path, steps, "--plugin", "ask_tools")
     try:
-        deadline = time.monotonic() + 30
-        rows: list[dict[str, Any]] = []
-        while not rows and time.monotonic() < deadline:
-            listed = tether("approvals", "list", "--store", store, "--json")
-            rows = json.loads(listed.stdout) if listed.returncode == 0 else []
-            time.sleep(0.2)
-        [row] = rows
-        answered = tether("approvals", "answer", str(row["id"]), "allow-session", "--store", store)
+        answered = tether("approvals", "answer", approval_id, "allow-session", "--store", store)
         assert answered.returncode == 0, answered.stderr
         out, err = proc.communicate(timeout=60)
     finally:
@@ -253,6 +261,43 @@ def test_approvals_answer_allow_session_grants_the_narrowest_scope(tmp_path: Pat
     assert [d["outcome"] for d in decided] == ["allowed-for-session", "allowed-once"]
     assert decided[0]["scope"] == {"kind": "exact", "rule": "Bash(echo a b)"}
     assert decided[1]["decided_by"] == "grant"
+
+
+def test_approvals_answer_that_grants_where_nothing_is_offered_is_refused(tmp_path: Path) -> None:
+    # an ask rule's question offers no grant: allow-session is refused, the question still waits
+    write_user_config('[permissions]\nask = ["Bash(echo secret:*)"]\n')
+    steps = [call("bash", command="echo secret x"), {"text": "done"}]
+    proc, store, approval_id = waiting_run(tmp_path, steps)
+    try:
+        granted = tether("approvals", "answer", approval_id, "allow-session", "--store", store)
+        assert granted.returncode == 1
+        assert granted.stderr == (
+            f"tether: APPROVAL_ANSWER_REFUSED: the run waiting for approval {approval_id} "
+            "refused this answer: this question offers no allowed-for-session (it takes "
+            "allowed-once, rejected); it still waits: answer it with allow|reject\n"
+        )
+        allowed = tether("approvals", "answer", approval_id, "allow", "--store", store)
+        assert allowed.returncode == 0, allowed.stderr
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    # the hint offered only what the question takes
+    assert f"tether approvals answer {approval_id} allow|reject --store {store} " in err
+    result = JsonRun(subprocess.CompletedProcess(proc.args, 0, out, err))
+    refused = result.of_type(result.root, "approval/answer-refused")
+    assert [(r["reason"], r["detail"]) for r in refused] == [
+        (
+            "malformed",
+            "this question offers no allowed-for-session (it takes allowed-once, rejected)",
+        )
+    ]
+    [decided] = result.of_type(result.root, "approval/decided")
+    assert decided["outcome"] == "allowed-once" and "scope" not in decided
+    assert result.of_type(result.root, "approval/grant") == []
+    [ran] = result.of_type(result.root, "tool/result")
+    assert ran["content"] == "secret x"
 
 
 def claude_settings(tmp_path: Path) -> Path:

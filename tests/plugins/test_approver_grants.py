@@ -1,7 +1,7 @@
 """The answerer protocol's grants: what ``--approver`` reads (the asking child's label, the
 outcomes and scopes it may choose) and may print; the ACP option mapping; the terminal's
-``s``/``w`` choices (``plugins/_approver_command.py``, ``policy/_acp_options.py``,
-``surfaces/cli/_grant_choice.py``)."""
+keys, ``s``/``w`` then a scope's number (``plugins/_approver_command.py``,
+``policy/_acp_options.py``, ``surfaces/cli/_grant_choice.py``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from tether.policy._events import AnswererFailure, GrantScope
 from tether.policy._modes import ApprovalOutcome, SandboxMode
 from tether.session import Session, SessionHeader
 from tether.subagents._events import Descriptor
-from tether.surfaces.cli._grant_choice import grant_answer, grant_labels, grant_lines
+from tether.surfaces.cli._approval_prompt import CHOICES as CHOICES_ROWS
+from tether.surfaces.cli._grant_choice import AnswerKeys, Chosen, grant_lines
 
 
 @dataclass(eq=False)
@@ -197,29 +198,65 @@ def test_acp_options_lay_out_a_question_and_read_the_selection_back() -> None:
 
 
 # -- the terminal's choices ----------------------------------------------------------------------
-def test_the_terminal_offers_and_reads_grants() -> None:
+def keyed(request: ApprovalRequest, keys: list[str]) -> tuple[Chosen | None, str]:
+    """What ``keys`` answer, and what the question asks for after the last one."""
+    reading = AnswerKeys(request)
+    chosen = None
+    for key in keys:
+        assert chosen is None, "a key after the answer"
+        chosen = reading.press(key)
+    return chosen, reading.prompt()
+
+
+def test_the_terminal_offers_grants_and_reads_a_key_then_the_scopes_number() -> None:
     request = ApprovalRequest(ToyAgent(session("r")), "bash", choices=CHOICES)
     assert grant_lines(request) == [
-        "  grant scopes (s or w takes the first; s2, w3 … a wider one):",
+        "  grant scopes (s or w, then the scope's number):",
         "    1. Bash(npm test --watch)",
         "    2. Bash(npm test:*)",
         "    3. Bash(npm:*)",
         "    4. Bash",
     ]
-    assert grant_labels(request) == [
-        "[s] Allow for this session",
-        "[w] Always allow in this workspace",
-    ]
-    assert grant_answer("s", request) == Answer("allowed-for-session", None, SCOPES[0])
-    assert grant_answer(" S3 ", request, "me") == Answer("allowed-for-session", "me", SCOPES[2])
-    assert grant_answer("always", request) == Answer("allowed-always", None, SCOPES[0])
-    assert grant_answer("w4", request) == Answer("allowed-always", None, SCOPES[3])
-    for word in ("w5", "s0", "session2", "x", "", "a"):
-        assert grant_answer(word, request) is None, word
-    plain = ApprovalRequest(ToyAgent(session("r")), "bash")
-    assert (
-        grant_lines(plain) == [] and grant_labels(plain) == [] and grant_answer("s", plain) is None
+    everything = (
+        "[a] Allow once   [s] Allow for this session   [w] Always allow in this workspace   "
+        "[r] Reject (default)"
     )
-    session_only = replace(request, choices=GrantChoices(SCOPES, always=False))
-    assert grant_labels(session_only) == ["[s] Allow for this session"]
-    assert grant_answer("w", session_only) is None
+    assert keyed(request, []) == (None, everything)
+    assert keyed(request, ["s"]) == (
+        None,
+        "Allow for this session: scope 1-4 (Enter: 1, Esc: back)",
+    )
+    session_, always = CHOICES_ROWS[1], CHOICES_ROWS[2]
+    assert keyed(request, ["s", "\r"])[0] == Chosen(session_, SCOPES[0], "1")
+    assert keyed(request, ["S", "3"])[0] == Chosen(session_, SCOPES[2], "3")
+    assert keyed(request, ["w", "4"])[0] == Chosen(always, SCOPES[3], "4")
+    # while a scope is picked, only a number, Enter or Escape does anything
+    for ignored in ("0", "5", "a", "r", "s", "²", "x"):
+        assert keyed(request, ["w", ignored]) == (
+            None,
+            "Always allow in this workspace: scope 1-4 (Enter: 1, Esc: back)",
+        ), ignored
+    assert keyed(request, ["s", "\x1b"]) == (None, everything)
+    assert keyed(request, ["s", "\x1b", "r"])[0] == Chosen(CHOICES_ROWS[3], None, "r")
+    assert keyed(request, ["1", "x"]) == (None, everything)  # a number alone answers nothing
+    answer = Chosen(always, SCOPES[1], "2")
+    assert answer.answer("me") == Answer("allowed-always", "me", SCOPES[1])
+    assert answer.said() == "allowed-always: Bash(npm test:*)"
+
+
+def test_a_question_with_one_scope_grants_it_with_one_key_and_one_without_grants_offers_none() -> (
+    None
+):
+    one = ApprovalRequest(
+        ToyAgent(session("r")), "mcp__x__y", choices=GrantChoices((SCOPES[3],), always=False)
+    )
+    assert grant_lines(one) == ["  grant scope (s):", "    Bash"]
+    assert keyed(one, ["s"])[0] == Chosen(CHOICES_ROWS[1], SCOPES[3], "s")
+    assert keyed(one, ["w"]) == (
+        None,
+        "[a] Allow once   [s] Allow for this session   [r] Reject (default)",
+    )
+    plain = ApprovalRequest(ToyAgent(session("r")), "bash")
+    assert grant_lines(plain) == []
+    assert keyed(plain, ["s", "w", "1"]) == (None, "[a] Allow once   [r] Reject (default)")
+    assert keyed(plain, ["A"])[0] == Chosen(CHOICES_ROWS[0], None, "a")

@@ -55,7 +55,7 @@ from tether.policy._events import (
     GrantScope,
     ScopeKind,
 )
-from tether.policy._modes import GRANTING, ApprovalOutcome, as_outcome
+from tether.policy._modes import GRANTING, as_outcome
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError
 from tether.sandbox._paths import path_rules
@@ -88,13 +88,7 @@ def request_payload(request: ApprovalRequest) -> dict[str, JsonValue]:
         "call_id": request.call_id,
         "reason": request.reason,
         "action": dict(request.action or {}),
-        "outcomes": [
-            outcome.value
-            for outcome in (
-                *(choices.outcomes() if choices is not None else (ApprovalOutcome.ALLOWED_ONCE,)),
-                ApprovalOutcome.REJECTED,
-            )
-        ],
+        "outcomes": [outcome.value for outcome in request.outcomes()],
         "scopes": [scope.to_data() for scope in choices.scopes] if choices is not None else [],
     }
     if origin is not None:

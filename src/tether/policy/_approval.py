@@ -142,6 +142,13 @@ class ApprovalRequest:
     """The grants an answer may make (``None``: only ``allowed-once``); set by the approval
     service before the answerers run, never by the asker."""
 
+    def outcomes(self) -> tuple[ApprovalOutcome, ...]:
+        """The outcomes an answer may give, as offered: those that allow (:attr:`choices`),
+        then ``rejected``."""
+        choices = self.choices
+        allowing = choices.outcomes() if choices is not None else (ApprovalOutcome.ALLOWED_ONCE,)
+        return (*allowing, ApprovalOutcome.REJECTED)
+
 
 @dataclass(frozen=True, slots=True)
 class GrantChoices:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from chat_support import call, open_chat, root_steps, stored_events
 
-from tether.surfaces.cli.chat._prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import chat_answerer
 
 WRITE_THEN_FINISH = [
     root_steps(
@@ -19,7 +19,7 @@ WRITE_THEN_FINISH = [
 
 
 GRANT_LINES = [
-    "  grant scopes (s or w takes the first; s2, w3 … a wider one):",
+    "  grant scopes (s or w, then the scope's number):",
     "    1. Write(./t.txt)",
     "    2. Write(./**)",
     "    3. Write",
@@ -31,33 +31,57 @@ CHOICES_LINE = (
 WROTE = "  → Wrote 1 byte to t.txt"
 
 
+REJECTED = '  → Error: the user rejected tool "write"'
+ANSWERS = "allow|allow-session|allow-always|reject"
+
+
 @pytest.mark.parametrize(
-    ("key", "outcome", "shown", "result"),
+    ("keys", "outcome", "shown", "result", "kind", "rule"),
     [
-        ("a", "allowed-once", "  ✔ allowed once", WROTE),
-        ("s", "allowed-for-session", "  ✔ allowed for this session: Write(./t.txt)", WROTE),
-        ("w", "allowed-always", "  ✔ always allowed in this workspace: Write(./t.txt)", WROTE),
-        ("r", "rejected", "  ✘ rejected", '  → Error: the user rejected tool "write"'),
-        ("\r", "rejected", "  ✘ rejected", '  → Error: the user rejected tool "write"'),
+        ("a", "allowed-once", "  ✔ allowed once", WROTE, None, None),
+        ("s1", "allowed-for-session", "  ✔ allowed for this session: Write(./t.txt)", WROTE,
+         "exact", "Write(./t.txt)"),
+        ("S2", "allowed-for-session", "  ✔ allowed for this session: Write(./**)", WROTE,
+         "path", "Write(./**)"),
+        ("w\r", "allowed-always", "  ✔ always allowed in this workspace: Write(./t.txt)", WROTE,
+         "exact", "Write(./t.txt)"),
+        ("w93", "allowed-always", "  ✔ always allowed in this workspace: Write", WROTE,
+         "tool", "Write"),
+        ("r", "rejected", "  ✘ rejected", REJECTED, None, None),
+        ("\r", "rejected", "  ✘ rejected", REJECTED, None, None),
+        ("1s\x1br", "rejected", "  ✘ rejected", REJECTED, None, None),
     ],
-)
-async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
-    tmp_path: Path, key: str, outcome: str, shown: str, result: str
+)  # fmt: skip
+async def test_the_keys_decide_the_write_and_the_audit_pair_is_stored(
+    tmp_path: Path,
+    keys: str,
+    outcome: str,
+    shown: str,
+    result: str,
+    kind: str | None,
+    rule: str | None,
 ) -> None:
     async with open_chat(tmp_path, WRITE_THEN_FINISH) as chat:
         root = chat.app.root.id
         chat.type("go\r")
         question = await chat.wait_for("Reject (default) > ")
-        chat.type(key)
+        for key in keys:  # one at a time, as typed
+            chat.type(key)
+            await asyncio.sleep(0)
         rest = await chat.turn_end()
         events = await stored_events(chat.harness, root)
         await chat.quit()
+    audit = [(t, d) for t, d in events if t in ("approval/asked", "approval/decided")]
+    assert len(audit) == 2
+    (asked_type, asked), (decided_type, decided) = audit
     assert question.splitlines() == [
         "Writing it.",
         '⚙ write path="t.txt" content="t"',
         'Approval needed: tool "write"',
         "  sandbox: workspace-write (the session's mode, unchanged)",
         f"  asked by: this session {root[:8]} (depth 0)",
+        f"  from another terminal: tether approvals answer {asked['id'][:8]} {ANSWERS} "
+        f"--store sqlite:///{tmp_path / 'tether.db'}",
         "  written by the agent (escaped, in full):",
         '  reason: run "write": t.txt',
         "  path: t.txt",
@@ -66,9 +90,6 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
     ]
     assert rest.splitlines()[1:4] == [shown, result, "finished"]
     assert (chat.workspace / "t.txt").exists() is (result == WROTE)
-    audit = [(t, d) for t, d in events if t in ("approval/asked", "approval/decided")]
-    assert len(audit) == 2
-    (asked_type, asked), (decided_type, decided) = audit
     assert asked_type == "approval/asked"
     assert asked == {
         "id": asked["id"],
@@ -78,17 +99,45 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
         "action": {"tool": "write", "path": "t.txt"},
     }
     assert decided_type == "approval/decided"
-    granted = {"scope": {"kind": "exact", "rule": "Write(./t.txt)"}} if key in "sw" else {}
+    granted = {"scope": {"kind": kind, "rule": rule}} if rule else {}
     assert decided == {
         "id": asked["id"],
         "outcome": outcome,
-        "answered_by": answerer_name(),
+        "answered_by": chat_answerer(),
         **granted,
     }
     grants = [d for t, d in events if t == "approval/grant"]
     assert [(g["outcome"], g["scope"]["rule"]) for g in grants] == (
-        [(outcome, "Write(./t.txt)")] if granted else []
+        [(outcome, rule)] if granted else []
     )
+
+
+async def test_a_grants_scope_is_asked_for_in_the_status_line(tmp_path: Path) -> None:
+    async with open_chat(tmp_path, WRITE_THEN_FINISH) as chat:
+        chat.type("go\r")
+        await chat.wait_for("Reject (default) > ")
+
+        async def status_after(key: str) -> str:
+            chat.type(key)
+            for _ in range(2000):
+                shown = "".join(text for _style, text, *_ in chat.app._busy_text())
+                if f"approval for write: {expected[key]} " in shown:
+                    return shown
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"the status line never asked for {expected[key]!r}: {shown}")
+
+        expected = {
+            "w": "Always allow in this workspace: scope 1-3 (Enter: 1, Esc: back)",
+            "\x1b": CHOICES_LINE.strip().removesuffix(" >"),
+        }
+        await status_after("w")
+        await status_after("\x1b")  # back to the choices
+        chat.type("w2")
+        rest = await chat.turn_end()
+        await chat.quit()
+    # the transcript shows the answer only: picking the scope printed nothing
+    assert rest.splitlines()[1] == "  ✔ always allowed in this workspace: Write(./**)"
+    assert (chat.workspace / "t.txt").read_text() == "t"
 
 
 async def test_keys_typed_before_the_question_answer_nothing(tmp_path: Path) -> None:
@@ -168,14 +217,17 @@ async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> Non
         rest = await chat.turn_end()
         child_events = await stored_events(chat.harness, child)
         await chat.quit()
+    asked = next(d for t, d in child_events if t == "approval/asked")
     assert (
         f"  asked by: subagent [alpha] {child[:8]} (depth 1), routed to the root\n"
         f"  lineage: [alpha] {child[:8]} → root {root[:8]}\n"
+        f"  from another terminal: tether approvals answer {asked['id'][:8]} {ANSWERS} "
+        f"--store sqlite:///{tmp_path / 'tether.db'}\n"
         "  written by the agent (escaped, in full):\n"
         '  reason: Subagent approval: run "write" · Arguments: {"content": "from alpha"} · '
         "Path: a.txt\n"
         "  path: a.txt\n"
-        "  grant scopes (s or w takes the first; s2, w3 … a wider one):\n"
+        "  grant scopes (s or w, then the scope's number):\n"
         "    1. Write(./a.txt)\n"
         "    2. Write(./**)\n"
         "    3. Write\n" + CHOICES_LINE
@@ -195,7 +247,7 @@ async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> Non
     assert (chat.workspace / "a.txt").read_text() == "from alpha"
     decided = [d for t, d in child_events if t == "approval/decided"]
     assert decided == [
-        {"id": decided[0]["id"], "outcome": "allowed-once", "answered_by": answerer_name()}
+        {"id": decided[0]["id"], "outcome": "allowed-once", "answered_by": chat_answerer()}
     ]
 
 

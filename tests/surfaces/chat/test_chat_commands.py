@@ -29,7 +29,8 @@ async def test_help_lists_every_command(tmp_path: Path) -> None:
         "/quit                 leave (also Ctrl-D)",
         "Ctrl-C cancels a running turn (the session goes on); twice within 2s, or at an empty "
         "prompt, quits. When an approval is asked: a allows once, s for the session and w "
-        "always (where offered), r or Enter rejects.",
+        "always (where offered; then the scope's number, Enter for the narrowest), r or Enter "
+        "rejects.",
     ]
 
 
@@ -168,7 +169,7 @@ async def test_approvals_ends_each_row_with_what_the_ask_would_run(tmp_path: Pat
     )
     await store.close()  # flushed: another process's pending ask, as the chat finds it
     async with open_chat(tmp_path, [root_steps({"text": "hi"})]) as chat:
-        shown = await chat.command("/approvals", "allow|reject\n")
+        shown = await chat.command("/approvals", "allow-always|reject\n")
         await chat.quit()
     heading, row, hint = shown.splitlines()
     assert heading.split() == ["ID", "LINEAGE", "TOOL", "AGE", "HEADLINE", "ACTION"]
@@ -177,7 +178,10 @@ async def test_approvals_ends_each_row_with_what_the_ask_would_run(tmp_path: Pat
         "escalate sandbox to danger-full-access: tidy\\x1b]0;t\\x07  "
         "escalate to danger-full-access · Command: rm -rf ~\\x1b[2K\\r" + "y" * 300
     )
-    assert hint == "Answer one from any terminal: tether approvals answer ID allow|reject"
+    assert (
+        hint
+        == "Answer one from any terminal: tether approvals answer ID allow|allow-session|allow-always|reject"
+    )
 
 
 async def test_resume_switches_to_a_stored_session(tmp_path: Path) -> None:
@@ -276,7 +280,7 @@ async def test_grants_lists_what_was_granted_and_revoke_ends_it(tmp_path: Path) 
         root = chat.app.root
         chat.type("first\r")
         await chat.wait_for("Reject (default) > ")
-        chat.type("s")
+        chat.type("s1")
         await chat.turn_end()
         await chat.turn("second")  # decided by the grant: no question
         grant = next(d for t, d in events_of(chat.harness, root.id) if t == "approval/grant")

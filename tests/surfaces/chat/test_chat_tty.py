@@ -11,7 +11,7 @@ import pytest
 from tty_support import audit_pairs, chat, chat_args
 
 from cli_support import TETHER
-from tether.surfaces.cli.chat._prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import chat_answerer
 
 
 @pytest.mark.timeout(90)
@@ -40,7 +40,7 @@ def test_a_prompt_and_an_approval_answered_at_a_real_terminal(tmp_path: Path) ->
         ("approval/asked", None),
         ("approval/decided", "allowed-once"),
     ]
-    assert audit[1][1]["answered_by"] == answerer_name()
+    assert audit[1][1]["answered_by"] == chat_answerer()
 
 
 def test_chat_needs_a_terminal(tmp_path: Path) -> None:

@@ -20,15 +20,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import quote, unquote
 
 from tether._dirs import data_dir
 from tether.errors import TetherError
-from tether.session.persistence._base import Persistence
-from tether.session.persistence._jsonl import JsonlPersistence
-from tether.session.persistence._memory import MemoryPersistence
-from tether.session.persistence._sqlite import SqlitePersistence
+
+if TYPE_CHECKING:
+    from tether.session.persistence._base import Persistence
 
 MEMORY_URL: Final = "memory://"
 STORE_URL_FORMS: Final = (
@@ -55,6 +54,12 @@ class StoreInMemoryError(TetherError):
 
 def open_persistence(url: str) -> Persistence:
     """The backend ``url`` names. Nothing is opened or created until its first call."""
+    # The backends (and the event loop they run on) are loaded only to open one: reading a
+    # URL (``store_location``, the answering command's whole use of this module) needs neither.
+    from tether.session.persistence._jsonl import JsonlPersistence
+    from tether.session.persistence._memory import MemoryPersistence
+    from tether.session.persistence._sqlite import SqlitePersistence
+
     scheme, _, rest = url.partition("://")
     if scheme == "memory":
         if rest:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -19,9 +17,11 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 
 from tether.errors import TetherError
-from tether.kernel._printable import printable
-from tether.session.persistence import Persistence, default_store_url, open_persistence
+from tether.session.persistence import Persistence, open_persistence
 from tether.session.persistence._factory import MEMORY_URL, store_location
+from tether.surfaces.cli._basics import error_line as error_line
+from tether.surfaces.cli._basics import store_url as store_url
+from tether.surfaces.cli._basics import write_text as write_text
 
 T = TypeVar("T")
 
@@ -45,11 +45,6 @@ JsonOption = Annotated[
     bool,
     typer.Option("--json", help="Print machine-readable JSON instead of text."),
 ]
-
-
-def store_url(store: str | None) -> str:
-    """The ``--store`` value, else the environment's default (``TETHER_STORE`` or data dir)."""
-    return store if store else default_store_url(os.environ)
 
 
 class StoreNotFoundError(TetherError):
@@ -88,18 +83,6 @@ def fail(err: TetherError) -> NoReturn:
     raise typer.Exit(EXIT_PROBLEMS)
 
 
-def error_line(message: str) -> None:
-    """``tether: <first line>``, then any further lines of help, each indented by two spaces.
-
-    Scripts match the first line (``tether: CODE: ...``); the help after it (a model spec's
-    forms, say) stays laid out as written. A message may quote a model's or a workspace's
-    text: every line is escaped, so none can forge a ``tether:`` line or move the cursor.
-    """
-    first, *rest = message.splitlines() or [""]
-    lines = [f"tether: {printable(first)}", *(f"  {printable(line)}" for line in rest)]
-    typer.echo("\n".join(lines), err=True)
-
-
 def run(coro: Coroutine[object, object, T]) -> T:
     """Run one command's coroutine; a :class:`TetherError` becomes a one-line error."""
     try:
@@ -110,18 +93,6 @@ def run(coro: Coroutine[object, object, T]) -> T:
 
 def print_json(value: object) -> None:
     write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
-
-
-def write_text(text: str) -> None:
-    """Write UTF-8 to stdout whatever the locale says: session payloads are Unicode."""
-    stream = sys.stdout
-    buffer = getattr(stream, "buffer", None)
-    if buffer is None:  # a replaced stdout (CliRunner, IDEs) takes str
-        stream.write(text)
-    else:
-        stream.flush()
-        buffer.write(text.encode("utf-8"))
-    stream.flush()
 
 
 def iso_time(epoch_ms: int) -> str:

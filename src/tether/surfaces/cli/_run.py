@@ -30,6 +30,7 @@ from tether.kernel._printable import printable, printable_block
 from tether.kernel._workspace_files import read_file
 from tether.kernel._workspace_trust import prompt_file_text
 from tether.model._prices import price_of
+from tether.plugins._approval_from_store import run_store_url
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session._json import thaw
 from tether.surfaces.cli._common import JsonOption, StoreOption, error_line, fail, run, store_url
@@ -49,7 +50,7 @@ from tether.surfaces.cli._stream_json import (
     translate,
 )
 from tether.surfaces.cli._summary import format_summary, summarize
-from tether.surfaces.cli._tty_answerer import register_tty_answerer
+from tether.surfaces.cli._tty_answerer import live_session_names, register_tty_answerer
 
 ModelOption = Annotated[
     str | None,
@@ -479,11 +480,12 @@ async def _run_in(
             harness.root = harness.agent_for(harness.new_root_session())
             record_model_choice(harness.root.session, chosen)
         answered = {"approver_command", "approval_from_store"}
-        if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
-            register_tty_answerer(harness.ctx)
+        at_keyboard = not any(p.name in answered for p in plugins) and sys.stdin.isatty()
         if shape == "text":
             interactive = sys.stdout.isatty()
             with RunProgress(harness, interactive=interactive) as progress:
+                if at_keyboard:
+                    _answer_at_keyboard(harness, progress)
                 result = await harness.run(prompt, resume=resume)
             if result.output and not progress.streamed:
                 # To a terminal the output is shown escaped; to a pipe or a file it is data.
@@ -499,7 +501,19 @@ async def _run_in(
             )
             typer.echo(f"tether: {format_summary(summary)} · session {result.session_id}", err=True)
             return result
+        if at_keyboard:
+            _answer_at_keyboard(harness, None)
         return await _stream(harness, prompt, resume, shape, model, started)
+
+
+def _answer_at_keyboard(harness: Harness, screen: RunProgress | None) -> None:
+    """Approvals asked by this run are answered at its terminal (and from any other)."""
+    register_tty_answerer(
+        harness.ctx,
+        name=live_session_names(harness),
+        store=run_store_url(harness.ctx),
+        screen=screen,
+    )
 
 
 async def _stream(

@@ -23,12 +23,13 @@ from tether.kernel._printable import printable
 from tether.plugins._headline import action_text
 from tether.policy._approval import APPROVAL_SERVICE, AskedAction
 from tether.policy._presets import PERMISSION_PRESETS_SERVICE, PermissionPresetsService
-from tether.session._answer_box import pending_approvals
+from tether.session._answer_channel import answer_words
+from tether.session._pending_approvals import pending_approvals
 from tether.subagents._lineage import lineage_tree, render_tree
 from tether.surfaces.cli._common import table
 from tether.surfaces.cli._grants import HEADINGS, held_row, rule_row
 from tether.surfaces.cli._id_prefix import resolve_session_id
-from tether.surfaces.cli.chat._prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import chat_answerer
 from tether.surfaces.cli.chat._replay import replay
 
 HELP: Final = (
@@ -44,7 +45,7 @@ HELP: Final = (
 KEYS_HELP: Final = (
     "Ctrl-C cancels a running turn (the session goes on); twice within 2s, or at an empty "
     "prompt, quits. When an approval is asked: a allows once, s for the session and w always "
-    "(where offered), r or Enter rejects."
+    "(where offered; then the scope's number, Enter for the narrowest), r or Enter rejects."
 )
 
 
@@ -127,7 +128,7 @@ async def _grants(host: CommandHost, arg: str) -> None:
     if words[:1] == ["revoke"]:
         if len(words) != 2:
             raise CommandError("usage: /grants revoke ID")
-        revoked = await harness.revoke_grant(words[1], by=f"/grants in {answerer_name()}")
+        revoked = await harness.revoke_grant(words[1], by=f"/grants in {chat_answerer()}")
         host.console.print(
             Text(
                 f"revoked {revoked.kind} grant {revoked.id}: {printable(revoked.describe())}",
@@ -205,7 +206,10 @@ async def _approvals(host: CommandHost, _arg: str) -> None:
     text = table(["ID", "LINEAGE", "TOOL", "AGE", "HEADLINE", "ACTION"], rows).rstrip("\n")
     host.console.print(Text(text))
     host.console.print(
-        Text("Answer one from any terminal: tether approvals answer ID allow|reject", style="dim")
+        Text(
+            f"Answer one from any terminal: tether approvals answer ID {answer_words()}",
+            style="dim",
+        )
     )
 
 
