@@ -131,7 +131,7 @@ def test_bad_modes_are_rejected_at_load(bad: str) -> None:
     for accepted in ("read-only", "workspace-write", "danger-full-access"):
         assert accepted in message
     assert kernel.ctx.get(SANDBOX_POLICY_SERVICE) is None
-    assert kernel.runtime.prompt.parts("context", None) == []
+    assert kernel.runtime.prompt.parts("context", None) == ()
 
 
 def test_unknown_config_keys_are_rejected_at_load() -> None:
