@@ -107,6 +107,18 @@ def format_validation_error(name: str, err: ValidationError) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class _Advertised:
+    tools: tuple[Tool, ...]
+    """Held, so that no other tool takes the identity of one in the key while it is kept."""
+    schemas: tuple[tuple[str, str, Mapping[str, JsonValue]], ...]
+
+
+_ADVERTISED_KEPT: Final = 32
+"""Sets of tools whose schemas a runtime keeps (the oldest goes first): one per tool filter
+and per agent with tools of its own, in use at once."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Parsed:
     """A call that passed the first step."""
 
@@ -126,6 +138,8 @@ class ToolRuntime:
         self.ctx = ctx
         self._tools: dict[str, Tool] = {}
         self._scoped: dict[int, dict[str, Tool]] = {}
+        self._advertised: dict[tuple[object, ...], _Advertised] = {}
+        """What :meth:`schemas` built, by everything it was built from."""
 
     def register(
         self, tool: Tool, *, scope: object | None = None, ctx: Context | None = None
@@ -167,13 +181,39 @@ class ToolRuntime:
 
     def schemas(
         self, allowed: frozenset[str] | None = None, agent: object | None = None
-    ) -> list[tuple[str, str, dict[str, JsonValue]]]:
-        """``(name, description, parameters)`` for every tool ``agent`` sees, as advertised now."""
+    ) -> tuple[tuple[str, str, Mapping[str, JsonValue]], ...]:
+        """``(name, description, parameters)`` for every tool ``agent`` sees, as advertised now.
+
+        Built once for each set of tools and kept, so every request of an agent (and of every
+        other agent that sees the same tools) gets the same tuple: the key is each tool (its
+        identity, name, description, argument model and ladder noun) and whether the ladder is
+        offered, all read anew on every call, so a tool whose description changes, a tool
+        registered or removed, or a sandbox mounted is a new key. The schemas are shared: they
+        are read-only (a client copies what it sends)."""
         escalation = self.escalation_enabled()
-        return [
-            (t.name, t.description, tool_schema(t, escalation=escalation))
-            for t in self.tools(allowed, agent)
-        ]
+        tools = self.tools(allowed, agent)
+        key = (
+            escalation,
+            *[
+                (
+                    id(t),
+                    t.name,
+                    t.description,
+                    t.Args,
+                    escalation and escalation_noun(t) is not None,
+                )
+                for t in tools
+            ],
+        )
+        found = self._advertised.get(key)
+        if found is None:
+            schemas = tuple(
+                (t.name, t.description, tool_schema(t, escalation=escalation)) for t in tools
+            )
+            found = self._advertised[key] = _Advertised(tuple(tools), schemas)
+            while len(self._advertised) > _ADVERTISED_KEPT:
+                del self._advertised[next(iter(self._advertised))]
+        return found.schemas
 
     def escalation_enabled(self) -> bool:
         """Escalation parameters exist only while a confining sandbox backend is mounted."""
