@@ -21,6 +21,7 @@ from typing import Final, Literal, Protocol
 from tether.policy import SandboxMode
 from tether.sandbox._bwrap_exec import PROGRAM_FD, SHARE_NET
 from tether.sandbox._command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
+from tether.sandbox._control_names import DENIAL_NOTE
 from tether.sandbox._environment import FALLBACK_PATH
 from tether.sandbox._errors import SandboxError
 from tether.sandbox._hidden_masks import hidden_masks
@@ -74,6 +75,15 @@ def closed_root_note(profile: Profile) -> str:
         "import path); their existing files and everything inside their other existing "
         "directories stay writable.",
     )
+
+
+def denial_note(profile: Profile, *, closed: bool) -> str | None:
+    """What a denied command's result says after the marker under workspace-write: that no
+    control name can be made at any depth (:data:`~._control_names.DENIAL_NOTE`), after
+    :func:`closed_root_note` while the root is ``closed``."""
+    if profile.mode is not SandboxMode.WORKSPACE_WRITE:
+        return None
+    return "\n".join([*([closed_root_note(profile)] if closed else []), DENIAL_NOTE])
 
 
 PROBE_TIMEOUT: Final = 10.0
@@ -347,7 +357,7 @@ class BwrapBackend:
             command=tuple(argv),
             runner=binary if rules is None else self.python,
             network=profile.network,
-            denial_note=closed_root_note(profile) if profile.closed_root else None,
+            denial_note=denial_note(profile, closed=profile.closed_root),
             sockets=rules,
             bwrap_argv=tuple(bwrap) if rules is not None else (),
             bwrap_pair_argv=pair,
@@ -561,7 +571,7 @@ class LandlockBackend:
                 sockets=rules,
                 fast_path=self.fast_path,
                 temp_dir=temp_dir,
-                denial_note=closed_root_note(profile) if writable else None,
+                denial_note=denial_note(profile, closed=bool(writable)),
             )
         except BaseException:
             if temp_dir is not None:
@@ -584,4 +594,5 @@ __all__ = [
     "Profile",
     "check_runner",
     "closed_root_note",
+    "denial_note",
 ]

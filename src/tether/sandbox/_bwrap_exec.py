@@ -119,7 +119,7 @@ def main(args: list[str]) -> NoReturn:
             supervisor.send_rules(channel, supervisor.Rules((), sockets).encode())
 
         supervisor.launch(
-            arch, before=lambda: None, command=command, after=syscalls.drop_privileges
+            arch, before=lambda: None, command=command, after=syscalls.drop_privileges, bwrap=True
         )
         place_program(program_file(arch))
     except Exception as err:

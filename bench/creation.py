@@ -1,0 +1,141 @@
+"""Per-call cost of the calls a confined command's supervisor checks and performs.
+
+A confined command's ``open`` with ``O_CREAT`` (or for writing), ``mkdir``, ``rename`` and the
+rest of the calls that make a name go to its supervisor, which refuses control names at any
+depth and makes the call itself (docs/sandbox.md, "Control names at any depth"); a read-only
+``open`` stays in the kernel. Each sample runs one confined Python loop that makes ``--calls``
+such calls in a fresh directory of the workspace and reports the loop's own time (the spawn
+is not in it), so ``(confined - unconfined) / calls`` is what one call adds. On a machine
+shared with other work that wall time is mostly waiting for a CPU (each call is a round trip
+between two processes), so the supervisor's own CPU time per call (``/proc/PID/stat`` of the
+supervisor, read before and after the loop while the command waits) is printed too: what the
+checks and the call cost, whatever the load.
+
+Operations: ``create`` (``open(O_CREAT|O_WRONLY)`` of a new file, then ``close``), ``write``
+(``open(O_WRONLY)`` of an existing one), ``mkdir``, ``rename`` and ``read`` (``open(O_RDONLY)``,
+which must cost nothing more). Backends are interleaved round by round.
+
+Run: ``.venv/bin/python bench/creation.py [--calls N] [--rounds R] [--ops create,read]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from tether.policy import SandboxExecutionPolicy, SandboxMode
+from tether.sandbox import SandboxProvider, spawn, unconfined
+from tether.sandbox._command import ConfinedCommand
+
+PYTHON = os.path.realpath(sys.executable)
+
+LOOPS = {
+    "create": "for i in r: os.close(os.open(f'{d}/{i}', W | os.O_CREAT, 0o644))",
+    "write": "for i in r: os.close(os.open(f'{d}/0', W))",
+    "mkdir": "for i in r: os.mkdir(f'{d}/{i}')",
+    "rename": "for i in r: os.rename(f'{d}/{(i - 1) % 2}', f'{d}/{i % 2}')",
+    "read": "for i in r: os.close(os.open(f'{d}/0', os.O_RDONLY))",
+}
+"""Each loop runs in a fresh directory ``d`` holding file ``0``."""
+
+SCRIPT = """
+import os, sys, time
+d, n = sys.argv[1], int(sys.argv[2])
+W = os.O_WRONLY
+r = range(1, n + 1)
+os.mkdir(d)
+os.close(os.open(f'{d}/0', W | os.O_CREAT, 0o644))
+print('ready', flush=True)
+time.sleep(0.2)
+start = time.perf_counter()
+LOOP
+print(time.perf_counter() - start, flush=True)
+time.sleep(0.2)
+"""
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system time of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+async def sample(command: ConfinedCommand, cwd: str) -> tuple[float, float]:
+    """The loop's wall time, and its supervisor's CPU time meanwhile (0 unconfined)."""
+    process = await spawn(command, cwd=cwd)
+    assert process.stdout is not None
+    supervised = command.backend != "none"
+    await process.stdout.readline()
+    before = cpu_seconds(process.pid) if supervised else 0.0
+    took = float((await process.stdout.readline()).decode().strip())
+    after = cpu_seconds(process.pid) if supervised else 0.0
+    _, err = await process.communicate()
+    command.close()
+    if process.returncode != 0:
+        raise SystemExit(f"{command.backend}: exit {process.returncode}: {err.decode()}")
+    return took, after - before
+
+
+async def main(calls: int, rounds: int, ops: list[str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir="/var/tmp") as ws:
+        (Path(ws) / "work").mkdir()
+        policy = SandboxExecutionPolicy(SandboxMode.WORKSPACE_WRITE, ws)
+        variants: dict[str, Callable[[list[str]], ConfinedCommand]] = {"unconfined": unconfined}
+        for label, backend in (("bubblewrap", "bwrap"), ("landlock", "landlock")):
+            provider = SandboxProvider(backends=(backend,), disable=())
+            if provider.backend_name() is None:
+                print(f"{label}: unavailable ({provider.reasons()})")
+                continue
+
+            def make(argv: list[str], p: SandboxProvider = provider) -> ConfinedCommand:
+                return p.confine(argv, policy)
+
+            variants[label] = make
+        counter = 0
+        times: dict[tuple[str, str], list[float]] = {}
+        cpu: dict[tuple[str, str], list[float]] = {}
+        for round_ in range(rounds + 1):  # the first round warms up and is dropped
+            for op in ops:
+                script = SCRIPT.replace("LOOP", LOOPS[op])
+                for label, make in variants.items():
+                    counter += 1
+                    where = os.path.join(ws, "work", str(counter))
+                    took, used = await sample(make([PYTHON, "-c", script, where, str(calls)]), ws)
+                    if round_:
+                        times.setdefault((op, label), []).append(took)
+                        cpu.setdefault((op, label), []).append(used)
+    print(f"{calls} calls per loop, median of {rounds} interleaved rounds (microseconds per call)")
+    print(
+        f"{'operation':<10}{'variant':<14}{'per call':>10}{'added':>10}{'spread':>16}"
+        f"{'supervisor CPU':>16}"
+    )
+    for op in ops:
+        base = statistics.median(times[(op, "unconfined")])
+        for label in variants:
+            samples = times[(op, label)]
+            median = statistics.median(samples)
+            low, high = min(samples), max(samples)
+            used = statistics.median(cpu[(op, label)])
+            print(
+                f"{op:<10}{label:<14}{median / calls * 1e6:>10.1f}"
+                f"{(median - base) / calls * 1e6:>10.1f}"
+                f"{low / calls * 1e6:>8.1f}-{high / calls * 1e6:<7.1f}"
+                f"{used / calls * 1e6:>16.1f}"
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--ops", default="create,write,mkdir,rename,read")
+    args = parser.parse_args()
+    asyncio.run(main(args.calls, args.rounds, args.ops.split(",")))
