@@ -7,9 +7,11 @@ depth and makes the call itself (docs/sandbox.md, "Control names at any depth");
 such calls in a fresh directory of the workspace and reports the loop's own time (the spawn
 is not in it), so ``(confined - unconfined) / calls`` is what one call adds. On a machine
 shared with other work that wall time is mostly waiting for a CPU (each call is a round trip
-between two processes), so the supervisor's own CPU time per call (``/proc/PID/stat`` of the
-supervisor, read before and after the loop while the command waits) is printed too: what the
-checks and the call cost, whatever the load.
+between two processes), so the CPU time per call is printed too: the loop's own
+(``process_time``) plus its supervisor's (``/proc/PID/stat``, read before and after the loop
+while the command waits), and what that adds to the loop's own CPU time unconfined: what the
+checks and the round trip cost, whatever the load (the call itself is made once either way,
+by the command or by its supervisor).
 
 Operations: ``create`` (``open(O_CREAT|O_WRONLY)`` of a new file, then ``close``), ``write``
 (``open(O_WRONLY)`` of an existing one), ``mkdir``, ``rename`` and ``read`` (``open(O_RDONLY)``,
@@ -53,9 +55,9 @@ os.mkdir(d)
 os.close(os.open(f'{d}/0', W | os.O_CREAT, 0o644))
 print('ready', flush=True)
 time.sleep(0.2)
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 LOOP
-print(time.perf_counter() - start, flush=True)
+print(time.perf_counter() - start, time.process_time() - cpu, flush=True)
 time.sleep(0.2)
 """
 TICK = os.sysconf("SC_CLK_TCK")
@@ -69,19 +71,19 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def sample(command: ConfinedCommand, cwd: str) -> tuple[float, float]:
-    """The loop's wall time, and its supervisor's CPU time meanwhile (0 unconfined)."""
+    """The loop's wall time, and the CPU time it and its supervisor used meanwhile."""
     process = await spawn(command, cwd=cwd)
     assert process.stdout is not None
     supervised = command.backend != "none"
     await process.stdout.readline()
     before = cpu_seconds(process.pid) if supervised else 0.0
-    took = float((await process.stdout.readline()).decode().strip())
+    took, loop_cpu = (float(x) for x in (await process.stdout.readline()).decode().split())
     after = cpu_seconds(process.pid) if supervised else 0.0
     _, err = await process.communicate()
     command.close()
     if process.returncode != 0:
         raise SystemExit(f"{command.backend}: exit {process.returncode}: {err.decode()}")
-    return took, after - before
+    return took, loop_cpu + after - before
 
 
 async def main(calls: int, rounds: int, ops: list[str]) -> None:
@@ -114,21 +116,22 @@ async def main(calls: int, rounds: int, ops: list[str]) -> None:
                         cpu.setdefault((op, label), []).append(used)
     print(f"{calls} calls per loop, median of {rounds} interleaved rounds (microseconds per call)")
     print(
-        f"{'operation':<10}{'variant':<14}{'per call':>10}{'added':>10}{'spread':>16}"
-        f"{'supervisor CPU':>16}"
+        f"{'operation':<10}{'variant':<14}{'wall':>8}{'added':>8}{'spread':>16}"
+        f"{'CPU':>8}{'added':>8}"
     )
     for op in ops:
         base = statistics.median(times[(op, "unconfined")])
+        base_cpu = statistics.median(cpu[(op, "unconfined")])
         for label in variants:
             samples = times[(op, label)]
             median = statistics.median(samples)
             low, high = min(samples), max(samples)
             used = statistics.median(cpu[(op, label)])
             print(
-                f"{op:<10}{label:<14}{median / calls * 1e6:>10.1f}"
-                f"{(median - base) / calls * 1e6:>10.1f}"
+                f"{op:<10}{label:<14}{median / calls * 1e6:>8.1f}"
+                f"{(median - base) / calls * 1e6:>8.1f}"
                 f"{low / calls * 1e6:>8.1f}-{high / calls * 1e6:<7.1f}"
-                f"{used / calls * 1e6:>16.1f}"
+                f"{used / calls * 1e6:>8.1f}{(used - base_cpu) / calls * 1e6:>8.1f}"
             )
 
 

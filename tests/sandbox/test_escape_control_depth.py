@@ -32,9 +32,10 @@ from sandbox_support import (
     run_confined,
 )
 
+from tether.kernel._config import CONFIG_FILE
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider, git_dir_on_path
-from tether.sandbox._control_names import DENIAL_NOTE
+from tether.sandbox._control_names import CONFIG_NAME, DENIAL_NOTE
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -465,3 +466,25 @@ async def test_a_rename_moves_or_replaces_nothing_bubblewrap_mounted(host: Host)
     )
     assert lines(ran) == ["EBUSY"] * 3, ran.stderr
     assert changed(before, snapshot(host)) == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_with_network_the_rule_holds_too(host: Host, variant: str) -> None:
+    """``confine(..., network=True)`` (no socket rules): the supervisor still makes every
+    name, and under bubblewrap no user namespace can mount a control path elsewhere."""
+    provider = make_provider(variant, host)
+    ran = await run_confined(
+        provider,
+        host.policy("workspace-write"),
+        "mkdir src/ok && mkdir src/.git; unshare -Urm true && echo unshared",
+        network=True,
+    )
+    assert (host.ws / "src" / "ok").is_dir()
+    assert not os.path.lexists(host.ws / "src" / ".git")
+    if variant == "bwrap":
+        assert "unshared" not in ran.stdout
+    assert ran.command.runner_failure(ran.returncode, ran.stderr) is None, ran.stderr
+
+
+def test_the_rule_names_tethers_own_configuration_file() -> None:
+    assert CONFIG_NAME == CONFIG_FILE

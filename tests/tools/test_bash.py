@@ -249,7 +249,7 @@ async def test_removing_a_bound_entry_counts_as_a_denial(ws: Path) -> None:
     result = await run(context(provider), policy(ws, "workspace-write"), command="rmdir .git")
     assert result.content == (
         "[stderr]\nrmdir: failed to remove '.git': Device or resource busy\nexit code: 1\n"
-        "[sandbox: file access denied under workspace-write mode]"
+        "[sandbox: file access denied under workspace-write mode]\n" + DENIAL_NOTE
     )
     assert (ws / ".git").is_dir()
 

@@ -80,11 +80,26 @@ class Caller:
         through the tid: :meth:`check` before acting on them.)"""
         if size == 0:
             return b""
+        data = self._read(address, size)
+        if len(data) != size:
+            raise OSError(errno.EFAULT, "bad address")
+        return data
+
+    def _read(self, address: int, size: int) -> bytes:
+        """What is readable of ``size`` bytes at ``address``: ``EFAULT`` when nothing is,
+        ``EACCES`` when the caller cannot be read at all (it made itself undumpable),
+        ``ESRCH`` when it is gone."""
         try:
             data = syscalls.read_memory(self.tid, address, size)
-        except (OSError, OverflowError, ctypes.ArgumentError) as err:
+        except OSError as err:
+            if err.errno in (errno.EPERM, errno.EACCES):
+                raise OSError(errno.EACCES, "the caller's memory cannot be read") from err
+            if err.errno == errno.ESRCH:
+                raise
             raise OSError(errno.EFAULT, "bad address") from err
-        if len(data) != size:
+        except (OverflowError, ctypes.ArgumentError) as err:
+            raise OSError(errno.EFAULT, "bad address") from err
+        if not data:
             raise OSError(errno.EFAULT, "bad address")
         return data
 
@@ -92,12 +107,7 @@ class Caller:
         """The NUL-terminated string at ``address`` (``ENAMETOOLONG`` past ``limit``)."""
         out = b""
         while len(out) < limit:
-            try:
-                chunk = syscalls.read_memory(self.tid, address + len(out), 256)
-            except (OSError, OverflowError, ctypes.ArgumentError) as err:
-                raise OSError(errno.EFAULT, "bad address") from err
-            if not chunk:
-                raise OSError(errno.EFAULT, "bad address")
+            chunk = self._read(address + len(out), 256)
             end = chunk.find(b"\0")
             if end >= 0:
                 return out + chunk[:end]

@@ -79,8 +79,15 @@ def name_text(name: str | bytes) -> str:
     return os.fsdecode(name) if isinstance(name, bytes) else name
 
 
+_DEPTH_BYTES: Final = frozenset(n.encode() for n in DEPTH_NAMES)
+
+
 def is_control_name(name: str | bytes) -> bool:
-    """Whether an entry named ``name`` is a control path wherever it is."""
+    """Whether an entry named ``name`` is a control path wherever it is. (Every control name
+    is ASCII, so an ASCII name compares as it is, lower-cased; any other is case-folded
+    whole: on a case-folding filesystem ``.huſky`` is ``.husky``.)"""
+    if isinstance(name, bytes) and name.isascii():
+        return name.lower() in _DEPTH_BYTES
     return name_text(name).casefold() in DEPTH_NAMES
 
 

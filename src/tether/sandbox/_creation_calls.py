@@ -38,7 +38,7 @@ writable roots (or ``/dev/null``), as Landlock would.
 bubblewrap sets its sandbox up below the same filter: its own calls (``mkdir`` of its mount
 points, ``/dev``) come from processes that have not yet installed bubblewrap's ``--seccomp``
 filter, in which no code of the command's has run; those the kernel makes as asked
-(:data:`Places.setup_filters`).
+(:class:`RunnerSetup`).
 
 A refusal is ``EROFS`` under bubblewrap and ``EACCES`` under Landlock: each backend's own
 denial, which the harness reports as a sandbox denial.
@@ -107,10 +107,27 @@ class Places:
     ``None`` under bubblewrap, whose mounts refuse the rest."""
     refusal: int
     """The errno of a refusal: ``EROFS`` (bubblewrap) or ``EACCES`` (Landlock)."""
-    setup_filters: int | None = None
-    """bubblewrap: how many seccomp filters its own processes have before they install the
-    command's (``--seccomp``); a call from a process with no more is bubblewrap setting up,
-    made as asked. ``None``: every call is the command's (Landlock)."""
+    setup: RunnerSetup | None = None
+    """bubblewrap: its own calls while it sets the command up. ``None``: every call is the
+    command's (Landlock)."""
+
+
+class RunnerSetup:
+    """bubblewrap setting up the command's sandbox below the filter. Its processes have
+    ``filters`` seccomp filters until they install the command's (``--seccomp``): the one
+    that sets up (and then stays as the sandbox's init) does so after forking the command's
+    process, which does so just before its ``exec``. So a call from a process with no more
+    filters and no child yet is bubblewrap setting up, before the command exists: no code of
+    the command's runs anywhere, nothing can change the call's arguments, and it is made as
+    asked. A process with a child may be bubblewrap's init, which the command can ptrace
+    before it has installed its filter: its calls are the command's. Once a call comes from
+    any other process, the command runs, and every later call is taken for the command's
+    (bubblewrap makes none after that; one that it made would only be performed or
+    refused), so nothing more is counted."""
+
+    def __init__(self, filters: int) -> None:
+        self.filters = filters
+        self.done = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +158,15 @@ def _status(tid: int) -> _Status:
     )
 
 
+def _has_children(tid: int) -> bool:
+    """Whether thread ``tid`` has a child process (when unreadable: taken as yes)."""
+    try:
+        with open(f"/proc/{tid}/task/{tid}/children", "rb") as f:
+            return bool(f.read().strip())
+    except OSError:
+        return True
+
+
 def filters_of(pid: int) -> int:
     """How many seccomp filters process ``pid`` has."""
     return _status(pid).filters
@@ -169,21 +195,20 @@ def serve(
     if not _prepared:
         os.umask(0)  # the caller's umask is applied to each mode (read per call)
         _prepared.append(True)
-    try:
-        status = _status(notification.pid)
-    except (OSError, ValueError, IndexError):
-        seccomp_filter.respond(listener, nid, errno.EACCES)
-        return
-    if places.setup_filters is not None and status.filters <= places.setup_filters:
-        if seccomp_filter.still_waiting(listener, nid):  # the status was the caller's
-            seccomp_filter.let_runner_continue(listener, nid)
-        return
-    try:
-        caller = Caller(arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, nid))
-    except Exception as err:
-        if not isinstance(err, OSError) or err.errno != errno.ESRCH:
+    status: _Status | None = None
+    setup = places.setup
+    if setup is not None and not setup.done:
+        try:
+            status = _status(notification.pid)
+        except (OSError, ValueError, IndexError):
             seccomp_filter.respond(listener, nid, errno.EACCES)
-        return
+            return
+        if status.filters <= setup.filters and not _has_children(notification.pid):
+            if seccomp_filter.still_waiting(listener, nid):  # what was read was the caller's
+                seccomp_filter.let_runner_continue(listener, nid)
+            return
+        setup.done = True
+    caller = Caller(arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, nid))
     call = _Call(caller, notification.args, status, places)
     try:
         result = call.perform(name)
@@ -257,13 +282,25 @@ class _Call:
     """One notified call: its arguments read from the caller, the descriptors it holds."""
 
     def __init__(
-        self, caller: Caller, args: tuple[int, ...], status: _Status, places: Places
+        self, caller: Caller, args: tuple[int, ...], status: _Status | None, places: Places
     ) -> None:
         self.caller = caller
         self.args = args
-        self.status = status
+        self._status = status
         self.places = places
         self.held: list[int] = []
+
+    @property
+    def status(self) -> _Status:
+        """The caller's umask and ids (read when first needed: a call that makes nothing new
+        and names no ``/proc/self`` needs none). Read through the tid: checked with the rest
+        before anything is done."""
+        if self._status is None:
+            try:
+                self._status = _status(self.caller.tid)
+            except (ValueError, IndexError) as err:
+                raise OSError(errno.EACCES, "the caller's status is unreadable") from err
+        return self._status
 
     def close(self) -> None:
         for fd in self.held:
@@ -490,11 +527,14 @@ class _Call:
     def own_proc(self, path: bytes) -> bytes:
         """``/proc/self`` and ``/proc/thread-self`` as the caller means them (for the
         supervisor they would be its own, or nothing under bubblewrap)."""
-        for link, real in (
-            (b"/proc/self", b"/proc/%d" % self.status.tgid),
-            (b"/proc/thread-self", b"/proc/%d/task/%d" % (self.status.tgid, self.status.tid)),
-        ):
+        if not path.startswith(b"/proc/"):
+            return path
+        for link in (b"/proc/self", b"/proc/thread-self"):
             if path == link or path.startswith(link + b"/"):
+                ids = self.status
+                real = b"/proc/%d" % ids.tgid
+                if link == b"/proc/thread-self":
+                    real += b"/task/%d" % ids.tid
                 return real + path[len(link) :]
         return path
 
@@ -620,4 +660,4 @@ def _remove(parent: int, name: bytes) -> None:
         os.rename(name, aside, src_dir_fd=parent, dst_dir_fd=parent)
 
 
-__all__ = ["Places", "filters_of", "serve"]
+__all__ = ["Places", "RunnerSetup", "filters_of", "serve"]

@@ -79,7 +79,9 @@ class Rules:
     """What the supervisor may perform for the command."""
 
     writable: tuple[str, ...] = ()
-    """Metadata calls may change files beneath these (Landlock's writable roots)."""
+    """The writable roots. Landlock: what the metadata and creation calls may change (its write
+    layer's). bubblewrap: where control names count from (with network; without, the socket
+    rules' roots say it)."""
     sockets: SocketRules | None = None
     """Socket calls, for a command without network (``None``: every one is refused)."""
 
@@ -304,11 +306,12 @@ class _PlacesFor:
     def _places(self, rules: Rules) -> creation_calls.Places:
         if not self.bwrap:  # Landlock: the writable roots are what the supervisor may change
             return creation_calls.Places(rules.writable, rules.writable, errno.EACCES)
-        sockets = rules.sockets
-        roots = () if sockets is None else (*sockets.roots, *(p for p, _ in sockets.private))
+        sockets = rules.sockets  # without network, the writable roots are the sockets'
+        where = () if sockets is None else (*sockets.roots, *(p for p, _ in sockets.private))
+        roots = (*rules.writable, *where)
         # The command-to-be (bwrap now) has the filters bwrap's own processes have until they
         # install the command's.
-        setup = creation_calls.filters_of(self.command)
+        setup = creation_calls.RunnerSetup(creation_calls.filters_of(self.command))
         return creation_calls.Places(roots, None, errno.EROFS, setup)
 
 

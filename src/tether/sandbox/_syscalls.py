@@ -296,13 +296,13 @@ def read_memory(pid: int, address: int, size: int) -> bytes:
     no descriptor to open); fewer when the range ends in unmapped memory. ``OSError``
     (``EFAULT``) when nothing there is readable."""
     local = ctypes.create_string_buffer(size)
-    ours = _IoVec(ctypes.cast(local, ctypes.c_void_p), size)
+    ours = _IoVec(ctypes.addressof(local), size)
     theirs = _IoVec(address, size)
     done = libc().process_vm_readv(pid, ctypes.byref(ours), 1, ctypes.byref(theirs), 1, 0)
     if done < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
-    return local.raw[:done]
+    return ctypes.string_at(local, done)
 
 
 _AT_EMPTY_PATH = 0x1000
