@@ -17,7 +17,13 @@ Operations: ``create`` (``open(O_CREAT|O_WRONLY)`` of a new file, then ``close``
 (``open(O_WRONLY)`` of an existing one), ``mkdir``, ``rename`` and ``read`` (``open(O_RDONLY)``,
 which must cost nothing more). Backends are interleaved round by round.
 
-Run: ``.venv/bin/python bench/creation.py [--calls N] [--rounds R] [--ops create,read]``
+``--spawns N`` measures the spawn of ``true`` instead (bubblewrap's own set-up makes some
+twenty such calls, which its supervisor lets through): wall time per spawn, and the CPU time
+of everything below the fork server per spawn (its children's ``cutime + cstime``: the
+pairs' supervisors, bwrap, the command), which the load of a shared machine moves less.
+
+Run: ``.venv/bin/python bench/creation.py [--calls N] [--rounds R] [--ops create,read]`` or
+``.venv/bin/python bench/creation.py --spawns N``
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider, spawn, unconfined
 from tether.sandbox._command import ConfinedCommand
+from tether.sandbox._landlock_client import fork_server, kind_of
 
 PYTHON = os.path.realpath(sys.executable)
 
@@ -135,10 +143,58 @@ async def main(calls: int, rounds: int, ops: list[str]) -> None:
             )
 
 
+def children_cpu(pid: int) -> float:
+    """User and system time of process ``pid``'s reaped children so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / TICK
+
+
+async def spawns(count: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir="/var/tmp") as ws:
+        for name in ("src", "tests", "docs"):
+            (Path(ws) / name).mkdir()
+        (Path(ws) / ".git").mkdir()
+        policy = SandboxExecutionPolicy(SandboxMode.WORKSPACE_WRITE, ws)
+        providers = {
+            label: SandboxProvider(backends=(backend,), disable=())
+            for label, backend in (("bubblewrap", "bwrap"), ("landlock", "landlock"))
+        }
+        walls: dict[str, list[float]] = {label: [] for label in providers}
+        cpu: dict[str, float] = dict.fromkeys(providers, 0.0)
+        for round_ in range(count + 5):  # five rounds warm up
+            for label, provider in providers.items():
+                command = provider.confine(["true"], policy)
+                server = fork_server()
+                before = children_cpu(server.pid) if server.pid else 0.0
+                started = time.perf_counter()
+                process = await spawn(command, cwd=ws)
+                await process.wait()
+                took = time.perf_counter() - started
+                command.close()
+                await server.ready(kind_of(command))  # the next pair forked...
+                await asyncio.sleep(0.05)  # ...and set up, off the spawn
+                if round_ >= 5 and server.pid:
+                    walls[label].append(took)
+                    cpu[label] += children_cpu(server.pid) - before
+    print(f"spawn of `true`, workspace-write, {count} interleaved rounds")
+    print(f"{'variant':<14}{'median ms':>10}{'p10 ms':>8}{'CPU ms':>8}")
+    for label, samples in walls.items():
+        p10 = statistics.quantiles(samples, n=10)[0]
+        print(
+            f"{label:<14}{statistics.median(samples) * 1e3:>10.2f}{p10 * 1e3:>8.2f}"
+            f"{cpu[label] / count * 1e3:>8.2f}"
+        )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--ops", default="create,write,mkdir,rename,read")
+    parser.add_argument("--spawns", type=int, default=0, help="measure N spawns of true")
     args = parser.parse_args()
-    asyncio.run(main(args.calls, args.rounds, args.ops.split(",")))
+    if args.spawns:
+        asyncio.run(spawns(args.spawns))
+    else:
+        asyncio.run(main(args.calls, args.rounds, args.ops.split(",")))

@@ -36,8 +36,8 @@ domain the fork server's supervisor is not in, it changes only what lies beneath
 writable roots (or ``/dev/null``), as Landlock would.
 
 bubblewrap sets its sandbox up below the same filter: its own calls (``mkdir`` of its mount
-points, ``/dev``) come from processes that have not yet installed bubblewrap's ``--seccomp``
-filter, in which no code of the command's has run; those the kernel makes as asked
+points, ``/dev``) come from its one clone before that has forked the command's process, when
+no code of the command's runs anywhere; those the kernel makes as asked
 (:class:`RunnerSetup`).
 
 A refusal is ``EROFS`` under bubblewrap and ``EACCES`` under Landlock: each backend's own
@@ -113,27 +113,68 @@ class Places:
 
 
 class RunnerSetup:
-    """bubblewrap setting up the command's sandbox below the filter. Its processes have
-    ``filters`` seccomp filters until they install the command's (``--seccomp``): the one
-    that sets up (and then stays as the sandbox's init) does so after forking the command's
-    process, which does so just before its ``exec``. So a call from a process with no more
-    filters and no child yet is bubblewrap setting up, before the command exists: no code of
+    """bubblewrap setting up the command's sandbox below the filter. ``runner`` (the
+    supervisor's child: bwrap, or a ``runner_command`` that execs it) clones one process,
+    which makes bubblewrap's mount points, then forks the command's process and stays as the
+    sandbox's init. So a call from the runner before it has a child, or from that one clone
+    before it has a child, is the runner's own, made before the command exists: no code of
     the command's runs anywhere, nothing can change the call's arguments, and it is made as
-    asked. A process with a child may be bubblewrap's init, which the command can ptrace
-    before it has installed its filter: its calls are the command's. Once a call comes from
-    any other process, the command runs, and every later call is taken for the command's
-    (bubblewrap makes none after that; one that it made would only be performed or
-    refused), so nothing more is counted."""
+    asked. Once the clone has a child, its calls are the command's (the command can ptrace
+    it: tested), and so is every other call. From the first call that is not the runner's
+    own, no more are looked for. (A "runner" that runs the command in its own process
+    instead, confining nothing, fails the backend's probe: its write is not refused.)"""
 
-    def __init__(self, filters: int) -> None:
-        self.filters = filters
+    def __init__(self, runner: int) -> None:
+        self.runner = runner
         self.done = False
+        self._setter = -1
+        self._children = -1
+        """``/proc/SETTER/task/SETTER/children``, open: read again for each call."""
+
+    def is_setting_up(self, tid: int) -> bool:
+        """Whether the call of thread ``tid`` is bubblewrap's own (see the class); once not,
+        never again. (The caller of a call still waiting cannot have been replaced by
+        another process of that tid, so what is read here is the caller's as long as the
+        answer finds its call.)"""
+        if self.done:
+            return False
+        if tid == self.runner and not _children(tid):
+            return True  # the runner, before it has started anything
+        if self._setter < 0:
+            clones = _children(self.runner)
+            if len(clones) == 1:
+                self._setter = clones[0]
+                with contextlib.suppress(OSError):
+                    path = f"/proc/{self._setter}/task/{self._setter}/children"
+                    self._children = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        if tid != self._setter or self._children < 0 or _has_child(self._children):
+            self.done = True
+            if self._children >= 0:
+                os.close(self._children)
+                self._children = -1
+        return not self.done
+
+
+def _children(tid: int) -> list[int]:
+    """The children of thread ``tid`` (none when it is gone)."""
+    try:
+        with open(f"/proc/{tid}/task/{tid}/children", "rb") as f:
+            return [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _has_child(children: int) -> bool:
+    """Whether the ``children`` file open at ``children`` lists any (unreadable: yes)."""
+    try:
+        return bool(os.pread(children, 64, 0).strip())
+    except OSError:
+        return True
 
 
 @dataclass(frozen=True, slots=True)
 class _Status:
     umask: int
-    filters: int
     tgid: int
     """In the caller's own PID namespace (``/proc/self`` there)."""
     tid: int
@@ -152,24 +193,9 @@ def _status(tid: int) -> _Status:
 
     return _Status(
         int(field(b"Umask"), 8),
-        int(field(b"Seccomp_filters")),
         int(field(b"NStgid").split()[-1]),
         int(field(b"NSpid").split()[-1]),
     )
-
-
-def _has_children(tid: int) -> bool:
-    """Whether thread ``tid`` has a child process (when unreadable: taken as yes)."""
-    try:
-        with open(f"/proc/{tid}/task/{tid}/children", "rb") as f:
-            return bool(f.read().strip())
-    except OSError:
-        return True
-
-
-def filters_of(pid: int) -> int:
-    """How many seccomp filters process ``pid`` has."""
-    return _status(pid).filters
 
 
 class _Refused(OSError):
@@ -195,21 +221,11 @@ def serve(
     if not _prepared:
         os.umask(0)  # the caller's umask is applied to each mode (read per call)
         _prepared.append(True)
-    status: _Status | None = None
-    setup = places.setup
-    if setup is not None and not setup.done:
-        try:
-            status = _status(notification.pid)
-        except (OSError, ValueError, IndexError):
-            seccomp_filter.respond(listener, nid, errno.EACCES)
-            return
-        if status.filters <= setup.filters and not _has_children(notification.pid):
-            if seccomp_filter.still_waiting(listener, nid):  # what was read was the caller's
-                seccomp_filter.let_runner_continue(listener, nid)
-            return
-        setup.done = True
+    if places.setup is not None and places.setup.is_setting_up(notification.pid):
+        seccomp_filter.let_runner_continue(listener, nid)
+        return
     caller = Caller(arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, nid))
-    call = _Call(caller, notification.args, status, places)
+    call = _Call(caller, notification.args, places)
     try:
         result = call.perform(name)
     except OSError as err:
@@ -281,12 +297,10 @@ def _finish_open(listener: int, nid: int, call: _Call, opening: _Opening) -> Non
 class _Call:
     """One notified call: its arguments read from the caller, the descriptors it holds."""
 
-    def __init__(
-        self, caller: Caller, args: tuple[int, ...], status: _Status | None, places: Places
-    ) -> None:
+    def __init__(self, caller: Caller, args: tuple[int, ...], places: Places) -> None:
         self.caller = caller
         self.args = args
-        self._status = status
+        self._status: _Status | None = None
         self.places = places
         self.held: list[int] = []
 
@@ -441,7 +455,6 @@ class _Call:
         creating = bool(flags & os.O_CREAT)
         cloexec = bool(flags & os.O_CLOEXEC)
         reopen = (flags & ~_KEPT_OPEN) | os.O_NOCTTY | os.O_CLOEXEC
-        perm = mode & 0o7777 & ~self.status.umask
         base = self.caller.base(at)
         for _ in range(_SYMLINK_HOPS):
             number = _caller_fd(path)
@@ -451,6 +464,7 @@ class _Call:
             if flags & _O_TMPFILE_BIT:
                 directory = self.hold(self.caller.lookup(base, path, _DIRECTORY))
                 self.check_inside(os.readlink(f"/proc/self/fd/{directory}"), directory)
+                perm = mode & 0o7777 & ~self.status.umask
                 self.caller.check()
                 opened = os.open(".", flags | os.O_NOCTTY | os.O_CLOEXEC, perm, dir_fd=directory)
                 return _Opening(reopen, cloexec, opened=opened)
@@ -469,6 +483,7 @@ class _Call:
                     raise
                 self.check_new(parent, entry)
                 create = flags | os.O_EXCL | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+                perm = mode & 0o7777 & ~self.status.umask
                 self.caller.check()
                 try:
                     opened = os.open(name, create, perm, dir_fd=parent)
@@ -660,4 +675,4 @@ def _remove(parent: int, name: bytes) -> None:
         os.rename(name, aside, src_dir_fd=parent, dst_dir_fd=parent)
 
 
-__all__ = ["Places", "RunnerSetup", "filters_of", "serve"]
+__all__ = ["Places", "RunnerSetup", "serve"]

@@ -165,6 +165,8 @@ class _Handover:
     def __init__(self, fd: int) -> None:
         self.sock = socket.socket(fileno=fd)
         self.open = True
+        self.received = False
+        """The rules came."""
         self._encoded: bytes | None = None
         self._rules: Rules | None = None
 
@@ -190,6 +192,7 @@ class _Handover:
             body = b""
         if body.startswith(b"R"):
             self._encoded, self._rules = body[1:], None
+            self.received = True
         if not body:
             self.open = False
             self.sock.close()
@@ -257,34 +260,47 @@ def supervise(
         poller.register(listener, select.POLLIN)
     if owner >= 0:
         poller.register(owner, 0)  # POLLHUP and POLLERR are always reported
+    reap = True  # a signal came (SIGCHLD among them): look for exited children
     while status is None and not _stop_requested:
-        try:
-            pid, wait_status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == command:
-            status = wait_status
-            break
-        if pid != 0:
-            continue
+        if reap:
+            reap = False
+            try:
+                status = _reap(command)
+            except ChildProcessError:
+                break
+            if status is not None:
+                break
         for fd, events in poller.poll():
             if fd == wake_r:
                 with contextlib.suppress(OSError):
                     os.read(wake_r, 512)
+                reap = True
             elif fd == owner:
                 _stop_requested.append(signal.SIGHUP)  # the harness is gone: stop
             elif fd == handover:
                 if not channel.read():
                     poller.unregister(fd)
             elif events & select.POLLIN:
-                # Rules sent before the exec must be known before any call is served.
-                while channel.open and channel.read(block=False):
+                # Rules sent before the exec must be known before any call is served (they
+                # come once: after them, only the end of the channel).
+                while not channel.received and channel.open and channel.read(block=False):
                     pass
                 _serve(fd, arch, channel.rules, places)
             else:
                 poller.unregister(fd)  # the listener hung up: no process uses the filter
     sweep()
     return status
+
+
+def _reap(command: int) -> int | None:
+    """Reap every exited child; the wait status of ``command`` when it is one of them.
+    ``ChildProcessError`` when no child is left."""
+    while True:
+        pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        if pid == command:
+            return wait_status
+        if pid == 0:
+            return None
 
 
 class _PlacesFor:
@@ -309,9 +325,7 @@ class _PlacesFor:
         sockets = rules.sockets  # without network, the writable roots are the sockets'
         where = () if sockets is None else (*sockets.roots, *(p for p, _ in sockets.private))
         roots = (*rules.writable, *where)
-        # The command-to-be (bwrap now) has the filters bwrap's own processes have until they
-        # install the command's.
-        setup = creation_calls.RunnerSetup(creation_calls.filters_of(self.command))
+        setup = creation_calls.RunnerSetup(self.command)  # the command-to-be is bwrap now
         return creation_calls.Places(roots, None, errno.EROFS, setup)
 
 
@@ -327,11 +341,7 @@ def _serve(
         return  # the caller died, or a spurious wake-up
     name = _NAMES[arch].get(notification.nr, "")
     if name in seccomp_filter.CREATION_CALLS:
-        try:
-            where = places(rules)
-        except (OSError, ValueError):
-            where = None  # bwrap's filters could not be counted: everything is refused
-        creation_calls.serve(listener, notification, name, arch, where)
+        creation_calls.serve(listener, notification, name, arch, places(rules))
         return
     if name in seccomp_filter.SOCKET_CALLS:
         socket_calls.serve(
