@@ -169,15 +169,9 @@ def serve(listener: int, notification: seccomp_filter.Notification, name: str, a
     if name == "sendmmsg" and notification.args[2] & 0xFFFFFFFF == 0:
         seccomp_filter.respond(listener, notification.id, 0, 0)  # no message: none sent
         return
-    try:
-        caller = Caller(
-            arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, notification.id)
-        )
-    except Exception as err:
-        if not isinstance(err, OSError) or err.errno != errno.ESRCH:
-            # Undumpable (nothing of it can be read), or anything else: refuse.
-            seccomp_filter.respond(listener, notification.id, errno.EACCES)
-        return
+    caller = Caller(
+        arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, notification.id)
+    )
     held: list[int] = []
     try:
         call = _copy_call(caller, name, notification.args)
