@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sandbox_support import Host
 
-from cli_support import tether
+from cli_support import ASK_EVERY_CALL, tether
 from tether.policy._rule_store import RULES_DIR, RuleStore
 
 pytestmark = pytest.mark.timeout(120)
@@ -62,6 +62,13 @@ def run(host: Host, backend: str, script: Path, *extra: str) -> subprocess.Compl
         "go",
         env=env_for(host, backend),
     )
+
+
+def run_asked(
+    host: Host, backend: str, script: Path, approver: Path
+) -> subprocess.CompletedProcess[str]:
+    """A workspace-write run whose every tool call asks the Python program ``approver``."""
+    return run(host, backend, script, *ASK_EVERY_CALL, "--approver", f"{sys.executable} {approver}")
 
 
 def results(done: subprocess.CompletedProcess[str]) -> list[str]:
@@ -118,21 +125,50 @@ def test_a_planted_claude_allow_skips_no_question_until_trusted(host: Host, back
     approver = host.top / "reject.py"
     approver.write_text(f"import sys\nopen({str(log)!r}, 'a').write('x')\nprint('rejected')\n")
     steps = [bash("echo planted > out.txt"), {"text": "done"}]
-    done = run(
-        host,
-        backend,
-        model(host, steps, "ask.json"),
-        "--sandbox",
-        "workspace-write",
-        "--approval",
-        "ask",
-        "--plugin",
-        "ask_tools",
-        "--approver",
-        f"{sys.executable} {approver}",
-    )
+    done = run_asked(host, backend, model(host, steps, "ask.json"), approver)
     assert done.returncode == 0, done.stderr
     assert results(done) == ['Error: the user rejected tool "bash"']
     assert log.read_text() == "x"  # asked, not allowed by the planted rule
     assert not (host.ws / "out.txt").exists()
     assert "has permissions rules (allow: 2) that are not applied" in done.stderr
+
+
+PREFIX_PICKER = """
+import json, sys
+request = json.load(sys.stdin)
+with open({log!r}, "a") as log:
+    log.write(json.dumps([s["rule"] for s in request["scopes"]]) + "\\n")
+if len(open({log!r}).readlines()) > 1:
+    print("rejected")
+elif any(s["kind"] == "prefix" for s in request["scopes"]):
+    print(json.dumps({{"outcome": "allowed-for-session", "scope": {{"kind": "prefix"}}}}))
+else:
+    print("allowed-for-session")
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_wrapper_command_is_offered_no_prefix_that_covers_any_program(
+    host: Host, backend: str
+) -> None:
+    """The model writes the command a grant's scope is computed from: ``timeout 5 true`` would
+    offer ``Bash(timeout 5:*)``, a prefix that reads as narrow and covers any program (``timeout
+    5 touch …``, ``timeout 5 rm …``). Such a command is offered no prefix; the answerer takes the exact command, and
+    the next command asks again."""
+    log = host.outside / "asked"
+    approver = host.top / "prefix.py"
+    approver.write_text(PREFIX_PICKER.format(log=str(log)))
+    steps = [
+        bash("timeout 5 true"),
+        bash("timeout 5 touch src/pwned"),
+        {"text": "done"},
+    ]
+    done = run_asked(host, backend, model(host, steps, "wrapper.json"), approver)
+    assert done.returncode == 0, done.stderr
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    assert asked == [
+        ["Bash(timeout 5 true)", "Bash"],
+        ["Bash(timeout 5 touch src/pwned)", "Bash"],
+    ]
+    assert results(done)[1] == 'Error: the user rejected tool "bash"'
+    assert not (host.ws / "src" / "pwned").exists()

@@ -48,6 +48,10 @@ WRAPPERS: Final = frozenset(
 start a command inside one): a ``deny`` rule looks past them."""
 
 SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+RUNNERS: Final = WRAPPERS | SHELLS | {"eval", "source", ".", "trap", "coproc"}
+"""Programs (and shell words) whose arguments name the command that really runs, or a string
+a shell runs: a prefix of them (``timeout 5``, ``sudo``, ``bash -c``, ``trap``) would cover
+every command."""
 _MAX_DEPTH: Final = 3
 """How many ``sh -c`` / ``eval`` levels :func:`command_segments` reads into."""
 
@@ -126,16 +130,28 @@ def segment_programs(command: str) -> frozenset[str]:
     return frozenset(words[0] for words in command_segments(command))
 
 
+def runs_another_command(words: tuple[str, ...]) -> bool:
+    """Whether a plain command's first word is not the program that runs: an assignment
+    (``FOO=1 make``) or one of :data:`RUNNERS` (``env``, ``timeout 5``, ``sh -c``). A
+    prefix rule made of its first words would then cover any program."""
+    return bool(words) and (
+        _ASSIGNMENT.match(words[0]) is not None
+        or (os.path.basename(words[0]) or words[0]) in RUNNERS
+    )
+
+
 def starts_with(words: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
     return len(words) >= len(prefix) and words[: len(prefix)] == prefix
 
 
 __all__ = [
+    "RUNNERS",
     "SHELLS",
     "UNSAFE_CHARACTERS",
     "WRAPPERS",
     "command_segments",
     "plain_words",
+    "runs_another_command",
     "segment_programs",
     "starts_with",
 ]
