@@ -172,3 +172,33 @@ def test_a_wrapper_command_is_offered_no_prefix_that_covers_any_program(
     ]
     assert results(done)[1] == 'Error: the user rejected tool "bash"'
     assert not (host.ws / "src" / "pwned").exists()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deny_holds_in_a_workspace_whose_name_has_wildcard_characters(
+    host: Host, backend: str
+) -> None:
+    """A workspace ``proj[1]``: its path is joined to a rule's pattern as a path, so the user's
+    ``deny`` of ``./secrets/**`` covers its secrets (read as a pattern, ``proj[1]`` matched
+    ``proj1`` only, and the deny covered nothing here)."""
+    config = host.top / "config" / "tether"
+    config.mkdir(parents=True)
+    (config / "tether.toml").write_text('[permissions]\ndeny = ["Read(./secrets/**)"]\n')
+    ws = host.top / "proj[1]"
+    (ws / "secrets").mkdir(parents=True)
+    (ws / "secrets" / "key").write_text("must-not-leak\n")
+    steps = [
+        {"tool_calls": [{"name": "read", "arguments": {"path": "secrets/key"}}]},
+        {"text": "done"},
+    ]
+    done = tether(
+        "run", "--model", f"scripted:{model(host, steps, 'read.json')}", "--workspace", str(ws),
+        "--store", f"jsonl://{host.top / 'store'}", "--json", "--sandbox", "workspace-write", "go",
+        env=env_for(host, backend),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert results(done) == [
+        f'Error: tool "read" is refused by the deny rule "Read(./secrets/**)" (from {config}'
+        "/tether.toml)"
+    ]
+    assert "must-not-leak" not in done.stdout
