@@ -182,6 +182,12 @@ def test_an_exact_command_allows_only_that_string() -> None:
         "xargs rm < list",
         "sh -c 'rm x'",
         'bash -lc "ls; rm x"',
+        "bash -lc 'rm x'",  # an option cluster holding c (Codex runs commands so)
+        "sh -xc 'rm x'",
+        "bash -o pipefail -c 'rm x'",
+        "sh -e -c 'rm x'",
+        "env -S 'rm x'",
+        "env --split-string='rm x'",
         "eval rm x",
         "ls\nrm x",
         "ls & rm x",

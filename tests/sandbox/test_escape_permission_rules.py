@@ -202,3 +202,26 @@ def test_a_deny_holds_in_a_workspace_whose_name_has_wildcard_characters(
         "/tether.toml)"
     ]
     assert "must-not-leak" not in done.stdout
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deny_on_commands_sees_through_a_login_shell(host: Host, backend: str) -> None:
+    """``bash -lc 'touch …'`` (how Codex runs every command) and ``env -S '…'``: the string a
+    shell runs is read for a ``deny`` whatever its option cluster."""
+    config = host.top / "config" / "tether"
+    config.mkdir(parents=True)
+    (config / "tether.toml").write_text('[permissions]\ndeny = ["Bash(touch:*)"]\n')
+    steps = [
+        bash("bash -lc 'touch src/one'"),
+        bash("sh -xc 'touch src/two'"),
+        bash("env -S 'touch src/three'"),
+        {"text": "done"},
+    ]
+    done = run(host, backend, model(host, steps, "login.json"), "--sandbox", "workspace-write")
+    assert done.returncode == 0, done.stderr
+    refusal = (
+        f'Error: tool "bash" is refused by the deny rule "Bash(touch:*)" (from {config}'
+        "/tether.toml)"
+    )
+    assert results(done) == [refusal] * 3
+    assert sorted(os.listdir(host.ws / "src")) == []
