@@ -7,7 +7,7 @@ interpreter.
 
 Usage: ``python creation_probe.py CALL ARG...``; prints one line per attempt: ``ok`` or the
 errno's name (``EROFS``), and exits 0. ``race CALL GOOD BAD N``: makes ``CALL`` (``mkdir``,
-``open`` or ``rename``, with the path argument swapped by a second thread between ``GOOD``
+``open``, ``rename`` or ``bind``, with the path argument swapped by a second thread between ``GOOD``
 and ``BAD``, of the same length, all along) ``N`` times, and prints ``ok=A refused=B``.
 """
 
@@ -17,6 +17,7 @@ import ctypes
 import errno
 import os
 import platform
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -111,8 +112,19 @@ def attempt(name: str, args: list[str]) -> None:
             "linkat", long(AT_FDCWD), f"/proc/self/fd/{fd}", long(AT_FDCWD), args[1],
             long(AT_SYMLINK_FOLLOW),
         )  # fmt: skip
+    elif name == "bind":  # a Unix socket made by its name (no call above makes it)
+        socket.socket(socket.AF_UNIX).bind(args[0])
     else:
         raise SystemExit(f"unknown call {name}")
+
+
+def bind_raw(address: ctypes.Array[ctypes.c_char]) -> None:
+    """``bind`` of a new Unix socket to the ``struct sockaddr_un`` in ``address``, read by
+    the kernel (or the supervisor) from this memory, which another thread may be changing."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        if libc.bind(sock.fileno(), address, ctypes.sizeof(address)) < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
 
 
 def race(name: str, good: str, bad: str, times: int) -> None:
@@ -120,6 +132,7 @@ def race(name: str, good: str, bad: str, times: int) -> None:
     if len(good) != len(bad):
         raise SystemExit("the two paths must be as long")
     buffer = ctypes.create_string_buffer(good.encode(), len(good) + 1)
+    address = ctypes.create_string_buffer(b"\x01\x00" + good.encode(), len(good) + 3)
     stop = threading.Event()
 
     def swap() -> None:
@@ -127,6 +140,7 @@ def race(name: str, good: str, bad: str, times: int) -> None:
         i = 0
         while not stop.is_set():
             ctypes.memmove(buffer, forms[i % 2], len(good))
+            ctypes.memmove(ctypes.addressof(address) + 2, forms[i % 2], len(good))
             i += 1
 
     makes: dict[str, Callable[[], object]] = {
@@ -134,6 +148,7 @@ def race(name: str, good: str, bad: str, times: int) -> None:
         "open": lambda: os.close(
             call("openat", ctypes.c_long(AT_FDCWD), buffer, ctypes.c_long(CREATE), ctypes.c_long(0o644))
         ),
+        "bind": lambda: bind_raw(address),
         "rename": lambda: call(
             "renameat2", ctypes.c_long(AT_FDCWD), "src-dir", ctypes.c_long(AT_FDCWD), buffer,
             ctypes.c_long(0),

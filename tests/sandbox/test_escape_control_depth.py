@@ -19,6 +19,7 @@ import asyncio
 import os
 import platform
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,7 @@ def call_cases() -> list[tuple[str, str]]:
         ("renameat", "renameat"),
         ("renameat2", "pair"),
         ("tmpfile", "tmpfile"),
+        ("bind", "path"),  # a Unix socket's name: made by bind, which is no file call
     ]
     if X86:
         cases += [
@@ -296,7 +298,7 @@ async def test_links_lead_to_no_control_name(host: Host, variant: str) -> None:
 
 
 # -- racing the check ------------------------------------------------------------------------------
-@pytest.mark.parametrize("call", ["mkdir", "open", "rename"])
+@pytest.mark.parametrize("call", ["mkdir", "open", "rename", "bind"])
 @pytest.mark.parametrize("variant", VARIANTS)
 async def test_a_path_swapped_while_it_is_checked_never_makes_a_control_name(
     host: Host, variant: str, call: str
@@ -391,6 +393,32 @@ async def test_no_command_makes_or_changes_a_git_directory_by_content(
     assert sorted(os.listdir(src / "y")) == ["HEAD", "refs"]
     assert sorted(os.listdir(src / "z")) == ["HEAD"]
     assert git_dir_on_path(str(src / "bare" / "x"), str(host.ws)) is None
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+async def test_a_socket_named_refs_makes_no_git_directory(host: Host, variant: str) -> None:
+    """git looks only for ``refs`` it can search (``access(X_OK)``): a Unix socket made by
+    ``bind`` passes, and would make ``d`` a bare repository whose ``config`` (a pager) git
+    obeys when started in it. ``bind`` makes names as every other call does."""
+    before = snapshot(host)
+    ran = await run(
+        host,
+        variant,
+        "mkdir -p src/d/objects && echo 0123456789012345678901234567890123456789 > src/d/HEAD"
+        " && printf '[core]\\n\\tpager = touch /var/tmp/pwn\\n' > src/d/config && "
+        + probe(host, "bind", "src/d/refs"),
+    )
+    assert lines(ran) == [REFUSAL[variant]], ran.stderr
+    d = host.ws / "src" / "d"
+    assert sorted(os.listdir(d)) == ["HEAD", "config", "objects"]
+    assert git_dir_on_path(str(d / "objects" / "x"), str(host.ws)) is None
+    git = subprocess.run(
+        ["git", "-C", str(d), "rev-parse", "--git-dir"], capture_output=True, text=True
+    )
+    assert git.stdout != ".\n"  # git finds the workspace's repository, or none
+    assert [k for k in changed(before, snapshot(host)) if k.startswith("ws/src/d/")] == [
+        "ws/src/d/HEAD", "ws/src/d/config", "ws/src/d/objects"
+    ]  # fmt: skip
 
 
 # -- the other modes, the other calls ---------------------------------------------------------------

@@ -2,8 +2,10 @@
 confined command. Standard library only.
 
 The command's filter (:mod:`._seccomp_filter`) hands the supervisor every ``mkdir``,
-``mknod``, ``symlink``, ``link`` and ``rename`` (and their ``*at`` forms), and every
-``open``/``openat``/``creat`` that may create or change a file. For each, the supervisor
+``mknod``, ``symlink``, ``link`` and ``rename`` (and their ``*at`` forms), every ``bind``
+(a Unix socket's path is a name too: a socket named ``refs`` is enough for git to take its
+directory for a repository), and every ``open``/``openat``/``creat`` that may create or change
+a file. For each, the supervisor
 copies the arguments out of the caller once, resolves the directory that holds the name in
 the caller's view of the filesystem (:class:`.Caller`), decides on that descriptor and the
 name it copied, and performs the call itself relative to that directory, so a path swapped
@@ -69,6 +71,7 @@ if __package__:
         is_git_dir,
         made_git_dir,
     )
+    from tether.sandbox._socket_calls import AF_UNIX, SO_DOMAIN, SOCKADDR_MAX, socket_option
 else:  # loaded by the fork server or a launcher: this directory is on sys.path
     import _seccomp_filter as seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _syscalls as syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
@@ -80,7 +83,9 @@ else:  # loaded by the fork server or a launcher: this directory is on sys.path
         is_git_dir,
         made_git_dir,
     )
+    from _socket_calls import AF_UNIX, SO_DOMAIN, SOCKADDR_MAX, socket_option  # type: ignore[import-not-found,no-redef,unused-ignore]
 
+_CLONE_FS = 0x200
 _AT_SYMLINK_FOLLOW = 0x400
 _AT_EMPTY_PATH = 0x1000
 _RENAME_EXCHANGE = 1 << 1
@@ -337,6 +342,8 @@ class _Call:
 
     def perform(self, name: str) -> int | _Opening:
         a = self.args
+        if name == "bind":
+            return self.bind(syscalls.int32(a[0]), a[1], syscalls.int32(a[2]))
         if name in ("open", "openat", "creat"):
             at = self.dirfd(0) if name == "openat" else AT_FDCWD
             path = self.string(a[1] if name == "openat" else a[0])
@@ -553,6 +560,26 @@ class _Call:
                 return real + path[len(link) :]
         return path
 
+    # -- bind ----------------------------------------------------------------------------
+    def bind(self, fd: int, address: int, length: int) -> int:
+        """``bind`` of the caller's socket ``fd``, performed on that socket (the same open
+        file description) with the address copied once: a Unix socket's path is a new entry,
+        checked and made as every other (by its last component, from the directory that
+        holds it); any other address names nothing and is bound as given."""
+        if length < 0 or length > SOCKADDR_MAX:
+            raise OSError(errno.EINVAL, "bad address length")
+        given = self.caller.read(address, length)
+        sock = self.hold(self.caller.take_fd(fd))
+        path = _socket_path(sock, given)
+        arch = self.caller.arch
+        if path is None:
+            self.caller.check()
+            _bind(arch, sock, given)
+            return 0
+        parent, entry = self.new_entry(AT_FDCWD, path)
+        umask = self.status.umask
+        return self.made(parent, entry, lambda: _bind_in(arch, sock, parent, entry, umask))
+
     # -- link and rename ------------------------------------------------------------------
     def link_source(self, at: int, old_address: int, flags: int) -> int:
         """The file a ``link`` names as its source (a descriptor of ours), once the rules
@@ -628,6 +655,52 @@ def _refuse_mount_points(*entries: tuple[int, bytes]) -> None:
                 raise OSError(errno.EBUSY, "a mount point")
         finally:
             os.close(found)
+
+
+def _socket_path(sock: int, address: bytes) -> bytes | None:
+    """The path a ``bind`` of ``sock`` to ``address`` names (the kernel's reading: up to the
+    first NUL), or ``None`` when it names none: a socket of another family (its own, which the
+    caller cannot change), an abstract name, an autobind, an address the kernel refuses.
+    ``ENOTSOCK`` when ``sock`` is no socket."""
+    if socket_option(sock, SO_DOMAIN) != AF_UNIX or len(address) <= 2:
+        return None
+    if int.from_bytes(address[:2], "little") != AF_UNIX or address[2] == 0:
+        return None
+    return address[2:].split(b"\0", 1)[0]
+
+
+def _bind(arch: str, sock: int, address: bytes) -> None:
+    result = syscalls.syscall(
+        arch, "bind", ctypes.c_int(sock), ctypes.c_char_p(address), ctypes.c_uint(len(address))
+    )
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def _bind_in(arch: str, sock: int, parent: int, entry: bytes, umask: int) -> None:
+    """Bind ``sock`` to ``entry`` in the directory ``parent`` (a descriptor), with the
+    caller's ``umask``. A socket's path has no descriptor-relative form: it is resolved from
+    the binding thread's working directory, so a thread of its own (``unshare(CLONE_FS)``:
+    its working directory and umask are its own) moves into ``parent`` and binds there."""
+    failed: list[OSError] = []
+
+    def work() -> None:
+        try:
+            if syscalls.syscall(arch, "unshare", ctypes.c_long(_CLONE_FS)) < 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code))
+            os.umask(umask)
+            os.fchdir(parent)
+            _bind(arch, sock, AF_UNIX.to_bytes(2, "little") + entry)
+        except OSError as err:
+            failed.append(err)
+
+    worker = threading.Thread(target=work, name="tether-bind", daemon=True)
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
 
 
 def _caller_fd(path: bytes) -> int | None:

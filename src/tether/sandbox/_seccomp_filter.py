@@ -10,7 +10,7 @@ A command gets one filter, built from two independent rule sets:
   xattr changes and ``chattr`` ioctls are refused.
 * **creation** (whenever the filter has a listener, on both backends): every call that
   makes a name (``mkdir``, ``mknod``, ``symlink``, ``link``, ``rename`` and their ``*at``
-  forms) and every ``open``/``openat``/``creat`` that may create or change a file (its flags
+  forms, and ``bind``, which names a Unix socket) and every ``open``/``openat``/``creat`` that may create or change a file (its flags
   ask for writing, ``O_CREAT``, ``O_TRUNC`` or ``O_TMPFILE``, and not ``O_PATH``: BPF sees the
   flags, so reading pays nothing) go to the supervisor (:mod:`._creation_calls`), which
   refuses control names at any depth and performs the rest itself. ``openat2``, whose flags
@@ -76,10 +76,11 @@ SOCKET_CALLS: Final = ("connect", "sendto", "sendmsg", "sendmmsg")
 """Socket calls the supervisor checks and performs under a network rule."""
 CREATION_CALLS: Final = (
     "open", "creat", "openat", "mkdir", "mkdirat", "mknod", "mknodat", "symlink",
-    "symlinkat", "link", "linkat", "rename", "renameat", "renameat2",
+    "symlinkat", "link", "linkat", "rename", "renameat", "renameat2", "bind",
 )  # fmt: skip
 """Calls that make a name or open a file for a change: the supervisor checks and performs
-them (``open`` and ``openat`` only with :data:`OPEN_WRITE_FLAGS`)."""
+them (``open`` and ``openat`` only with :data:`OPEN_WRITE_FLAGS`; every ``bind``, whose
+address lies in memory: a Unix socket's path makes a name as ``mknod`` does)."""
 OPEN_WRITE_FLAGS: Final = 0o1 | 0o2 | 0o100 | 0o1000 | 0o20000000
 """``O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | __O_TMPFILE`` (the same on both architectures):
 an ``open`` with any of them may create or change a file."""
