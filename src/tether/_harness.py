@@ -68,6 +68,7 @@ from tether.session._lease import Leases
 from tether.session._store_files import store_url_of
 from tether.session.persistence import default_store_url, open_persistence
 from tether.session.persistence._commits import Commit, commits_of
+from tether.session.persistence._worker import WorkerBackend
 from tether.subagents._continuation import SUBAGENTS_SERVICE
 from tether.tools._ask_user import AskUserTool
 from tether.tools._jobs import JOBS_SERVICE
@@ -251,7 +252,7 @@ class Harness:
             kernel.ctx.provide(AGENTS_SERVICE, registry)
             kernel.ctx.provide(WORKSPACE_FILES, inspected.files)
             load_plugins(kernel, inspected.entries)
-            _protect_store(kernel.ctx.get(SANDBOX_SERVICE), persistence, root)
+            await _protect_store(kernel.ctx.get(SANDBOX_SERVICE), persistence, root)
             ctx = kernel.ctx
             kernel.ctx.provide(
                 PROJECT_INSTRUCTIONS,
@@ -497,11 +498,13 @@ def _answerer(
     return answer
 
 
-def _protect_store(sandbox: object, persistence: Persistence, workspace: str) -> None:
+async def _protect_store(sandbox: object, persistence: Persistence, workspace: str) -> None:
     """Refuse to start when the store's files cannot be kept from every command and file
-    tool (:meth:`SandboxProvider.check_workspace`), and make the answer box exist before any
-    command runs: bubblewrap masks what exists when a command starts, and an answer box
-    created later would be visible to a command already running."""
+    tool (:meth:`SandboxProvider.check_workspace`), and make the store's files and its answer
+    box exist before any command runs: bubblewrap masks what exists when a command starts,
+    and a file created later would be visible to a command already running (and one that
+    comes and goes, SQLite's rollback journal as a new database is made, would fail its
+    mask)."""
     if not isinstance(sandbox, SandboxProvider):
         raise SandboxError(
             "the composed sandbox service is not tether's, so the session store's files "
@@ -512,3 +515,5 @@ def _protect_store(sandbox: object, persistence: Persistence, workspace: str) ->
     url = store_url_of(persistence)
     if url is not None:
         AnswerBox.for_store(url).prepare()
+    if isinstance(persistence, WorkerBackend):
+        await persistence.open()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from e2e_support import JsonRun, stored, write_user_config
 
-from cli_support import TETHER, run_args, tether
+from cli_support import ASK_EVERY_CALL, TETHER, run_args, tether
 from script_support import call, script
 from tether.policy._rule_store import RuleStore
 
@@ -53,12 +53,7 @@ def run(tmp_path: Path, steps: list[dict[str, Any]], *extra: str, name: str = "s
             model,
             workspace(tmp_path),
             f"sqlite:///{tmp_path / 's.db'}",
-            "--sandbox",
-            "workspace-write",
-            "--approval",
-            "ask",
-            "--plugin",
-            "ask_tools",
+            *ASK_EVERY_CALL,
             *extra,
         )
     )

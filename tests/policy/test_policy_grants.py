@@ -116,6 +116,17 @@ def test_the_offers_are_narrowest_first_and_each_covers_the_call(ws: Path) -> No
         ("tool", "Bash"),
     ]
     assert offers(tool="bash", command="ls *.py") == [("prefix", "Bash(ls:*)"), ("tool", "Bash")]
+    # a first word that is not the program that runs offers no prefix: it would cover any
+    # program (`timeout 5 rm -rf ~` under "Bash(timeout 5:*)")
+    for command in (
+        "FOO=1 make", "timeout 5 make", "env ls", "/usr/bin/sudo rm x", "xargs rm", "bash -c ls",
+        "sh script.sh", "eval ls", "exec ls", "command ls", "nice -n 5 make", "trap ls EXIT",
+        ". ./env.sh", "source env.sh", "time make",
+    ):  # fmt: skip
+        assert offers(tool="bash", command=command) == [
+            ("exact", f"Bash({command})"),
+            ("tool", "Bash"),
+        ], command
     assert offers(tool="write", path="src/a.py") == [
         ("exact", "Write(./src/a.py)"),
         ("path", "Write(./src/**)"),

@@ -182,6 +182,12 @@ def test_an_exact_command_allows_only_that_string() -> None:
         "xargs rm < list",
         "sh -c 'rm x'",
         'bash -lc "ls; rm x"',
+        "bash -lc 'rm x'",  # an option cluster holding c (Codex runs commands so)
+        "sh -xc 'rm x'",
+        "bash -o pipefail -c 'rm x'",
+        "sh -e -c 'rm x'",
+        "env -S 'rm x'",
+        "env --split-string='rm x'",
         "eval rm x",
         "ls\nrm x",
         "ls & rm x",
@@ -235,6 +241,20 @@ def test_command_segments_reads_nested_shells_to_a_bound() -> None:
 )
 def test_path_patterns(pattern: str, path: str, covered: bool) -> None:
     assert rule(f"Read({pattern})", "deny").covers(file_call("read", path)) is covered
+
+
+@pytest.mark.parametrize("root", ["/w/app?", "/w/proj[12]", "/w/a*", "/w/[!x]"])
+def test_a_workspace_or_home_with_wildcard_characters_is_a_path_not_a_pattern(root: str) -> None:
+    def facts(tool: str, path: str) -> CallFacts:
+        return CallFacts(tool, path=path, workspace=root, home=root + "/home")
+
+    allow, deny = rule("Edit(./src/**)"), rule("Read(./secrets/**)", "deny")
+    assert allow.covers(facts("write", "src/a"))
+    assert deny.covers(facts("read", "secrets/key"))
+    assert rule("Read(~/.aws/**)", "deny").covers(facts("read", root + "/home/.aws/creds"))
+    for sibling in ("/w/appX", "/w/proj1", "/w/abc", "/w/y"):  # outside this workspace
+        assert not allow.covers(facts("write", f"{sibling}/src/a")), sibling
+        assert not deny.covers(facts("read", f"{sibling}/secrets/key")), sibling
 
 
 def test_read_covers_the_searching_tools_and_edit_covers_write() -> None:

@@ -5,7 +5,10 @@
 - ``bash``: the exact command (``Bash(npm test --watch)``, left out when the command holds a
   ``*``, which a rule would read as a wildcard); when the command is plain
   (:func:`~tether.policy._shell_words.plain_words`), its first two words and its first word as
-  prefixes (``Bash(npm test:*)``, ``Bash(npm:*)``); the tool (``Bash``);
+  prefixes (``Bash(npm test:*)``, ``Bash(npm:*)``), unless its first word is not the program
+  that runs (``FOO=1 make``, ``timeout 5 make``, ``sudo``, ``bash -c``:
+  :func:`~tether.policy._shell_words.runs_another_command`), where a prefix would cover every
+  command; the tool (``Bash``);
 - a file tool: the exact path (``Write(./src/a.py)``, ``//`` for an absolute path outside the
   workspace), its directory and everything under it (``Write(./src/**)``), the tool;
 - any other tool: the tool.
@@ -44,7 +47,7 @@ from tether.policy._rules import (
     parse_rule,
     rule_text,
 )
-from tether.policy._shell_words import plain_words
+from tether.policy._shell_words import plain_words, runs_another_command
 from tether.session import Event, Persistence, Session, SessionHeader
 from tether.session._session import wall_clock_ms
 
@@ -94,7 +97,7 @@ def scope_offers(facts: CallFacts) -> tuple[GrantScope, ...]:
         if "*" not in command and command.strip():
             found.append(("exact", rule_text(facts.tool, command)))
         words = plain_words(command)
-        if words is not None:
+        if words is not None and not runs_another_command(words):
             for count in PREFIX_WORDS:
                 if count <= len(words) and "*" not in "".join(words[:count]):
                     prefix = command_prefix_text(words[:count])

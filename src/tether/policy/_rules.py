@@ -300,15 +300,19 @@ def _anywhere_name(pattern: str) -> str | None:
 
 
 def resolve_pattern(pattern: str, workspace: str, home: str) -> str:
-    """A path pattern made absolute (see the module docstring)."""
+    """A path pattern made absolute (see the module docstring). The workspace and the home
+    it is joined to are paths, not patterns: their wildcard characters are made literal (a
+    workspace ``/w/app?`` would otherwise let ``./src/**`` cover ``/w/appX/src``, and a
+    ``deny`` under ``/w/proj[1]`` cover nothing of it)."""
     if pattern.startswith("//"):
         return pattern[1:]
     if pattern == "~" or pattern.startswith("~/"):
-        return home.rstrip("/") + pattern[1:]
+        return escape_path(home.rstrip("/")) + pattern[1:]
+    root = escape_path(workspace.rstrip("/"))
     if pattern.startswith("/"):
-        return workspace.rstrip("/") + pattern
+        return root + pattern
     rest = pattern[2:] if pattern.startswith("./") else pattern
-    return workspace.rstrip("/") + "/" + rest
+    return root + "/" + rest
 
 
 def _components_match(pattern: list[str], parts: list[str]) -> bool:

@@ -18,9 +18,9 @@ covers").
   more), with leading ``VAR=value`` words dropped, a program's directory dropped (``/bin/rm``
   is ``rm``), after a wrapper command (``sudo``, ``env``, ``command``, ``exec``, ``nohup``,
   ``nice``, ``time``, ``timeout``, ``xargs``, ...) every later word tried as the program, and
-  the string an ``sh -c``/``bash -c`` or ``eval`` runs read the same way. This is a best effort: a shell
-  can always spell a command so that no reading finds it (a variable holding its name, a
-  script written first). A ``deny`` rule on commands is a guard against mistakes, not a
+  the string an ``sh -c``/``bash -lc``, ``eval`` or ``env -S`` runs read the same way. This
+  is a best effort: a shell can always spell a command so that no reading finds it (a
+  variable holding its name, a script written first). A ``deny`` rule on commands is a guard against mistakes, not a
   boundary; the sandbox is the boundary.
 """
 
@@ -48,6 +48,10 @@ WRAPPERS: Final = frozenset(
 start a command inside one): a ``deny`` rule looks past them."""
 
 SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+RUNNERS: Final = WRAPPERS | SHELLS | {"eval", "source", ".", "trap", "coproc"}
+"""Programs (and shell words) whose arguments name the command that really runs, or a string
+a shell runs: a prefix of them (``timeout 5``, ``sudo``, ``bash -c``, ``trap``) would cover
+every command."""
 _MAX_DEPTH: Final = 3
 """How many ``sh -c`` / ``eval`` levels :func:`command_segments` reads into."""
 
@@ -99,6 +103,33 @@ def _candidates(words: list[str]) -> list[tuple[str, ...]]:
     return found
 
 
+_SHELL_OPTION_VALUES: Final = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+"""A shell's options whose value is the next word (never its command string)."""
+
+
+def _shell_string(words: tuple[str, ...]) -> str | None:
+    """The string a shell's words run (``sh -c 'x'``, ``bash -lc 'x'``, ``sh -e -c 'x'``): with
+    ``c`` in an option cluster, the first word after the options."""
+    at, command = 1, False
+    while at < len(words) and words[at].startswith(("-", "+")):
+        word = words[at]
+        command = command or (word[0] == "-" and not word.startswith("--") and "c" in word)
+        at += 2 if word in _SHELL_OPTION_VALUES else 1
+    return words[at] if command and at < len(words) else None
+
+
+def _after_option(words: tuple[str, ...], names: tuple[str, ...]) -> str | None:
+    """The word after the first of ``names`` (``env -S 'x y'``), or that option's own value
+    (``--split-string=x``)."""
+    for at, word in enumerate(words[1:], 1):
+        if word in names:
+            return words[at + 1] if at + 1 < len(words) else None
+        for name in names:
+            if word.startswith(name + "=") or (len(name) == 2 and word.startswith(name)):
+                return word[len(name) :].removeprefix("=") or None
+    return None
+
+
 @functools.lru_cache(maxsize=256)
 def command_segments(command: str, _depth: int = 0) -> tuple[tuple[str, ...], ...]:
     """Every simple command ``command`` may run, as words (see the module docstring). Kept for
@@ -110,11 +141,12 @@ def command_segments(command: str, _depth: int = 0) -> tuple[tuple[str, ...], ..
             if _depth >= _MAX_DEPTH:
                 continue
             inner: str | None = None
-            if words[0] in SHELLS and "-c" in words[1:]:
-                at = words.index("-c", 1)
-                inner = words[at + 1] if at + 1 < len(words) else None
+            if words[0] in SHELLS:
+                inner = _shell_string(words)
             elif words[0] == "eval":
                 inner = " ".join(words[1:])
+            elif words[0] == "env":
+                inner = _after_option(words, ("-S", "--split-string"))
             if inner:
                 found += command_segments(inner, _depth + 1)
     return tuple(found)
@@ -126,16 +158,28 @@ def segment_programs(command: str) -> frozenset[str]:
     return frozenset(words[0] for words in command_segments(command))
 
 
+def runs_another_command(words: tuple[str, ...]) -> bool:
+    """Whether a plain command's first word is not the program that runs: an assignment
+    (``FOO=1 make``) or one of :data:`RUNNERS` (``env``, ``timeout 5``, ``sh -c``). A
+    prefix rule made of its first words would then cover any program."""
+    return bool(words) and (
+        _ASSIGNMENT.match(words[0]) is not None
+        or (os.path.basename(words[0]) or words[0]) in RUNNERS
+    )
+
+
 def starts_with(words: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
     return len(words) >= len(prefix) and words[: len(prefix)] == prefix
 
 
 __all__ = [
+    "RUNNERS",
     "SHELLS",
     "UNSAFE_CHARACTERS",
     "WRAPPERS",
     "command_segments",
     "plain_words",
+    "runs_another_command",
     "segment_programs",
     "starts_with",
 ]

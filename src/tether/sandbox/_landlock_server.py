@@ -241,7 +241,9 @@ def _supervisor(pair: socket.socket, kind: bytes, key: seccomp_filter.FilterKey)
             [pair.detach(), channel[0].detach(), listener]
         )
         _rehearse_supervisor(key[0])
-        status = supervisor.supervise(command, handover, key[0], listener, owner=pair_fd)
+        status = supervisor.supervise(
+            command, handover, key[0], listener, owner=pair_fd, bwrap=kind == BWRAP
+        )
     except BaseException:
         with contextlib.suppress(BaseException):
             supervisor.sweep()

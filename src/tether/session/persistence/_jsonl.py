@@ -132,11 +132,14 @@ class JsonlPersistence(WorkerBackend):
         for session_id in list(self._unsynced):
             self._sync(session_id)
 
-    def _create(self, header: SessionHeader, first: tuple[Event, ...], *, sync: bool) -> None:
-        del sync  # always durable (module docstring)
+    def _open(self) -> None:
         if not self.root.is_dir():
             self.root.mkdir(parents=True, exist_ok=True)
             _fsync_dir(self.root.parent)  # the new root's own entry must survive a crash too
+
+    def _create(self, header: SessionHeader, first: tuple[Event, ...], *, sync: bool) -> None:
+        del sync  # always durable (module docstring)
+        self._open()
         final = self.session_dir(header.id)
         if (final / LOG_NAME).exists():
             raise SessionExistsError(f"session {header.id!r} already exists")

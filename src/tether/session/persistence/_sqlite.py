@@ -187,6 +187,11 @@ class SqlitePersistence(WorkerBackend):
             self._conn = conn
         return self._conn
 
+    def _open(self) -> None:
+        # The database, its write-ahead log and shared-memory file exist while a connection
+        # is open; making a new one also passes through a transient rollback journal.
+        self._connection()
+
     @staticmethod
     def _ensure_schema(conn: sqlite3.Connection) -> None:
         # Checked first so that opening an existing store for reading never writes.

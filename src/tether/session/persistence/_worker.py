@@ -124,6 +124,13 @@ class WorkerBackend(ABC):
         """Return once every commit of ``session_id`` is durable (``DefersSync``)."""
         await self._worker.run(lambda: self._sync(session_id))
 
+    async def open(self) -> None:
+        """Make the storage's files exist now, as they will while this handle is open.
+        Otherwise they appear at the first commit, which the write-behind may run while a
+        command is starting: the sandbox hides what exists when a command starts
+        (``tether._harness``). Idempotent."""
+        await self._worker.run(self._open)
+
     async def _create_committed(
         self, header: SessionHeader, events: Sequence[Event], *, sync: bool
     ) -> None:
@@ -234,6 +241,10 @@ class WorkerBackend(ABC):
 
     @abstractmethod
     def _list_ids(self) -> builtins.list[str]: ...
+
+    @abstractmethod
+    def _open(self) -> None:
+        """What :meth:`open` does on the worker thread."""
 
     @abstractmethod
     def _release(self) -> None:
