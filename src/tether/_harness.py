@@ -60,6 +60,7 @@ from tether.policy._permissions import (
     held_grants,
     revoke,
 )
+from tether.policy._presets import DEFAULT_PRESET, PERMISSION_PRESETS_SERVICE
 from tether.policy._rule_sources import load_permission_rules
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider, rules_for
@@ -79,8 +80,6 @@ from tether.tools.fs import file_tools
 ApproverFn = Callable[[ApprovalRequest], Awaitable[str | Answer] | str | Answer]
 """A Python answerer: an outcome's value, or an :class:`Answer` (one that grants may choose
 its scope among ``request.choices``)."""
-
-DEFAULT_PRESET = "workspace-write"
 
 RunStopReason = StopReason | Literal["max-turns"]
 """How a run ended: its last root turn's reason, or ``max-turns`` when the run stopped short
@@ -129,6 +128,7 @@ class Harness:
         workspace: str,
         sandbox: str | None,
         approval: str | None,
+        permission: str | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         max_turns: int | None = None,
     ) -> None:
@@ -140,6 +140,7 @@ class Harness:
         self.workspace = workspace
         self._sandbox = sandbox
         self._approval = approval
+        self._permission = permission
         self.agents = agents
         self.root: Agent | None = None
         self.max_steps = max_steps
@@ -156,6 +157,7 @@ class Harness:
         store: str | Persistence | None = None,
         sandbox: str | None = None,
         approval: str | None = None,
+        permission: str | None = None,
         approver: ApproverFn | None = None,
         plugins: Sequence[str | PluginEntry] = (),
         config: str | os.PathLike[str] | None = None,
@@ -184,6 +186,10 @@ class Harness:
         workspace's trusted ``tether.toml``; ``docs/models.md``). ``stream=False`` asks the
         model without streaming whatever its configuration says; ``model_timeout`` replaces
         its read timeout (seconds of silence before ``MODEL_TIMEOUT``).
+
+        ``permission`` names the preset a new root session starts in (``read-only``, ``plan``,
+        ...; ``UNKNOWN_PRESET`` before any model call otherwise); ``sandbox`` and ``approval``
+        set the knobs one at a time, and replace the preset's knob where both are given.
 
         ``system_prompt`` replaces tether's system prompt; ``append_system_prompt`` is added
         after it. ``max_steps`` bounds each turn (default 50), ``max_turns`` each run (default
@@ -244,6 +250,8 @@ class Harness:
                 )
                 kernel.load(resolve_plugin("approval"), {"policy": "ask"})
                 kernel.load(resolve_plugin("permission_presets"), {"default": DEFAULT_PRESET})
+                if permission is not None:
+                    kernel.ctx.require(PERMISSION_PRESETS_SERVICE).preset(permission)
                 tools = ToolRuntime(kernel.ctx)
                 kernel.ctx.provide(TOOLS_SERVICE, tools)
                 for tool in file_tools():
@@ -270,6 +278,7 @@ class Harness:
                     workspace=root,
                     sandbox=sandbox,
                     approval=approval,
+                    permission=permission,
                     max_steps=steps if steps is not None else DEFAULT_MAX_STEPS,
                     max_turns=turns,
                 )
@@ -319,10 +328,15 @@ class Harness:
     def new_root_session(self) -> Session:
         """Prepare the root session, write its explicit knobs, then publish it."""
         session = self.store.prepare(meta=SessionMeta(cwd=self.workspace))
-        if self._sandbox is not None:
-            self.ctx.require(SANDBOX_POLICY_SERVICE).set_sandbox_mode(session, self._sandbox)
-        if self._approval is not None:
-            self.ctx.require(APPROVAL_SERVICE).set_approval_policy(session, self._approval)
+        if self._permission is not None:
+            self.ctx.require(PERMISSION_PRESETS_SERVICE).pin_preset(
+                session, self._permission, sandbox=self._sandbox, approval=self._approval
+            )
+        else:
+            if self._sandbox is not None:
+                self.ctx.require(SANDBOX_POLICY_SERVICE).set_sandbox_mode(session, self._sandbox)
+            if self._approval is not None:
+                self.ctx.require(APPROVAL_SERVICE).set_approval_policy(session, self._approval)
         self.store.enter(session)
         self.store.announce(session)
         return session

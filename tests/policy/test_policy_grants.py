@@ -121,7 +121,8 @@ def test_the_offers_are_narrowest_first_and_each_covers_the_call(ws: Path) -> No
     for command in (
         "FOO=1 make", "timeout 5 make", "env ls", "/usr/bin/sudo rm x", "xargs rm", "bash -c ls",
         "sh script.sh", "eval ls", "exec ls", "command ls", "nice -n 5 make", "trap ls EXIT",
-        ". ./env.sh", "source env.sh", "time make",
+        ". ./env.sh", "source env.sh", "time make", "ionice make", "taskset 1 make",
+        "flock /tmp/l make", "strace make", "watch make", "unshare -r make", "su -c make",
     ):  # fmt: skip
         assert offers(tool="bash", command=command) == [
             ("exact", f"Bash({command})"),

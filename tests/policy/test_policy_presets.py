@@ -16,6 +16,9 @@ from policy_support import (
     sandbox_of,
 )
 
+from cli_support import sqlite_store
+from script_support import script
+from tether import Harness
 from tether.kernel import PluginConfigError, PluginRequirementError
 from tether.kernel._config import resolve_plugin
 from tether.kernel._plugin import Kernel
@@ -456,3 +459,58 @@ def test_a_direct_service_validates_its_table() -> None:
 
 def test_registered_as_an_entry_point() -> None:
     assert resolve_plugin("permission_presets") is permission_presets_plugin
+
+
+@pytest.mark.parametrize(
+    ("knobs", "current", "layout"),
+    [
+        ({}, "plan", [("permission/preset", {"preset": "plan"})]),
+        # a replaced knob that fits another row is labelled by it; one that fits none, by none
+        (
+            {"sandbox": "workspace-write"},
+            "workspace-write",
+            [("permission/preset", {"preset": "workspace-write"})],
+        ),
+        ({"approval": "never"}, CUSTOM_PRESET, []),
+    ],
+)
+async def test_harness_opens_a_root_in_a_named_preset(
+    tmp_path: Path,
+    knobs: dict[str, str],
+    current: str,
+    layout: list[tuple[str, dict[str, str]]],
+) -> None:
+    (tmp_path / "ws").mkdir()
+    model = script(tmp_path / "script.json", [{"text": "a plan"}])
+    async with Harness.open(
+        workspace=tmp_path / "ws",
+        model=f"scripted:{model}",
+        store=sqlite_store(tmp_path),
+        permission="plan",
+        **knobs,
+    ) as harness:
+        result = await harness.run("plan it")
+        session = harness.store.get(result.session_id)
+        assert session is not None
+        assert harness.ctx.require(PERMISSION_PRESETS_SERVICE).current(session) == current
+    assert [(e.type, dict(e.data)) for e in session.events[: len(layout) + 2]] == [
+        *layout,
+        ("sandbox/mode", {"mode": knobs.get("sandbox", "read-only")}),
+        ("approval/policy", {"policy": knobs.get("approval", "ask")}),
+    ]
+
+
+async def test_harness_refuses_an_unknown_preset_before_any_session(tmp_path: Path) -> None:
+    model = script(tmp_path / "script.json", [{"text": "never asked"}])
+    with pytest.raises(UnknownPresetError) as raised:
+        async with Harness.open(
+            workspace=tmp_path,
+            model=f"scripted:{model}",
+            store=sqlite_store(tmp_path),
+            permission="bypassPermissions",
+        ):
+            pass
+    assert str(raised.value) == (
+        "unknown permission preset 'bypassPermissions' (presets: workspace-write, read-only, "
+        "plan, danger-full-access)"
+    )

@@ -204,24 +204,43 @@ def test_a_deny_holds_in_a_workspace_whose_name_has_wildcard_characters(
     assert "must-not-leak" not in done.stdout
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_deny_on_commands_sees_through_a_login_shell(host: Host, backend: str) -> None:
-    """``bash -lc 'touch …'`` (how Codex runs every command) and ``env -S '…'``: the string a
-    shell runs is read for a ``deny`` whatever its option cluster."""
+def assert_touch_denied(host: Host, backend: str, commands: list[str], name: str) -> None:
+    """Under the user's ``deny`` of ``Bash(touch:*)``, each of ``commands`` (a touch under
+    ``src``) is refused by that rule, and nothing was made."""
     config = host.top / "config" / "tether"
     config.mkdir(parents=True)
     (config / "tether.toml").write_text('[permissions]\ndeny = ["Bash(touch:*)"]\n')
-    steps = [
-        bash("bash -lc 'touch src/one'"),
-        bash("sh -xc 'touch src/two'"),
-        bash("env -S 'touch src/three'"),
-        {"text": "done"},
-    ]
-    done = run(host, backend, model(host, steps, "login.json"), "--sandbox", "workspace-write")
+    steps = [*(bash(command) for command in commands), {"text": "done"}]
+    done = run(host, backend, model(host, steps, name), "--sandbox", "workspace-write")
     assert done.returncode == 0, done.stderr
     refusal = (
         f'Error: tool "bash" is refused by the deny rule "Bash(touch:*)" (from {config}'
         "/tether.toml)"
     )
-    assert results(done) == [refusal] * 3
+    assert results(done) == [refusal] * len(commands)
     assert sorted(os.listdir(host.ws / "src")) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deny_on_commands_sees_through_a_login_shell(host: Host, backend: str) -> None:
+    """``bash -lc 'touch …'`` (how Codex runs every command) and ``env -S '…'``: the string a
+    shell runs is read for a ``deny`` whatever its option cluster."""
+    commands = ["bash -lc 'touch src/one'", "sh -xc 'touch src/two'", "env -S 'touch src/three'"]
+    assert_touch_denied(host, backend, commands, "login.json")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deny_on_commands_sees_through_programs_that_run_their_operands(
+    host: Host, backend: str
+) -> None:
+    """``ionice``, ``taskset 1``, ``flock FILE``, ``strace`` and ``su -c`` run the command their
+    operands name, as ``nice`` does: a ``deny`` looks past them (they passed it, and the file
+    was made)."""
+    commands = [
+        "ionice -c3 touch src/one",
+        "taskset 1 touch src/two",
+        f"flock {host.ws}/lock touch src/three",
+        "strace -o /dev/null touch src/four",
+        "su -c 'touch src/five'",
+    ]
+    assert_touch_denied(host, backend, commands, "wrappers.json")

@@ -28,7 +28,12 @@ from tether.policy._errors import (
     UnknownPresetError,
 )
 from tether.policy._events import PermissionPresetSet
-from tether.policy._modes import ApprovalPolicy, SandboxMode
+from tether.policy._modes import (
+    ApprovalPolicy,
+    SandboxMode,
+    parse_approval_policy,
+    parse_sandbox_mode,
+)
 from tether.policy._protocols import HasSession
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE, fold_sandbox_mode
 from tether.session import Event, Session, SessionStore
@@ -237,6 +242,30 @@ class PermissionPresetsService:
         if approval.set_policy(agent, row.approval):
             changed = True
         return changed
+
+    def pin_preset(
+        self,
+        session: Session,
+        name: str,
+        *,
+        sandbox: SandboxMode | str | None = None,
+        approval: ApprovalPolicy | str | None = None,
+    ) -> list[Event]:
+        """Write the permission facts of preset ``name`` into a session not yet published (a
+        new root started with ``--permission``), with ``sandbox`` or ``approval`` in place of
+        the row's knob where given. The label is written only when the knobs still fit a row
+        (``name`` preferred), never as ``custom``. No notice: no agent has seen other knobs."""
+        row = self.preset(name)
+        services = self._services()
+        knobs = Preset(
+            row.sandbox if sandbox is None else parse_sandbox_mode(sandbox),
+            row.approval if approval is None else parse_approval_policy(approval),
+        )
+        label = name if knobs == row else _derive(self.table, None, knobs.sandbox, knobs.approval)
+        appended = [] if label == CUSTOM_PRESET else [_append_label(session, label)]
+        appended.append(services[0].set_sandbox_mode(session, knobs.sandbox))
+        appended.append(services[1].set_approval_policy(session, knobs.approval))
+        return appended
 
     def pin_initial(self, session: Session) -> list[Event]:
         """Give the session whichever of its three permission facts it lacks.

@@ -17,8 +17,9 @@ covers").
   and grouping character (inside quotes too: splitting too often only makes a ``deny`` match
   more), with leading ``VAR=value`` words dropped, a program's directory dropped (``/bin/rm``
   is ``rm``), after a wrapper command (``sudo``, ``env``, ``command``, ``exec``, ``nohup``,
-  ``nice``, ``time``, ``timeout``, ``xargs``, ...) every later word tried as the program, and
-  the string an ``sh -c``/``bash -lc``, ``eval`` or ``env -S`` runs read the same way. This
+  ``nice``, ``time``, ``timeout``, ``xargs``, ``ionice``, ``taskset``, ``flock``, ``strace``,
+  ``su``, ...) every later word tried as the program, and the string an ``sh -c``/``bash
+  -lc``, ``eval``, ``env -S`` or ``su -c`` runs read the same way. This
   is a best effort: a shell can always spell a command so that no reading finds it (a
   variable holding its name, a script written first). A ``deny`` rule on commands is a guard against mistakes, not a
   boundary; the sandbox is the boundary.
@@ -42,12 +43,19 @@ _SPLIT: Final = re.compile(r"\$\(|<\(|>\(|&&|\|\||[;&|`()\n\r{}]")
 WRAPPERS: Final = frozenset(
     {"sudo", "doas", "env", "command", "builtin", "exec", "nohup", "nice", "time", "xargs",
      "stdbuf", "setsid", "timeout", "chroot", "unbuffer", "if", "elif", "then", "else", "while",
-     "until", "do", "!"}
+     "until", "do", "!",
+     # programs that run the command their operands name (scheduling, limits, namespaces,
+     # tracing, locks, other users)
+     "ionice", "taskset", "chrt", "numactl", "prlimit", "flock", "unshare", "nsenter",
+     "setpriv", "setarch", "systemd-run", "strace", "ltrace", "valgrind", "watch", "fakeroot",
+     "eatmydata", "firejail", "su", "runuser", "pkexec", "sg", "script"}
 )  # fmt: skip
 """Words that run the words after them (or, for the compound commands' keywords and ``!``,
 start a command inside one): a ``deny`` rule looks past them."""
 
 SHELLS: Final = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+STRING_OPTION_RUNNERS: Final = frozenset({"su", "runuser", "script", "flock"})
+"""Programs whose ``-c``/``--command`` value is a string a shell runs (``su -c 'rm x'``)."""
 RUNNERS: Final = WRAPPERS | SHELLS | {"eval", "source", ".", "trap", "coproc"}
 """Programs (and shell words) whose arguments name the command that really runs, or a string
 a shell runs: a prefix of them (``timeout 5``, ``sudo``, ``bash -c``, ``trap``) would cover
@@ -147,6 +155,8 @@ def command_segments(command: str, _depth: int = 0) -> tuple[tuple[str, ...], ..
                 inner = " ".join(words[1:])
             elif words[0] == "env":
                 inner = _after_option(words, ("-S", "--split-string"))
+            elif words[0] in STRING_OPTION_RUNNERS:
+                inner = _after_option(words, ("-c", "--command")) or _shell_string(words)
             if inner:
                 found += command_segments(inner, _depth + 1)
     return tuple(found)
@@ -175,6 +185,7 @@ def starts_with(words: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
 __all__ = [
     "RUNNERS",
     "SHELLS",
+    "STRING_OPTION_RUNNERS",
     "UNSAFE_CHARACTERS",
     "WRAPPERS",
     "command_segments",

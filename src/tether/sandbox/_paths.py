@@ -42,6 +42,7 @@ from tether.sandbox import _listings as listings
 from tether.sandbox._control_names import CONTROL_NAMES, control_component, git_dir_on_path
 from tether.sandbox._errors import SandboxError
 from tether.sandbox._landlock_exec import carved
+from tether.session._known_stores import known_store_files, known_stores_file
 from tether.session._store_files import store_files
 from tether.session.persistence._factory import STORE_ENV, InvalidStoreUrlError
 
@@ -815,9 +816,10 @@ def path_rules(
     store: Sequence[str] = (),
     protected: Sequence[str] = (),
 ) -> PathRules:
-    """The rules for an environment: credential paths, tether's directories and the
-    ``TETHER_STORE`` store it implies, plus ``hidden`` and ``store`` paths and ``protected``
-    control paths.
+    """The rules for an environment: credential paths, tether's directories, the
+    ``TETHER_STORE`` store it implies and every store tether's runs have used
+    (:mod:`tether.session._known_stores`), plus ``hidden`` and ``store`` paths and
+    ``protected`` control paths.
 
     Resolving some forty paths costs a good part of a millisecond, paid per command, so the
     rules are kept and reused while none of the directories consulted to resolve them has
@@ -844,10 +846,13 @@ def path_rules(
             *credential_paths(source, home=home),
             *system_credentials(),
             *tether_dirs(source, home=home),
+            *known_store_files(source),
             *hidden,
         ],
         resolver,
     )
+    # A store added to the list changes the list's file: the rules are worked out again.
+    resolver.consulted.add(str(known_stores_file(source)))
     every = tuple(dict.fromkeys([*every, *store_paths]))
     present = tuple(p for p in every if p in resolver.stats)
     identities = frozenset((resolver.stats[p].st_dev, resolver.stats[p].st_ino) for p in present)

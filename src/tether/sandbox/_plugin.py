@@ -11,11 +11,14 @@ runs; ``tether doctor`` calls :func:`tether.sandbox.describe_backends` to probe 
 
 The session store's files are hidden from commands and file tools wherever the store is: the
 plugin takes them from the composed ``sessions`` service, never from configuration (which
-could point elsewhere).
+could point elsewhere), and adds the store to the list of stores every later run hides
+(:mod:`tether.session._known_stores`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -23,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tether.kernel import SESSIONS_SERVICE, AnyServiceKey, Context, ServiceKey
 from tether.sandbox._provider import CHAIN, SandboxProvider
 from tether.session import SessionStore
-from tether.session._store_files import persistence_files
+from tether.session._known_stores import remember_store
+from tether.session._store_files import persistence_files, store_url_of
 
 SANDBOX_SERVICE: Final = ServiceKey[SandboxProvider]("sandbox")
 
@@ -80,6 +84,7 @@ class SandboxPlugin:
     config_model = SandboxConfig
 
     def apply(self, ctx: Context, config: SandboxConfig) -> None:
+        _remember(_persistence(ctx))
         provider = SandboxProvider(
             backends=config.backends,
             disable=config.disable,
@@ -99,6 +104,22 @@ class SandboxPlugin:
 def _persistence(ctx: Context) -> object:
     store = ctx.get(SESSIONS_SERVICE)
     return store.persistence if isinstance(store, SessionStore) else None
+
+
+def _remember(persistence: object) -> None:
+    """Put the run's store on the list every run hides, before any command of this run can
+    run; a list that cannot be written leaves it hidden from this run only, and says so."""
+    url = store_url_of(persistence)
+    if url is None:
+        return
+    try:
+        remember_store(url)
+    except OSError as err:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(
+                f"tether: sandbox: cannot add the store {url} to the list of stores every run "
+                f"hides ({err.strerror or err}); runs over other stores may read and change it\n"
+            )
 
 
 plugin: Final = SandboxPlugin()

@@ -22,8 +22,8 @@ SHOWN = "ok\\x1b[2K\\r\\x1b[1A  sandbox: read-only\\n  command: ls\\u202e"
 
 
 def named(session_id: str) -> str:
-    """Names as a terminal gives them: the root, and one child with a label (escaped)."""
-    labels = {"child000-y": "alpha\\x1b[2K"}
+    """Names as a terminal gives them: the root, and one child with a label (the model's)."""
+    labels = {"child000-y": "alpha\x1b[2K"}
     return session_name(session_id, "root0000-x", labels.get(session_id))
 
 
@@ -97,8 +97,8 @@ def test_a_routed_write_names_the_child_and_ends_with_the_path() -> None:
     assert describe(request, SandboxMode.WORKSPACE_WRITE, named, elsewhere) == [
         'Approval needed: tool "write"',
         "  sandbox: workspace-write (the session's mode, unchanged)",
-        "  asked by: subagent [alpha\\x1b[2K] child000 (depth 1), routed to the root",
-        "  lineage: [alpha\\x1b[2K] child000 → root root0000",
+        '  asked by: subagent ["alpha\\u001b[2K"] child000 (depth 1), routed to the root',
+        '  lineage: ["alpha\\u001b[2K"] child000 → root root0000',
         "  from another terminal: tether approvals answer 0a1b2c3d allow|reject --store "
         "sqlite:///s\\x1b.db",
         "  written by the agent (escaped, in full):",
@@ -121,3 +121,20 @@ def test_the_session_mode_is_the_asking_sessions() -> None:
         SandboxMode.READ_ONLY
     )
     assert session_mode(Kernel().ctx, routed) is None
+
+
+def test_a_label_that_could_pass_for_other_facts_is_quoted() -> None:
+    """A child's label is its delegation's description, which the model writes: one that could
+    close the brackets, name another session or pad the real facts off the line is shown as a
+    JSON string, cut; a plain one as it is."""
+    root = "root0000-x"
+    forged = "x] 0badf00d (depth 1), routed to the root → root root0000 ·"
+    assert session_name("child000-y", root, forged) == (
+        '["x] 0badf00d (depth 1), routed to the root → root root0000 \\u00b7"] child000'
+    )
+    padded = "deploy" + " " * 300
+    assert session_name("child000-y", root, padded) == ('["deploy' + " " * 53 + '"…] child000')
+    assert session_name("child000-y", root, "review the parser: part 2") == (
+        "[review the parser: part 2] child000"
+    )
+    assert session_name(root, root, forged) == "root root0000"

@@ -21,12 +21,14 @@ for a grant (:mod:`tether.surfaces.cli._grant_choice`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from tether.kernel import Context
 from tether.kernel._printable import printable
+from tether.plugins._shown_text import quoted
 from tether.policy._approval import ApprovalRequest, AskedAction
 from tether.policy._errors import InvalidPolicyError
 from tether.policy._modes import GRANTING, ApprovalOutcome, SandboxMode
@@ -136,12 +138,26 @@ SessionName = Callable[[str], str]
 """How a terminal names a session in a question: ``root 1a2b3c4d``, ``[label] 5e6f7a8b``."""
 
 
+LABEL_LIMIT: Final = 60
+"""Characters of a child's label shown where a terminal names it."""
+
+_PLAIN_LABEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.,:'/-]*")
+"""A label shown as it is: words and common punctuation, nothing that could close the
+brackets around it or imitate a line's fields (``]``, ``→``, ``(``, ``·``)."""
+
+
 def session_name(session_id: str, root_id: str | None, label: str | None) -> str:
-    """The root as ``root ID8``; a child by its label (already escaped) and ``ID8``."""
+    """The root as ``root ID8``; a child by its label and ``ID8``. The label is the model's
+    (a delegation's description), so unless it is plain and short it is shown as a JSON
+    string, escaped and cut (``["x] 1a2b3c4d (depth 1)…"] 5e6f7a8b``): it can never read as
+    another session's name, a lineage or a fact of the question."""
     short = session_id[:8]
     if session_id == root_id:
         return f"root {short}"
-    return f"[{label}] {short}" if label and label != short else short
+    if not label or label == short:
+        return short
+    plain = len(label) <= LABEL_LIMIT and _PLAIN_LABEL.fullmatch(label) and label[-1] != " "
+    return f"[{label if plain else quoted(label, LABEL_LIMIT)}] {short}"
 
 
 def asker_lines(request: ApprovalRequest, name: SessionName) -> list[str]:

@@ -93,6 +93,15 @@ SandboxOption = Annotated[
 ApprovalOption = Annotated[
     str | None, typer.Option("--approval", metavar="POLICY", help="ask or never.")
 ]
+PermissionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--permission",
+        metavar="PRESET",
+        help="Start in a permission preset: workspace-write, read-only, plan or "
+        "danger-full-access (as /permission in chat).",
+    ),
+]
 ApproverOption = Annotated[
     str | None,
     typer.Option(
@@ -208,16 +217,30 @@ TrustWorkspaceOption = Annotated[
 ]
 
 
-def refuse_scope_on_resume(
-    command: str, resume: str | None, sandbox: str | None, approval: str | None
-) -> None:
-    """A resumed session's scope is its log's: flags that would change it are an error."""
-    if resume and (sandbox or approval):
-        error_line(
-            f"{command}: --sandbox/--approval cannot change a resumed session: its recorded "
-            "scope is replayed from its log"
-        )
-        raise typer.Exit(2)
+class ScopeFlags(NamedTuple):
+    """``--sandbox``, ``--approval`` and ``--permission``: the new root session's scope, as
+    :meth:`Harness.open` takes it."""
+
+    sandbox: str | None = None
+    approval: str | None = None
+    permission: str | None = None
+
+    def check(self, command: str, resume: str | None) -> ScopeFlags:
+        """These flags, or exit 2: a resumed session's scope is its log's, and a preset is
+        given whole or as its two knobs, not both."""
+        if resume and any(self):
+            error_line(
+                f"{command}: --sandbox/--approval/--permission cannot change a resumed session: "
+                "its recorded scope is replayed from its log"
+            )
+            raise typer.Exit(2)
+        if self.permission is not None and (self.sandbox or self.approval):
+            error_line(
+                f"{command}: --permission names both knobs; give it or --sandbox/--approval, "
+                "not both"
+            )
+            raise typer.Exit(2)
+        return self
 
 
 def output_choice(output_format: str, json_output: bool) -> Shape:
@@ -306,6 +329,7 @@ def run_command(
     store: StoreOption = None,
     sandbox: SandboxOption = None,
     approval: ApprovalOption = None,
+    permission: PermissionOption = None,
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
@@ -334,7 +358,7 @@ def run_command(
     except EmptyPromptError as err:
         error_line(f"{err.code}: {err}")
         raise typer.Exit(2) from None
-    refuse_scope_on_resume("run", resume, sandbox, approval)
+    scope = ScopeFlags(sandbox, approval, permission).check("run", resume)
     plugins = plugin_entries(plugin, approver)
     if approval_from is not None:
         plugins.insert(0, store_answerer(approval_from, approval_timeout))
@@ -358,8 +382,7 @@ def run_command(
                 model,
                 workspace,
                 store_url(store),
-                sandbox,
-                approval,
+                scope,
                 plugins,
                 resume,
                 shape,
@@ -411,8 +434,7 @@ async def _run(
     model: str | None,
     workspace: str,
     store: str,
-    sandbox: str | None,
-    approval: str | None,
+    scope: ScopeFlags,
     plugins: list[PluginEntry],
     resume: str | None,
     shape: Shape,
@@ -429,8 +451,7 @@ async def _run(
                 model,
                 workspace,
                 store,
-                sandbox,
-                approval,
+                scope,
                 plugins,
                 resume,
                 shape,
@@ -450,8 +471,7 @@ async def _run_in(
     model: str | None,
     workspace: str,
     store: str,
-    sandbox: str | None,
-    approval: str | None,
+    scope: ScopeFlags,
     plugins: list[PluginEntry],
     resume: str | None,
     shape: Shape,
@@ -468,10 +488,9 @@ async def _run_in(
         workspace=workspace,
         model=model,
         store=store,
-        sandbox=sandbox,
-        approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
+        **scope._asdict(),
         **options._asdict(),
     ) as harness:
         opened.append(harness)

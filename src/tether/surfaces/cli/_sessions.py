@@ -16,9 +16,11 @@ import typer
 
 from tether.errors import TetherError
 from tether.kernel._printable import printable
+from tether.policy._imported import import_narrowing
 from tether.session._events import Event
 from tether.session._header import SessionHeader
 from tether.session._lease import Leases, SessionLiveError
+from tether.session._session import wall_clock_ms
 from tether.session.persistence._base import (
     ListsIds,
     Persistence,
@@ -373,11 +375,15 @@ async def _import(store: str | None, data: bytes, source: str) -> str:
         for archive in archives:
             if archive.header.id in taken:
                 raise SessionExistsError(f"session {archive.header.id!r} already exists")
-        for archive in archives:
+        # The file is someone else's word: its grants and a wide mode end as it arrives
+        # (worked out for every session first, so a log that cannot be read stores nothing).
+        now = wall_clock_ms()
+        logs = [[*a.events, *import_narrowing(a.header, a.events, now)] for a in archives]
+        for archive, events in zip(archives, logs, strict=True):
             # create() refuses a taken id atomically (SESSION_ALREADY_EXISTS), before any event.
             await persistence.create(archive.header)
-            if archive.events:
-                await persistence.append(archive.header.id, archive.events)
+            if events:
+                await persistence.append(archive.header.id, events)
     return archives[0].header.id
 
 

@@ -179,9 +179,7 @@ def live_session_names(harness: Harness) -> SessionName:
             fold_descriptor(live.events, live.header.seed_length or 0) if live is not None else None
         )
         label = described.label if described is not None else None
-        return session_name(
-            session_id, root.id if root is not None else None, printable(label) if label else None
-        )
+        return session_name(session_id, root.id if root is not None else None, label)
 
     return name
 

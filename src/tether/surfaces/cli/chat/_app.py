@@ -79,15 +79,16 @@ from tether.surfaces.cli._run import (
     ModelOption,
     ModelTimeoutOption,
     NoStreamOption,
+    PermissionOption,
     PluginOption,
     ResumeOption,
     RunOptions,
     SandboxOption,
+    ScopeFlags,
     SystemPromptFileOption,
     WorkspaceOption,
     model_timeout_value,
     plugin_entries,
-    refuse_scope_on_resume,
     resume_choice,
     stream_flag,
     system_prompt_text,
@@ -613,6 +614,7 @@ def chat_command(
     store: StoreOption = None,
     sandbox: SandboxOption = None,
     approval: ApprovalOption = None,
+    permission: PermissionOption = None,
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
@@ -630,7 +632,7 @@ def chat_command(
         error_line("chat: needs a terminal on stdin and stdout (use `tether run` for scripts)")
         raise typer.Exit(2)
     resume = resume_choice(resume, continue_last)
-    refuse_scope_on_resume("chat", resume, sandbox, approval)
+    scope = ScopeFlags(sandbox, approval, permission).check("chat", resume)
     plugins = plugin_entries(plugin, approver)
     options = RunOptions(
         system_prompt_text(system_prompt_file),
@@ -648,8 +650,7 @@ def chat_command(
             model,
             workspace,
             store_url(store),
-            sandbox,
-            approval,
+            scope,
             plugins,
             resume,
             history,
@@ -664,8 +665,7 @@ async def _chat(
     model: str | None,
     workspace: str,
     store: str,
-    sandbox: str | None,
-    approval: str | None,
+    scope: ScopeFlags,
     plugins: list[PluginEntry],
     resume: str | None,
     history: History,
@@ -686,10 +686,9 @@ async def _chat(
         workspace=workspace,
         model=model,
         store=store,
-        sandbox=sandbox,
-        approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
+        **scope._asdict(),
         **options._asdict(),
     ) as harness:
         app = ChatApp(

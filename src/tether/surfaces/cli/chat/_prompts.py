@@ -74,7 +74,8 @@ def named(directory: SessionDirectory) -> Callable[[str], str]:
     """How chat names a session in a question: the root, or a child by its label."""
 
     def name(session_id: str) -> str:
-        return session_name(session_id, directory.root_id, directory.label(session_id))
+        info = directory.sessions.get(session_id)
+        return session_name(session_id, directory.root_id, info.label if info else None)
 
     return name
 
