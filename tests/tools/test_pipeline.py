@@ -437,20 +437,23 @@ async def test_a_failing_or_invalid_post_execute_is_an_error_result(tmp_path: Pa
 def test_schemas_are_kept_while_the_tools_stand_and_rebuilt_when_they_change(
     tmp_path: Path,
 ) -> None:
-    # The same tuple while nothing changed; a description changed, a tool registered (for
-    # everyone or for one agent), a tool removed, a filter: each is seen at the next request.
+    # The same entry per tool while nothing changed, whichever agent asks; a description
+    # changed, a tool registered (for everyone or for one agent), a tool removed, a filter:
+    # each is seen at the next request.
     _, tools, owner = compose(tmp_path)
 
     def described() -> list[tuple[str, str]]:
         return [(name, text) for name, text, _ in tools.schemas(None, owner)]
 
-    first = tools.schemas(None, owner)
-    assert tools.schemas(None, owner) is first
+    (first,) = tools.schemas(None, owner)
+    assert tools.schemas(None, owner)[0] is first
+    assert tools.schemas(None, None)[0] is first
     assert described() == [("mark", "Create a marker file.")]
     mark = tools.get("mark")
     assert mark is not None
     mark.description = "Create a marker file, now described anew."  # type: ignore[misc]
     assert described() == [("mark", "Create a marker file, now described anew.")]
+    assert tools.schemas(None, owner)[0] is not first
 
     class Other(Mark):
         name = "other"
@@ -466,3 +469,4 @@ def test_schemas_are_kept_while_the_tools_stand_and_rebuilt_when_they_change(
     assert [name for name, _, _ in tools.schemas(frozenset({"other"}), owner)] == ["other"]
     own.dispose()
     assert [name for name, _ in described()] == ["mark"]
+    assert len(tools._advertised) == 1  # the removed tools' entries are forgotten

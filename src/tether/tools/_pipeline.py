@@ -106,16 +106,18 @@ def format_validation_error(name: str, err: ValidationError) -> str:
     return _invalid_arguments(name, "; ".join(problems))
 
 
+AdvertisedTool = tuple[str, str, Mapping[str, JsonValue]]
+"""``(name, description, parameters)`` of one tool, as advertised to the model."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Advertised:
-    tools: tuple[Tool, ...]
-    """Held, so that no other tool takes the identity of one in the key while it is kept."""
-    schemas: tuple[tuple[str, str, Mapping[str, JsonValue]], ...]
-
-
-_ADVERTISED_KEPT: Final = 32
-"""Sets of tools whose schemas a runtime keeps (the oldest goes first): one per tool filter
-and per agent with tools of its own, in use at once."""
+    tool: Tool
+    """Held, so that no other tool takes its identity while its schema is kept."""
+    key: tuple[str, str, type[ToolArgs], bool]
+    """What the schema was built from: name, description, argument model, and whether the
+    escalation parameters were added."""
+    schema: AdvertisedTool
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +140,9 @@ class ToolRuntime:
         self.ctx = ctx
         self._tools: dict[str, Tool] = {}
         self._scoped: dict[int, dict[str, Tool]] = {}
-        self._advertised: dict[tuple[object, ...], _Advertised] = {}
-        """What :meth:`schemas` built, by everything it was built from."""
+        self._advertised: dict[int, _Advertised] = {}
+        """What :meth:`schemas` built for each registered tool (by its identity), with what it
+        was built from; forgotten when the tool is removed."""
 
     def register(
         self, tool: Tool, *, scope: object | None = None, ctx: Context | None = None
@@ -158,6 +161,9 @@ class ToolRuntime:
                 del table[tool.name]
             if scope is not None and not table:
                 self._scoped.pop(id(scope), None)
+            kept = self._advertised.get(id(tool))
+            if kept is not None and kept.tool is tool:
+                del self._advertised[id(tool)]
 
         return (ctx or self.ctx).effect(remove)
 
@@ -181,39 +187,29 @@ class ToolRuntime:
 
     def schemas(
         self, allowed: frozenset[str] | None = None, agent: object | None = None
-    ) -> tuple[tuple[str, str, Mapping[str, JsonValue]], ...]:
+    ) -> tuple[AdvertisedTool, ...]:
         """``(name, description, parameters)`` for every tool ``agent`` sees, as advertised now.
 
-        Built once for each set of tools and kept, so every request of an agent (and of every
-        other agent that sees the same tools) gets the same tuple: the key is each tool (its
-        identity, name, description, argument model and ladder noun) and whether the ladder is
-        offered, all read anew on every call, so a tool whose description changes, a tool
-        registered or removed, or a sandbox mounted is a new key. The schemas are shared: they
-        are read-only (a client copies what it sends)."""
+        Each tool's entry is built once and kept while the tool is registered, so every request
+        of every agent that sees it gets the same entry: it is built again when what it is
+        built from changes (the tool's name, description, argument model, and whether the
+        escalation parameters are offered: a sandbox mounted), all read anew on every call.
+        The entries are shared: they are read-only (a client copies what it sends)."""
         escalation = self.escalation_enabled()
-        tools = self.tools(allowed, agent)
-        key = (
-            escalation,
-            *[
-                (
-                    id(t),
-                    t.name,
-                    t.description,
-                    t.Args,
-                    escalation and escalation_noun(t) is not None,
-                )
-                for t in tools
-            ],
-        )
-        found = self._advertised.get(key)
-        if found is None:
-            schemas = tuple(
-                (t.name, t.description, tool_schema(t, escalation=escalation)) for t in tools
+        out: list[AdvertisedTool] = []
+        for tool in self.tools(allowed, agent):
+            key = (
+                tool.name,
+                tool.description,
+                tool.Args,
+                escalation and escalation_noun(tool) is not None,
             )
-            found = self._advertised[key] = _Advertised(tuple(tools), schemas)
-            while len(self._advertised) > _ADVERTISED_KEPT:
-                del self._advertised[next(iter(self._advertised))]
-        return found.schemas
+            kept = self._advertised.get(id(tool))
+            if kept is None or kept.tool is not tool or kept.key != key:
+                schema = (tool.name, tool.description, tool_schema(tool, escalation=escalation))
+                kept = self._advertised[id(tool)] = _Advertised(tool, key, schema)
+            out.append(kept.schema)
+        return tuple(out)
 
     def escalation_enabled(self) -> bool:
         """Escalation parameters exist only while a confining sandbox backend is mounted."""
