@@ -409,9 +409,11 @@ class _Counted:
     """Their characters, tool call arguments included."""
 
 
-_COUNTED_SESSIONS: Final = 256
+_COUNTED_SESSIONS: Final = 2048
 """Sessions whose latest request's size is kept (the least recent goes first); a session
-past it is measured whole at its next request."""
+past it is measured whole at its next request. Above a fan-out's children, so the root, whose
+history is the long one, is not pushed out by a thousand children taking turns between two of
+its requests."""
 
 
 def _size(messages: Sequence[Message]) -> int:
