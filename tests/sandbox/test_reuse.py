@@ -12,11 +12,13 @@ without them it would reuse the first's.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 from sandbox_support import SSH_KEY, VARIANTS, Host, make_provider, run_confined
 
+from tether.sandbox import SandboxError
 from tether.sandbox import _landlock_exec as landlock_exec
 from tether.sandbox import _listings as listings
 from tether.sandbox._bwrap_exec import SHARE_NET
@@ -146,3 +148,46 @@ async def test_a_bubblewrap_pair_runs_bwrap_in_a_network_namespace_of_its_own(ho
     assert interfaces == ["lo"] and loopback == "loopback"
     networked = provider.confine(["true"], policy, network=True)
     assert not networked.fast_path and networked.bwrap_pair_argv == ()
+
+
+# -- real paths (runners, the workspace) ---------------------------------------------------------
+def test_a_resolution_follows_links_and_names_every_directory_it_looked_in(tmp_path: Path) -> None:
+    (tmp_path / "real" / "bin").mkdir(parents=True)
+    (tmp_path / "real" / "bin" / "tool").write_text("")
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "dir").symlink_to(tmp_path / "real")
+    (tmp_path / "links" / "tool").symlink_to("dir/bin/../bin/tool")
+    for path in (f"{tmp_path}/links/tool", f"{tmp_path}/links/dir/missing/x", f"{tmp_path}/.."):
+        assert listings.resolved(path)[0] == os.path.realpath(path)
+    _, consulted = listings.resolved(f"{tmp_path}/links/tool")
+    assert {str(tmp_path / "links"), str(tmp_path / "real"), str(tmp_path / "real" / "bin")} <= set(
+        consulted
+    )
+
+
+def test_a_runner_link_pointed_into_the_workspace_is_refused_at_the_next_command(
+    quiet: Host,
+) -> None:
+    real = shutil.which("bwrap")
+    assert real is not None
+    runner = quiet.outside / "bwrap"
+    runner.symlink_to(real)
+    provider = make_provider("bwrap", quiet, bwrap_path=str(runner))
+    policy = quiet.policy("read-only")
+    provider.confine(["true"], policy)  # checked, and the check kept
+    planted = quiet.ws / "src" / "bwrap"
+    shutil.copy(real, planted)
+    runner.unlink()
+    runner.symlink_to(planted)  # its directory changed: the check is made again
+    with pytest.raises(SandboxError, match="lies inside the workspace") as raised:
+        provider.confine(["true"], policy)
+    assert raised.value.code == "SANDBOX_CONFIG"
+
+
+def test_within_one_moment_a_path_is_stamped_once(quiet: Host) -> None:
+    directory = str(quiet.ws / "src")
+    with listings.one_moment():
+        first = listings.stamp(directory)
+        (quiet.ws / "src" / "new").write_text("")
+        assert listings.stamp(directory) == first  # the moment's view
+    assert listings.stamp(directory) != first

@@ -16,9 +16,13 @@ Standard library only (imported by the launchers and the fork server too).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,13 +35,40 @@ Stamp = tuple[str, tuple[int, int, int, int, int] | None]
 missing."""
 
 
+_moment = threading.local()
+
+
+@contextlib.contextmanager
+def one_moment() -> Iterator[None]:
+    """Inside, each path is stamped once (:func:`stamp`): the checks of one command's
+    confinement see the filesystem as it stands at one moment, and a directory several
+    derivations consulted (``$HOME``, the workspace) costs one ``stat``, not one each. Safe:
+    a stamp reused is never newer than what a derivation then saw, so at worst a change is
+    noticed once more than needed."""
+    if getattr(_moment, "stamps", None) is not None:
+        yield  # nested: the outer moment's
+        return
+    _moment.stamps = {}
+    try:
+        yield
+    finally:
+        _moment.stamps = None
+
+
 def stamp(path: str) -> Stamp:
     """``path`` as it stands now (followed through links, as a lookup below it would be)."""
+    memo: dict[str, Stamp] | None = getattr(_moment, "stamps", None)
+    if memo is not None and path in memo:
+        return memo[path]
     try:
         info = os.stat(path)
     except OSError:
-        return path, None
-    return path, (info.st_dev, info.st_ino, info.st_ctime_ns, info.st_mtime_ns, info.st_size)
+        found: Stamp = (path, None)
+    else:
+        found = path, (info.st_dev, info.st_ino, info.st_ctime_ns, info.st_mtime_ns, info.st_size)
+    if memo is not None:
+        memo[path] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,4 +101,73 @@ def snapshot(paths: Iterable[str], built: int) -> Snapshot:
     return Snapshot(tuple(stamp(p) for p in dict.fromkeys(paths)), built)
 
 
-__all__ = ["FRESH_NS", "Snapshot", "Stamp", "snapshot", "stamp", "started"]
+_MAX_LINKS: Final = 40
+"""Symbolic links followed in one resolution before it fails as the kernel does (``ELOOP``)."""
+
+
+def resolved(path: str) -> tuple[str, list[str]]:
+    """``os.path.realpath`` of the absolute ``path`` (a missing tail stays as written), and
+    every directory an entry was looked up in on the way, those of the links followed
+    included: the result stands while none of them changes."""
+    consulted: list[str] = []
+    pending = path.split("/")[::-1]
+    current = "/"
+    links = 0
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        consulted.append(current)
+        candidate = os.path.join(current, name)
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return os.path.normpath(os.path.join(candidate, *pending[::-1])), consulted
+        if stat.S_ISLNK(info.st_mode):
+            links += 1
+            if links > _MAX_LINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                current = "/"
+            pending += target.split("/")[::-1]
+            continue
+        current = candidate
+    return current, consulted
+
+
+_REAL_CACHE: Final = 32
+"""Paths whose real path is kept (a harness asks for a handful: its workspace, its runners)."""
+_real: dict[str, tuple[str, Snapshot]] = {}
+
+
+def real_path(path: str) -> str:
+    """:func:`resolved`'s real path of ``path``, kept while the directories it came from
+    stand (every command asks for its workspace's and its runners')."""
+    if not os.path.isabs(path):
+        return os.path.realpath(path)  # (relative to a working directory that may change)
+    cached = _real.get(path)
+    if cached is not None and cached[1].unchanged():
+        return cached[0]
+    built = started()
+    real, consulted = resolved(path)
+    _real[path] = (real, snapshot(consulted, built))
+    while len(_real) > _REAL_CACHE:
+        _real.pop(next(iter(_real)), None)
+    return real
+
+
+__all__ = [
+    "FRESH_NS",
+    "Snapshot",
+    "Stamp",
+    "one_moment",
+    "real_path",
+    "resolved",
+    "snapshot",
+    "stamp",
+    "started",
+]
