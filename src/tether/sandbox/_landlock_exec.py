@@ -557,6 +557,12 @@ def read_layer(hidden: Sequence[str], abi: int) -> int:
     mtime): a couple of hundred rules are not paid per spawn. Returns a duplicate the caller
     closes. (Paths are listed, and descriptors closed once the rules are added: open ones
     would keep the filesystems they are on busy; a ruleset does not.)"""
+    return read_layer_and_snapshot(hidden, abi)[0]
+
+
+def read_layer_and_snapshot(hidden: Sequence[str], abi: int) -> tuple[int, listings.Snapshot]:
+    """:func:`read_layer`, and the snapshot of what it was built from: a domain entered with
+    it ahead of its command (a prepared pair) holds only while that is unchanged."""
     key = (abi, tuple(sorted(set(hidden))))
     libc = _libc()
     with _readable_lock:
@@ -569,7 +575,7 @@ def read_layer(hidden: Sequence[str], abi: int) -> int:
         _readable_cache[key] = cached  # most recently used last
         while len(_readable_cache) > _READABLE_CACHE:
             os.close(_readable_cache.pop(next(iter(_readable_cache))).ruleset)
-        return os.dup(cached.ruleset)
+        return os.dup(cached.ruleset), cached.listing.snapshot
 
 
 def write_layer(
