@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fanout.py [--store jsonl|sqlite] [--children 100] [--steps 10]
                                      [--big-events 1000] [--repeats 7]
+                                     [--scale 1000] [--rounds 1]
 
 Everything goes through the real composition (``Harness.open``: kernel, sandbox policy,
 approval, presets, file tools, the ``subagents`` plugin) with the scripted model:
@@ -17,6 +18,11 @@ approval, presets, file tools, the ``subagents`` plugin) with the scripted model
    quiet loop and the latency of ``followup`` (until inbox acceptance) is reported per child.
 3. **Big child.** One child whose log holds about ``--big-events`` events is cold-resumed
    ``--repeats`` times; the median ``followup`` latency is reported against the 20 ms target.
+4. **Scaling.** The fan-out alone, in a fresh harness and store each time, with ``--children``
+   and with ``--scale`` children, alternately for ``--rounds`` rounds. Reported: the median
+   wall and CPU per step of each size and their ratios; linear fan-out means the wall grows
+   with the children (at most 11x from 100 to 1,000) and the CPU per step not at all (target:
+   under 0.6 ms per step with 1,000 children). ``--scale 0`` leaves it out.
 """
 
 from __future__ import annotations
@@ -95,28 +101,57 @@ async def cold_resume(harness: Harness, root: Agent, child_id: str) -> float:
     return elapsed
 
 
-async def measure(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
+def workspace(directory: Path) -> Path:
     (directory / "ws").mkdir()
     (directory / "ws" / "data.txt").write_text("a line of data\n" * 20)
+    return directory / "ws"
+
+
+async def fan_out(harness: Harness, root: Agent, children: int) -> tuple[dict[str, Any], list[str]]:
+    """Start ``children`` continuable children of ``root`` and wait until all have settled."""
+    manager = manager_of(harness)
+    counter = StepCounter()
+    remove = harness.store.on_event(counter)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    ids = [await manager.start(root, f"task {i}", label=f"c{i}") for i in range(children)]
+    await harness.settle()
+    out = {
+        "wall": time.perf_counter() - wall0,
+        "cpu": time.process_time() - cpu0,
+        "steps": counter.steps,
+        "child_steps": counter.child_steps,
+    }
+    remove()
+    return out, ids
+
+
+async def fan_out_alone(args: argparse.Namespace, children: int) -> dict[str, Any]:
+    """One fan-out of ``children`` in a fresh harness and store (the scaling phase)."""
+    with tempfile.TemporaryDirectory(prefix="tether-fanout-") as tmp:
+        directory = Path(tmp)
+        model = ScriptedModel.from_dict(script(children, args.steps, 2))
+        store = backend(args.store, directory)
+        async with Harness.open(workspace=workspace(directory), model=model, store=store) as h:
+            root = h.agent_for(h.new_root_session())
+            h.root = root
+            out, _ = await fan_out(h, root, children)
+    return out
+
+
+async def measure(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     big_steps = max(2, args.big_events // EVENTS_PER_READ_STEP)
     model = ScriptedModel.from_dict(script(args.children, args.steps, big_steps))
     store = backend(args.store, directory)
     out: dict[str, Any] = {}
-    async with Harness.open(workspace=directory / "ws", model=model, store=store) as harness:
+    async with Harness.open(workspace=workspace(directory), model=model, store=store) as harness:
         manager = manager_of(harness)
         root = harness.agent_for(harness.new_root_session())
         harness.root = root
-        counter = StepCounter()
-        remove = harness.store.on_event(counter)
 
         # 1. fan-out
-        wall0, cpu0 = time.perf_counter(), time.process_time()
-        ids = [await manager.start(root, f"task {i}", label=f"c{i}") for i in range(args.children)]
-        await harness.settle()
-        out["fanout_wall"] = time.perf_counter() - wall0
-        out["fanout_cpu"] = time.process_time() - cpu0
-        out["steps"], out["child_steps"] = counter.steps, counter.child_steps
-        remove()
+        fanned, ids = await fan_out(harness, root, args.children)
+        out["fanout_wall"], out["fanout_cpu"] = fanned["wall"], fanned["cpu"]
+        out["steps"], out["child_steps"] = fanned["steps"], fanned["child_steps"]
 
         # 2. cold-resume each child once
         wall0 = time.perf_counter()
@@ -141,6 +176,13 @@ async def measure(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
             out["big_load"].append(time.perf_counter() - start)
         out["big_resume"] = [await cold_resume(harness, root, big) for _ in range(args.repeats)]
     out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    # 4. scaling: each size in a fresh harness, alternately
+    runs: dict[int, list[dict[str, Any]]] = {args.children: [], args.scale: []}
+    for _ in range(args.rounds if args.scale else 0):
+        for children in (args.children, args.scale):
+            runs[children].append(await fan_out_alone(args, children))
+    out["scaling"] = runs
     return out
 
 
@@ -151,6 +193,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--big-events", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--scale", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tether-fanout-") as tmp:
         r = asyncio.run(measure(args, Path(tmp)))
@@ -182,6 +226,48 @@ def main() -> None:
         f"load p50 {statistics.median(r['big_load']) * 1e3:.2f} ms (each reads the whole log)"
     )
     print(f"  samples: {', '.join(f'{x * 1e3:.1f}' for x in big)} ms")
+
+    if args.scale:
+        print_scaling(args, r["scaling"])
+
+
+def spread(samples: list[float], scale: float, digits: int) -> str:
+    median = statistics.median(samples) * scale
+    if len(samples) == 1:
+        return f"{median:.{digits}f}"
+    return (
+        f"{median:.{digits}f} ({min(samples) * scale:.{digits}f}-{max(samples) * scale:.{digits}f})"
+    )
+
+
+def print_scaling(args: argparse.Namespace, runs: dict[int, list[dict[str, Any]]]) -> None:
+    small, large = args.children, args.scale
+    print(
+        f"scaling: {small} vs {large} children x {args.steps} steps, each in a fresh harness, "
+        f"{args.rounds} round(s) alternately; median (min-max)"
+    )
+    print(f"  {'children':>8}  {'wall ms':>24}  {'CPU / step ms':>22}  {'steps':>6}  root steps")
+    for children in (small, large):
+        rows = runs[children]
+        wall = spread([r["wall"] for r in rows], 1e3, 1)
+        per_step = spread([r["cpu"] / r["steps"] for r in rows], 1e3, 3)
+        steps = statistics.median(r["steps"] for r in rows)
+        root = statistics.median(r["steps"] - r["child_steps"] for r in rows)
+        print(f"  {children:>8}  {wall:>24}  {per_step:>22}  {steps:>6.0f}  {root:.0f}")
+    wall_ratio = statistics.median(r["wall"] for r in runs[large]) / statistics.median(
+        r["wall"] for r in runs[small]
+    )
+    cpu_large = statistics.median(r["cpu"] / r["steps"] for r in runs[large])
+    cpu_ratio = cpu_large / statistics.median(r["cpu"] / r["steps"] for r in runs[small])
+    linear = large / small * 1.1
+    print(
+        f"  ratio {large}/{small}: wall {wall_ratio:.1f}x (target <= {linear:.1f}x: "
+        f"{'met' if wall_ratio <= linear else 'NOT met'}), CPU / step {cpu_ratio:.2f}x"
+    )
+    print(
+        f"  CPU / step with {large} children {cpu_large * 1e3:.3f} ms (target < 0.6 ms: "
+        f"{'met' if cpu_large < 0.6e-3 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

@@ -6,8 +6,13 @@ flushed durably to SQLite → policy resolved → body → post-execute.
 Bypassed: the same tool body called directly.
 ``--stream``: a commit listener is subscribed and a consumer task takes every committed event
 off its queue, as ``Harness.stream()`` (``tether run --json``) does.
+``--ungated``: instead, the CPU time (``time.process_time``) of a call that asks nobody (a
+``bash``-named tool body that does nothing, a compound command, no gate and no permission
+rules), through the whole pipeline in an in-memory store: what every call pays for the
+pipeline's own steps. It imports nothing newer than the pipeline, so the same script measures
+older code (``PYTHONPATH=/path/to/old/src``) for an A/B.
 
-Run: ``.venv/bin/python bench/gated_calls.py [--calls N] [--runs R] [--stream]``
+Run: ``.venv/bin/python bench/gated_calls.py [--calls N] [--runs R] [--stream | --ungated]``
 """
 
 from __future__ import annotations
@@ -96,6 +101,39 @@ async def measure(calls: int, workdir: Path, stream: bool) -> tuple[list[float],
     return gated, bare
 
 
+class CommandArgs(ToolArgs):
+    command: str = ""
+
+
+class FakeBash:
+    name = "bash"
+    description = "Does nothing with its command."
+    Args = CommandArgs
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        return ToolResult("ok")
+
+
+async def ungated_cpu(calls: int, workdir: Path) -> float:
+    """CPU seconds per call of a tool that asks nobody, through the whole pipeline."""
+    kernel = Kernel()
+    store = SessionStore()
+    kernel.ctx.provide(SESSIONS_SERVICE, store)
+    kernel.load(sandbox_policy_plugin, {"mode": "workspace-write", "workspace_root": str(workdir)})
+    kernel.load(approval_plugin, {"policy": "ask"})
+    tools = ToolRuntime(kernel.ctx)
+    tools.register(FakeBash())
+    session = store.create(meta=SessionMeta(cwd=str(workdir)))
+    session.append("turn/start", {"turn": 1})
+    agent, signal = Owner(session), AbortSignal()
+    arguments = '{"command": "cd src && make -j4 | tee log"}'
+    start = time.process_time()
+    for i in range(calls):
+        result = await tools.execute(agent, f"c{i}", "bash", arguments, signal)  # type: ignore[arg-type]
+        assert result.content == "ok", result
+    return (time.process_time() - start) / calls
+
+
 def pct(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -106,7 +144,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--ungated", action="store_true")
     args = parser.parse_args()
+    if args.ungated:
+        with tempfile.TemporaryDirectory() as tmp:
+            cpu = [asyncio.run(ungated_cpu(args.calls, Path(tmp))) for _ in range(args.runs)]
+        spread = f"{min(cpu) * 1e6:.1f}-{max(cpu) * 1e6:.1f}"
+        print(f"a call that asks nobody, {args.calls} calls x {args.runs} runs")
+        print(f"CPU per call: median {statistics.median(cpu) * 1e6:.1f} µs ({spread})")
+        return
     medians, p99s, bare_medians, rates = [], [], [], []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory() as tmp:

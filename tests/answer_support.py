@@ -1,8 +1,9 @@
 """A real approval waiter in its own process, for the answer-socket tests (no tests here).
 
-The waiter runs ``AnswerBox.wait`` as ``tether run --approval-from store`` does and prints one
-JSON line per refused answer, then the answer it took. Its parent (the test) is not below it,
-so an answer from the test is an answer from another process of the same user.
+The waiter runs a :class:`~tether.session._answer_wait.BoxWait` as ``tether run
+--approval-from store`` does and prints one JSON line per refused answer, then the answer it
+took; on stderr, last, how many times it looked at the box. Its parent (the test) is not below
+it, so an answer from the test is an answer from another process of the same user.
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ WAITER = """
 import asyncio, json, sys
 from pathlib import Path
 from tether.session._answer_box import AnswerBox
+from tether.session._answer_wait import BoxWait
 
 def refused(r):
     print(json.dumps({"refused": r.fields()}), flush=True)
 
 async def main():
-    answer = await AnswerBox(Path(sys.argv[1])).wait(sys.argv[2], on_refused=refused)
-    print(json.dumps({"answer": [answer.outcome, answer.by]}), flush=True)
+    box = AnswerBox(Path(sys.argv[1]))
+    async with BoxWait(box, sys.argv[2], on_refused=refused) as waiting:
+        answer = await waiting.answer()
+    print(json.dumps({"answer": [answer.outcome, answer.answered_by]}), flush=True)
+    print(json.dumps({"scans": waiting.scans}), file=sys.stderr, flush=True)
 
 asyncio.run(main())
 """

@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Final
 
 TETHER: Final = str(Path(sys.executable).parent / "tether")
+ASK_EVERY_CALL: Final = (
+    "--sandbox", "workspace-write", "--approval", "ask", "--plugin", "ask_tools",
+)  # fmt: skip
+"""``tether run`` options under which every tool call asks (the ``ask_tools`` gate)."""
 """The console script installed beside the interpreter running the tests."""
 
 

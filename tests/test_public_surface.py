@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import tether
 
 
 def test_every_public_name_resolves_to_the_object_of_its_home() -> None:
     names = [n for n in tether.__all__ if n != "__version__"]
-    assert len(names) == 19
+    assert len(names) == 21
     for name in names:
         value = getattr(tether, name)
         home = tether._HOMES[name]
@@ -25,7 +27,22 @@ def test_import_tether_imports_none_of_them() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == "['tether']"
+    # only the package and the mechanism that imports each name on first use
+    assert out.strip() == "['tether', 'tether._lazy_names']"
+
+
+@pytest.mark.parametrize(
+    "package", ["tether.kernel", "tether.session", "tether.session.persistence"]
+)
+def test_a_layers_package_imports_its_names_on_first_use(package: str) -> None:
+    """Importing one small module of a layer (the answering command's path) must not load the
+    whole layer: a package's names come from their homes when first asked for."""
+    code = f"import sys, {package}; print(sorted(m for m in sys.modules if m.startswith('tether')))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    parents = [".".join(package.split(".")[:i]) for i in range(1, package.count(".") + 2)]
+    assert out.strip() == str(sorted([*parents, "tether._lazy_names"]))
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

@@ -132,7 +132,8 @@ async def test_compose_kernel_composes_what_it_is_given(tmp_path: Path) -> None:
     assert kinds(rig.session()) == []
     request = ApprovalRequest(Owner(session), "write")
     assert await rig.ctx.get(APPROVAL_SERVICE).request(request) == "allowed-once"
-    assert rig.asked == [request]
+    [asked] = rig.asked
+    assert (asked.agent, asked.tool_name) == (request.agent, "write")
 
 
 async def test_compose_kernel_without_policies_provides_the_rest(tmp_path: Path) -> None:
@@ -156,4 +157,7 @@ async def test_record_answers_answers_every_request_and_records_it(tmp_path: Pat
     )
     approval = rig.ctx.get(APPROVAL_SERVICE)
     assert [await approval.request(first), await approval.request(second)] == ["rejected"] * 2
-    assert asked == [first, second]
+    assert [(r.agent, r.tool_name) for r in asked] == [
+        (first.agent, "write"),
+        (second.agent, "bash"),
+    ]

@@ -12,8 +12,9 @@ line and for plugins.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Final
+
+from tether._lazy_names import lazy_names
 
 __version__ = "0.1.0"
 
@@ -22,21 +23,24 @@ if TYPE_CHECKING:
     from tether.errors import TetherError
     from tether.kernel._config import PluginEntry
     from tether.kernel._workspace_trust import WorkspaceTrust
-    from tether.policy._approval import ApprovalRequest
+    from tether.policy._approval import Answer, ApprovalRequest
     from tether.policy._modes import ApprovalOutcome, ApprovalPolicy, SandboxMode
     from tether.session.persistence._base import Persistence
     from tether.session.persistence._factory import open_persistence
     from tether.session.persistence._jsonl import JsonlPersistence
+    from tether.session.persistence._memory import MemoryPersistence
     from tether.session.persistence._sqlite import SqlitePersistence
     from tether.tools._base import Tool, ToolArgs, ToolCall, ToolResult
 
 _HOMES: Final[dict[str, str]] = {
+    "Answer": "tether.policy._approval",
     "ApprovalOutcome": "tether.policy._modes",
     "ApprovalPolicy": "tether.policy._modes",
     "ApprovalRequest": "tether.policy._approval",
     "ApproverFn": "tether._harness",
     "Harness": "tether._harness",
     "JsonlPersistence": "tether.session.persistence._jsonl",
+    "MemoryPersistence": "tether.session.persistence._memory",
     "Persistence": "tether.session.persistence._base",
     "PluginEntry": "tether.kernel._config",
     "RunResult": "tether._harness",
@@ -54,12 +58,14 @@ _HOMES: Final[dict[str, str]] = {
 """Where each public name is defined (its one home)."""
 
 __all__ = [
+    "Answer",
     "ApprovalOutcome",
     "ApprovalPolicy",
     "ApprovalRequest",
     "ApproverFn",
     "Harness",
     "JsonlPersistence",
+    "MemoryPersistence",
     "Persistence",
     "PluginEntry",
     "RunResult",
@@ -77,10 +83,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tether' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # imported once
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -46,11 +46,21 @@ from tether.model import ModelClient
 from tether.model._settings import load_model_config, resolve_model
 from tether.policy._approval import (
     APPROVAL_SERVICE,
+    Answer,
     ApprovalReply,
     ApprovalRequest,
     register_answerer,
 )
 from tether.policy._modes import parse_approval_policy, parse_sandbox_mode
+from tether.policy._permissions import (
+    PERMISSION_RULES,
+    Held,
+    PermissionRules,
+    held_grants,
+    revoke,
+)
+from tether.policy._presets import DEFAULT_PRESET, PERMISSION_PRESETS_SERVICE
+from tether.policy._rule_sources import load_permission_rules
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError, SandboxProvider, rules_for
 from tether.session import Event, Persistence, Session, SessionMeta, SessionStore
@@ -59,15 +69,16 @@ from tether.session._lease import Leases
 from tether.session._store_files import store_url_of
 from tether.session.persistence import default_store_url, open_persistence
 from tether.session.persistence._commits import Commit, commits_of
+from tether.session.persistence._worker import WorkerBackend
 from tether.subagents._continuation import SUBAGENTS_SERVICE
 from tether.tools._ask_user import AskUserTool
 from tether.tools._jobs import JOBS_SERVICE
 from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
 from tether.tools.fs import file_tools
 
-ApproverFn = Callable[[ApprovalRequest], Awaitable[str] | str]
-
-DEFAULT_PRESET = "workspace-write"
+ApproverFn = Callable[[ApprovalRequest], Awaitable[str | Answer] | str | Answer]
+"""A Python answerer: an outcome's value, or an :class:`Answer` (one that grants may choose
+its scope among ``request.choices``)."""
 
 RunStopReason = StopReason | Literal["max-turns"]
 """How a run ended: its last root turn's reason, or ``max-turns`` when the run stopped short
@@ -116,6 +127,7 @@ class Harness:
         workspace: str,
         sandbox: str | None,
         approval: str | None,
+        permission: str | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         max_turns: int | None = None,
     ) -> None:
@@ -127,6 +139,7 @@ class Harness:
         self.workspace = workspace
         self._sandbox = sandbox
         self._approval = approval
+        self._permission = permission
         self.agents = agents
         self.root: Agent | None = None
         self.max_steps = max_steps
@@ -143,6 +156,7 @@ class Harness:
         store: str | Persistence | None = None,
         sandbox: str | None = None,
         approval: str | None = None,
+        permission: str | None = None,
         approver: ApproverFn | None = None,
         plugins: Sequence[str | PluginEntry] = (),
         config: str | os.PathLike[str] | None = None,
@@ -172,6 +186,10 @@ class Harness:
         model without streaming whatever its configuration says; ``model_timeout`` replaces
         its read timeout (seconds of silence before ``MODEL_TIMEOUT``).
 
+        ``permission`` names the preset a new root session starts in (``read-only``, ``plan``,
+        ...; ``UNKNOWN_PRESET`` before any model call otherwise); ``sandbox`` and ``approval``
+        set the knobs one at a time, and replace the preset's knob where both are given.
+
         ``system_prompt`` replaces tether's system prompt; ``append_system_prompt`` is added
         after it. ``max_steps`` bounds each turn (default 50), ``max_turns`` each run (default
         none). Each overrides the configuration's ``[agent]`` value
@@ -187,6 +205,7 @@ class Harness:
             workspace_trust=workspace_trust,
         )
         inspected.require()
+        rules = load_permission_rules(inspected, env)
         root = inspected.root
         settings = inspected.agent
         if system_prompt is None:
@@ -210,12 +229,14 @@ class Harness:
         if store is None or isinstance(store, str):
             url = store or default_store_url(env)
             persistence: Persistence = open_persistence(url)
-            leases = Leases.for_store(url)  # a Persistence object passed in has no location
+            if store_url_of(persistence) is not None:  # memory:// has no other process to keep out
+                leases = Leases.for_store(url)  # a Persistence object passed in has no location
         else:
             persistence = store
         kernel = Kernel()
         session_store = SessionStore(persistence, leases=leases)
         kernel.ctx.provide(SESSIONS_SERVICE, session_store)
+        kernel.ctx.provide(PERMISSION_RULES, rules)
         try:
             kernel.load(
                 resolve_plugin("system_prompt"),
@@ -226,6 +247,8 @@ class Harness:
             )
             kernel.load(resolve_plugin("approval"), {"policy": "ask"})
             kernel.load(resolve_plugin("permission_presets"), {"default": DEFAULT_PRESET})
+            if permission is not None:
+                kernel.ctx.require(PERMISSION_PRESETS_SERVICE).preset(permission)
             tools = ToolRuntime(kernel.ctx)
             kernel.ctx.provide(TOOLS_SERVICE, tools)
             for tool in file_tools():
@@ -237,7 +260,7 @@ class Harness:
             kernel.ctx.provide(AGENTS_SERVICE, registry)
             kernel.ctx.provide(WORKSPACE_FILES, inspected.files)
             load_plugins(kernel, inspected.entries)
-            _protect_store(kernel.ctx.get(SANDBOX_SERVICE), persistence, root)
+            await _protect_store(kernel.ctx.get(SANDBOX_SERVICE), persistence, root)
             ctx = kernel.ctx
             kernel.ctx.provide(
                 PROJECT_INSTRUCTIONS,
@@ -252,6 +275,7 @@ class Harness:
                 workspace=root,
                 sandbox=sandbox,
                 approval=approval,
+                permission=permission,
                 max_steps=steps if steps is not None else DEFAULT_MAX_STEPS,
                 max_turns=turns,
             )
@@ -301,10 +325,15 @@ class Harness:
     def new_root_session(self) -> Session:
         """Prepare the root session, write its explicit knobs, then publish it."""
         session = self.store.prepare(meta=SessionMeta(cwd=self.workspace))
-        if self._sandbox is not None:
-            self.ctx.require(SANDBOX_POLICY_SERVICE).set_sandbox_mode(session, self._sandbox)
-        if self._approval is not None:
-            self.ctx.require(APPROVAL_SERVICE).set_approval_policy(session, self._approval)
+        if self._permission is not None:
+            self.ctx.require(PERMISSION_PRESETS_SERVICE).pin_preset(
+                session, self._permission, sandbox=self._sandbox, approval=self._approval
+            )
+        else:
+            if self._sandbox is not None:
+                self.ctx.require(SANDBOX_POLICY_SERVICE).set_sandbox_mode(session, self._sandbox)
+            if self._approval is not None:
+                self.ctx.require(APPROVAL_SERVICE).set_approval_policy(session, self._approval)
         self.store.enter(session)
         self.store.announce(session)
         return session
@@ -335,7 +364,10 @@ class Harness:
         return event
 
     async def run(self, prompt: str, *, resume: str | None = None) -> RunResult:
-        """One root turn, then every turn its background children cause, until all is quiet."""
+        """One root turn, then every turn its background children cause, until all is quiet.
+        When it returns, the root's log is committed (durable against a power loss within
+        a second, or when the harness closes; every approved action's audit pair already
+        was before the action ran)."""
         agent = await self._root_agent(resume)
         agent.limit_turns(self.max_turns)
         try:
@@ -343,7 +375,7 @@ class Harness:
             await self.settle()
         finally:
             agent.lift_turn_limit()
-        await self.store.flush(agent.session)
+        await self.store.commit(agent.session)
         return self.result_of(agent)
 
     @staticmethod
@@ -427,7 +459,7 @@ class Harness:
                     # Children stay live after they settle; their last events are written
                     # behind like the root's, and the stream ends only after those commits.
                     for session in self.store.live():
-                        await self.store.flush(session)
+                        await self.store.commit(session)
                 finally:
                     agent.lift_turn_limit()
                     queue.put_nowait(None)
@@ -441,6 +473,27 @@ class Harness:
             if waiter is not None and not waiter.done():
                 await cancel_and_wait(waiter)
 
+    # -- grants and rules ----------------------------------------------------------------------
+    @property
+    def permission_rules(self) -> PermissionRules:
+        """The permission rules this harness decides by (``docs/guide-permissions.md``)."""
+        return self.ctx.require(PERMISSION_RULES)
+
+    def grants(self) -> list[Held]:
+        """The grants in force: the root session's (none before the first run), then the
+        user's always rules for this workspace."""
+        return held_grants(self.permission_rules, None if self.root is None else self.root.session)
+
+    async def revoke_grant(self, wanted: str, *, by: str = "Harness.revoke_grant") -> Held:
+        """Revoke a session grant of the root session, or one of the user's always rules for
+        this workspace, by its id or a unique prefix of it; a session grant's revocation is
+        flushed before returning. Raises ``GRANT_NOT_FOUND``."""
+        session = None if self.root is None else self.root.session
+        revoked = revoke(self.permission_rules, session, wanted, by=by)
+        if session is not None and revoked.kind == "session":
+            await self.store.flush(session)
+        return revoked
+
     async def _root_agent(self, resume: str | None) -> Agent:
         if self.root is None:
             self.root = (
@@ -449,19 +502,23 @@ class Harness:
         return self.root
 
 
-def _answerer(fn: ApproverFn) -> Callable[[ApprovalRequest, Next[ApprovalReply]], Awaitable[str]]:
-    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str:
+def _answerer(
+    fn: ApproverFn,
+) -> Callable[[ApprovalRequest, Next[ApprovalReply]], Awaitable[str | Answer]]:
+    async def answer(request: ApprovalRequest, _next: Next[ApprovalReply]) -> str | Answer:
         value = fn(request)
         return await value if isinstance(value, Awaitable) else value
 
     return answer
 
 
-def _protect_store(sandbox: object, persistence: Persistence, workspace: str) -> None:
+async def _protect_store(sandbox: object, persistence: Persistence, workspace: str) -> None:
     """Refuse to start when the store's files cannot be kept from every command and file
-    tool (:meth:`SandboxProvider.check_workspace`), and make the answer box exist before any
-    command runs: bubblewrap masks what exists when a command starts, and an answer box
-    created later would be visible to a command already running."""
+    tool (:meth:`SandboxProvider.check_workspace`), and make the store's files and its answer
+    box exist before any command runs: bubblewrap masks what exists when a command starts,
+    and a file created later would be visible to a command already running (and one that
+    comes and goes, SQLite's rollback journal as a new database is made, would fail its
+    mask)."""
     if not isinstance(sandbox, SandboxProvider):
         raise SandboxError(
             "the composed sandbox service is not tether's, so the session store's files "
@@ -472,3 +529,5 @@ def _protect_store(sandbox: object, persistence: Persistence, workspace: str) ->
     url = store_url_of(persistence)
     if url is not None:
         AnswerBox.for_store(url).prepare()
+    if isinstance(persistence, WorkerBackend):
+        await persistence.open()

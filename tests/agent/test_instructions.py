@@ -277,6 +277,7 @@ async def test_instructions_that_claim_a_wider_scope_change_nothing(tmp_path: Pa
             "read-only",
             [
                 {"type": "sandbox/mode", "mode": "read-only"},
+                {"type": "permission/preset", "preset": "read-only"},
                 {"type": "approval/policy", "policy": "ask"},
             ],
         )

@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from answer_support import start_waiter
 from cli_support import TETHER, tether
+from tether.session._answer_box import AnswerBox
+
+USER = pwd.getpwuid(os.getuid()).pw_name
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -146,4 +152,51 @@ async def test_an_orphaned_approval_is_listed_as_unanswerable_and_refused(tmp_pa
     assert refused.returncode == 1
     assert refused.stderr.startswith(
         "tether: APPROVAL_STALE: approval orphan-1 is pending in the log"
+    )
+
+
+def test_an_answer_is_found_in_the_answer_boxs_index_and_reads_no_session(
+    tmp_path: Path,
+) -> None:
+    """``approvals answer`` finds what it answers among the answer box's wait markers (a
+    unique prefix of a waiting id names it) and never reads the store: here the store cannot
+    be read at all, and the answers still arrive. The store is read only when nothing waits
+    under the id, to say why."""
+    db = tmp_path / "s.db"
+    db.write_bytes(b"not a database " * 100)
+    store = f"sqlite:///{db}"
+    box = AnswerBox.for_store(store)
+    waiters = {approval_id: start_waiter(box, approval_id) for approval_id in ("feed-1", "feed-2")}
+    try:
+        ambiguous = tether("approvals", "answer", "fee", "allow", "--store", store)
+        assert (ambiguous.returncode, ambiguous.stderr) == (
+            1,
+            "tether: AMBIGUOUS_ID: approval id prefix 'fee' matches 2 approvals: feed-1, "
+            "feed-2; give more of the id\n",
+        )
+        rejected = tether("approvals", "answer", "feed-2", "reject", "--store", store)
+        allowed = tether("approvals", "answer", "fee", "allow", "--store", store)  # now unique
+        outputs = {i: waiter.communicate(timeout=30)[0] for i, waiter in waiters.items()}
+    finally:
+        for waiter in waiters.values():
+            waiter.kill()
+    for answered, approval_id, outcome in (
+        (rejected, "feed-2", "rejected"),
+        (allowed, "feed-1", "allowed-once"),
+    ):
+        assert answered.returncode == 0, answered.stderr
+        by = json.loads(outputs[approval_id])["answer"]
+        assert by == [outcome, f"tether approvals answer ({USER}, pid {by[1].split()[-1]}"]
+        assert answered.stdout == f"{approval_id}: {outcome} (recorded as answered by {by[1]})\n"
+    late = tether("approvals", "answer", "feed-1", "reject", "--store", store)
+    assert late.stderr == (
+        "tether: APPROVAL_ALREADY_ANSWERED: approval feed-1 was already answered "
+        f"(allowed-once, by {json.loads(outputs['feed-1'])['answer'][1]}): this answer came "
+        "too late\n"
+    )
+    # nothing waits under this id: the store is read to say why, and it cannot be
+    unknown = tether("approvals", "answer", "zzz", "allow", "--store", store)
+    assert (unknown.returncode, unknown.stderr.split(" is damaged")[0]) == (
+        1,
+        f"tether: STORE_DAMAGED: SQLite store {db}",
     )

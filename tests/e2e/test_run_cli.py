@@ -360,3 +360,67 @@ def test_at_a_terminal_text_streams_and_a_spinner_shows(env: dict[str, Any]) -> 
     text = seen.decode(errors="replace")
     assert "streamed words arrive" in text
     assert "tether: 1 turn" in text
+
+
+@pytest.mark.parametrize(
+    ("preset", "mode", "policy"),
+    [
+        ("plan", "read-only", "ask"),
+        ("read-only", "read-only", "ask"),
+        ("danger-full-access", "danger-full-access", "never"),
+    ],
+)
+def test_permission_flag_pins_the_preset_and_both_knobs(
+    env: dict[str, Any], preset: str, mode: str, policy: str
+) -> None:
+    proc, lines = run_json(env, [{"text": "ok"}], "--permission", preset)
+    assert proc.returncode == 0, proc.stderr
+    assert [(line["type"], line["data"]) for line in lines[:3]] == [
+        ("permission/preset", {"preset": preset}),
+        ("sandbox/mode", {"mode": mode}),
+        ("approval/policy", {"policy": policy}),
+    ]
+    context = next(
+        line["data"]["content"]
+        for line in lines
+        if line["type"] == "user/message" and line["data"]["content"].startswith("Current runtime")
+    )
+    assert ("Plan mode: the user wants a plan" in context) == (preset == "plan")
+
+
+def test_permission_flag_refuses_an_unknown_preset_before_the_model(env: dict[str, Any]) -> None:
+    proc, lines = run_json(env, [{"text": "never asked"}], "--permission", "acceptEdits")
+    assert proc.returncode != 0
+    assert lines == []
+    assert (
+        "UNKNOWN_PRESET: unknown permission preset 'acceptEdits' (presets: workspace-write, "
+        "read-only, plan, danger-full-access)" in proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("--permission", "plan", "--sandbox", "workspace-write"),
+        ("--permission", "plan", "--approval", "never"),
+    ],
+)
+def test_permission_flag_is_given_whole_or_as_knobs(
+    env: dict[str, Any], extra: tuple[str, ...]
+) -> None:
+    proc, lines = run_json(env, [{"text": "never asked"}], *extra)
+    assert proc.returncode == 2
+    assert lines == []
+    assert proc.stderr == (
+        "tether: run: --permission names both knobs; give it or --sandbox/--approval, not both\n"
+    )
+
+
+def test_resume_refuses_a_permission_preset(env: dict[str, Any]) -> None:
+    proc, _ = run_json(env, [{"text": "x"}], "--resume", "whatever", "--permission", "plan")
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "tether: run: --sandbox/--approval/--permission cannot change a resumed session: its "
+        "recorded scope is replayed from its log\n"
+    )

@@ -124,9 +124,9 @@ async def test_a_store_in_an_open_workspace_root_is_refused_at_start(tmp_path: P
     )
 
 
-def test_a_sandbox_service_that_is_not_tethers_is_refused(tmp_path: Path) -> None:
+async def test_a_sandbox_service_that_is_not_tethers_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SandboxError) as err:
-        _protect_store(object(), SqlitePersistence(tmp_path / "t.db"), str(tmp_path))
+        await _protect_store(object(), SqlitePersistence(tmp_path / "t.db"), str(tmp_path))
     assert err.value.code == "STORE_UNPROTECTED"
     assert str(err.value) == (
         "the composed sandbox service is not tether's, so the session store's files cannot be "

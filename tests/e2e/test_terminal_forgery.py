@@ -109,7 +109,7 @@ def test_the_run_prompt_shows_tethers_facts_exact_and_the_models_text_inert(
     os.close(slave)
     try:
         shown = read_until(master, b"(default) > ")
-        os.write(master, b"r\n")
+        os.write(master, b"r")
         shown = read_until(master, b"finished", shown)
         shown = read_until(master, b"tether: ", shown)
         assert proc.wait(timeout=30) == 0
@@ -127,13 +127,21 @@ def test_the_run_prompt_shows_tethers_facts_exact_and_the_models_text_inert(
         [
             'Approval needed: tool "bash"',
             "  sandbox: escalate from read-only to danger-full-access, for this call only",
-            "  asked by: session @@@@@@@@ (depth 0)",
+            "  asked by: this session @@@@@@@@ (depth 0)",
+            "  from another terminal: tether approvals answer @@@@@@@@ allow|allow-session|allow-always|reject --store "
+            f"sqlite:///{tmp_path / 's.db'}",
             "  written by the agent (escaped, in full):",
             "  justification: needs it"
             + escaped("J")
             + "  sandbox: read-only (the session's mode, unchanged)",
             f"  command: touch {outside}",
-            "  [a] Allow once   [r] Reject (default) > ",
+            "  grant scopes (s or w, then the scope's number):",
+            f"    1. Bash(touch {outside}), escalating up to danger-full-access",
+            f"    2. Bash(touch {outside}:*), escalating up to danger-full-access",
+            "    3. Bash(touch:*), escalating up to danger-full-access",
+            "    4. Bash, escalating up to danger-full-access",
+            "  [a] Allow once   [s] Allow for this session   [w] Always allow in this workspace   "
+            "[r] Reject (default) > ",
         ]
     )
     pattern = re.escape(expected.encode()).replace(b"@@@@@@@@", rb"[0-9a-f]{8}")
@@ -242,7 +250,7 @@ def test_a_pending_escalation_shows_its_mode_and_command_last_and_in_full(
     hints = [line for line in err.splitlines() if "waits for an answer" in line]
     assert hints == [
         f'tether: approval {approval_id} ("bash") waits for an answer; from another terminal: '
-        f"tether approvals answer {approval_id} allow|reject --store {store} "
+        f"tether approvals answer {approval_id} allow|allow-session|allow-always|reject --store {store} "
         "(unanswered, it resolves unavailable in 900 s) · escalate to danger-full-access · "
         f"Command: {shown}"
     ]

@@ -212,7 +212,7 @@ def test_doctor_shows_which_workspace_files_are_active(ws: Path, tmp_path: Path)
     def doctor() -> list[str]:
         ran = tether("doctor", "--workspace", str(ws), "--store", f"sqlite:///{tmp_path / 'd.db'}")
         assert ran.returncode == 0, ran.stderr
-        return ran.stdout.splitlines()[-3:]
+        return [line for line in ran.stdout.splitlines() if line.startswith("workspace")]
 
     assert doctor() == [
         f"workspace: problem: {ws} has configuration you have not trusted (tether.toml: new); "

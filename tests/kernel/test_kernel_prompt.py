@@ -122,3 +122,35 @@ def test_registry_directly() -> None:
     remove()
     remove()
     assert registry.parts("section", None) == []
+
+
+def test_equal_orders_keep_registration_order_across_scopes(ctx: Context) -> None:
+    # Ties are broken by the first part of each name that applies, scoped or not.
+    child = Agent("child")
+    ctx.context("b", 5, "child B", scope=child)
+    ctx.context("a", 5, "A")
+    ctx.context("c", 5, "C")
+    ctx.context("c", 5, "child C", scope=child)
+    assert ctx.runtime.prompt.render("context", child) == [
+        ("b", "child B"),
+        ("a", "A"),
+        ("c", "child C"),
+    ]
+
+
+def test_a_thousand_children_each_see_their_own_parts_only(ctx: Context) -> None:
+    children = [Agent(f"child {i}") for i in range(1000)]
+    handles = [
+        ctx.context("subagent:delegation", 120, f"delegated {i}", scope=child)
+        for i, child in enumerate(children)
+    ]
+    ctx.context("sandbox:policy", 110, "read-only")
+    prompt = ctx.runtime.prompt
+    assert prompt.render("context", children[7]) == [
+        ("sandbox:policy", "read-only"),
+        ("subagent:delegation", "delegated 7"),
+    ]
+    assert prompt.render("context", None) == [("sandbox:policy", "read-only")]
+    handles[7].dispose()
+    assert prompt.render("context", children[7]) == [("sandbox:policy", "read-only")]
+    assert prompt.render("context", children[8])[-1] == ("subagent:delegation", "delegated 8")

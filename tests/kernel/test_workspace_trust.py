@@ -232,8 +232,9 @@ def test_what_one_composition_reads_is_bounded_in_total(ws: Path) -> None:
     plant(ws, f'[[plugins]]\nname = "hooks"\nconfig = {{ settings_files = {json.dumps(names)} }}\n')
     errors = [r.snapshot.error for r in inspect(ws).reports]
     over = f"the configuration files together are larger than {MAX_TOTAL_BYTES} bytes"
-    # tether.toml's own bytes leave room for one megabyte file fewer than the budget.
-    assert errors == [None] * len(names[:-1]) + [over] * 2
+    # tether.toml's own bytes leave room for one megabyte file fewer than the budget (and
+    # .claude/settings.json, read last for its permissions, is over it too).
+    assert errors == [None] * len(names[:-1]) + [over] * 3
 
 
 def test_files_the_workspace_names_outside_it_are_part_of_its_trust(
@@ -242,7 +243,11 @@ def test_files_the_workspace_names_outside_it_are_part_of_its_trust(
     shared = tmp_path / "shared.json"
     shared.write_text(SETTINGS)
     plant(ws, f'[[plugins]]\nname = "hooks"\nconfig = {{ settings_files = ["{shared}"] }}\n')
-    assert statuses(inspect(ws)) == [("tether.toml", FileStatus.NEW), (str(shared), FileStatus.NEW)]
+    assert statuses(inspect(ws)) == [
+        ("tether.toml", FileStatus.NEW),
+        (str(shared), FileStatus.NEW),
+        (".claude/settings.json", FileStatus.NEW),  # optional: read for its permissions
+    ]
     record_trust(inspect(ws), TrustStore.for_user())
     inspect(ws).require()
     shared.write_text('{"hooks": {}}')
@@ -275,7 +280,11 @@ def test_a_config_the_caller_names_outside_the_workspace_replaces_the_workspaces
     own.write_text('[[plugins]]\nname = "ask_tools"\nconfig = { tools = ["write"] }\n')
     inspected = inspect(ws, config=own)
     inspected.require()
-    assert inspected.reports == ()
+    # only the workspace's Claude Code settings are read (for their permissions), optional:
+    # untrusted, they stop nothing
+    assert [(r.key, r.status, r.optional) for r in inspected.reports] == [
+        (".claude/settings.json", FileStatus.NEW, True)
+    ]
     assert [e.name for e in inspected.entries] == ["ask_tools"]
 
 

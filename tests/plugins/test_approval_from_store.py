@@ -18,14 +18,20 @@ def test_the_hint_names_the_store_unless_it_is_the_default_one(
 ) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     default = f"sqlite:///{tmp_path / 'data' / 'tether' / 'tether.db'}"
-    assert answer_command("ap-1", default) == "tether approvals answer ap-1 allow|reject"
+    plain = ("allowed-once", "rejected")
+    assert answer_command("ap-1", default, plain) == "tether approvals answer ap-1 allow|reject"
     spaced = f"jsonl://{tmp_path / 'my store'}"
-    assert answer_command("ap-1", spaced) == (
+    assert answer_command("ap-1", spaced, plain) == (
         f"tether approvals answer ap-1 allow|reject --store 'jsonl://{tmp_path / 'my store'}'"
+    )
+    # the answers a question offers, in the command's order
+    session_only = ("allowed-once", "allowed-for-session", "rejected")
+    assert answer_command("ap-1", default, session_only[::-1]) == (
+        "tether approvals answer ap-1 allow|allow-session|reject"
     )
     # TETHER_STORE may be set here and not in the other terminal: it is named
     monkeypatch.setenv("TETHER_STORE", f"sqlite:///{tmp_path / 'env.db'}")
-    assert answer_command("ap-1", f"sqlite:///{tmp_path / 'env.db'}").endswith(
+    assert answer_command("ap-1", f"sqlite:///{tmp_path / 'env.db'}", plain).endswith(
         f" --store sqlite:///{tmp_path / 'env.db'}"
     )
 

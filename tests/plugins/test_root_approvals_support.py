@@ -52,6 +52,16 @@ class FailingPersistence(JsonlPersistence):
             raise OSError(28, "No space left on device")
         await super().create_with_events(header, events)
 
+    async def append_deferred(self, session_id: str, events: Sequence[Event]) -> None:
+        if session_id in self.failing:
+            raise OSError(28, "No space left on device")
+        await super().append_deferred(session_id, events)
+
+    async def create_deferred(self, header: SessionHeader, events: Sequence[Event]) -> None:
+        if header.id in self.failing:
+            raise OSError(28, "No space left on device")
+        await super().create_deferred(header, events)
+
 
 class Rig:
     def __init__(
@@ -177,6 +187,8 @@ class Rig:
         return list((await self.persistence.inspect(session_id)).events)
 
     async def children_of(self, parent_id: str) -> list[SessionHeader]:
+        for live in self.store.live():  # the write-behind may not have committed them yet
+            await self.store.commit(live)
         headers = await self.persistence.list()
         return [h for h in headers if h.parent_session == parent_id]
 

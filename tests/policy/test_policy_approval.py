@@ -41,7 +41,7 @@ from tether.policy._errors import (
     InvalidPolicyError,
     InvalidSourceError,
 )
-from tether.policy._modes import SandboxMode
+from tether.policy._modes import GRANTING, SandboxMode
 from tether.session import Event, PersistenceError, Session, SessionHeader, SessionStore
 from tether.session.persistence._factory import open_persistence
 
@@ -156,7 +156,20 @@ async def test_present_optional_fields_are_logged_with_what_the_action_would_run
         action={"path": "/etc/x", "justification": "j", "content": 1},
     )
     assert await service_of(kernel).request(request) is ApprovalOutcome.REJECTED
-    assert seen == [request]
+    # the answerer gets the request with the grants it may make (added by the service)
+    [got] = seen
+    assert (got.agent, got.tool_name, got.call_id, got.reason, got.action) == (
+        request.agent,
+        "write",
+        "call-7",
+        "escalate",
+        request.action,
+    )
+    assert got.choices is not None and [s.rule for s in got.choices.scopes] == [
+        "Write(//etc/x)",
+        "Write(//etc/**)",
+        "Write",
+    ]
     # the action's tool, command, path and target mode are logged exact; nothing else of it
     assert audit(agent.session) == [
         (
@@ -285,7 +298,7 @@ async def test_a_rogue_return_yields_unavailable(rogue: object) -> None:
     assert audit(agent.session)[-1] == ("approval/decided", {"outcome": "unavailable"})
 
 
-@pytest.mark.parametrize("outcome", list(ApprovalOutcome))
+@pytest.mark.parametrize("outcome", [o for o in ApprovalOutcome if o not in GRANTING])
 async def test_every_vocabulary_answer_is_returned_as_given(outcome: ApprovalOutcome) -> None:
     kernel = compose(approval={})
     register_answerer(kernel.ctx, answer(outcome.value))  # a plain string is fine

@@ -30,6 +30,8 @@ def test_the_vocabularies_are_closed_and_spelled_like_the_reference() -> None:
     assert [p.value for p in ApprovalPolicy] == ["ask", "never"]
     assert [o.value for o in ApprovalOutcome] == [
         "allowed-once",
+        "allowed-for-session",
+        "allowed-always",
         "rejected",
         "cancelled",
         "unavailable",

@@ -11,7 +11,7 @@ from typing import get_args
 
 import pytest
 
-from tether.policy._modes import ApprovalOutcome, AskFailure, SandboxMode
+from tether.policy._modes import ALLOWING, ApprovalOutcome, AskFailure, SandboxMode
 from tether.policy._outcome_text import (
     Asked,
     EscalationAsk,
@@ -136,7 +136,7 @@ def test_every_ending_of_every_subject_has_its_text(
 
 def test_the_table_covers_every_refusal_of_every_subject() -> None:
     refusals = {REJECTED, CANCELLED, UNAVAILABLE, *AskFailure}
-    assert set(ApprovalOutcome) - refusals == {ApprovalOutcome.ALLOWED_ONCE}
+    assert set(ApprovalOutcome) - refusals == ALLOWING
     for subject in (TOOL, ESCALATION, ROUTED):
         assert {ended for asked, ended, _ in TEXTS if asked == subject} == refusals
     assert {type(asked) for asked, _, _ in TEXTS} == set(get_args(Asked))

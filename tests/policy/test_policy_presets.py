@@ -16,6 +16,9 @@ from policy_support import (
     sandbox_of,
 )
 
+from cli_support import sqlite_store
+from script_support import script
+from tether import Harness
 from tether.kernel import PluginConfigError, PluginRequirementError
 from tether.kernel._config import resolve_plugin
 from tether.kernel._plugin import Kernel
@@ -34,11 +37,12 @@ from tether.policy._errors import (
 from tether.policy._presets import (
     CUSTOM_PRESET,
     DEFAULT_PRESET_TABLE,
+    PLAN_TEXT,
     derive_preset,
     permission_presets_plugin,
     validate_table,
 )
-from tether.session import Event, Session, SessionHeader, SessionStore
+from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
 from tether.session.persistence._factory import open_persistence
 
 RO, WW, DFA = SandboxMode.READ_ONLY, SandboxMode.WORKSPACE_WRITE, SandboxMode.DANGER_FULL_ACCESS
@@ -85,9 +89,48 @@ TIE_TABLE = {"first": Preset(WW, ASK), "second": Preset(WW, ASK), "yolo": Preset
 def test_the_default_table() -> None:
     assert dict(DEFAULT_PRESET_TABLE) == {
         "workspace-write": Preset(WW, ASK),
+        "read-only": Preset(RO, ASK),
+        "plan": Preset(RO, ASK),
         "danger-full-access": Preset(DFA, NEVER),
     }
-    assert list(DEFAULT_PRESET_TABLE) == ["workspace-write", "danger-full-access"]
+    assert list(DEFAULT_PRESET_TABLE) == [
+        "workspace-write",
+        "read-only",
+        "plan",
+        "danger-full-access",
+    ]
+    assert [row.plan for row in DEFAULT_PRESET_TABLE.values()] == [False, False, True, False]
+
+
+def test_read_only_is_derived_unless_the_last_label_is_plan() -> None:
+    assert derive_preset(log(mode("read-only"), policy("ask"))) == "read-only"
+    assert derive_preset(log(preset("plan"), mode("read-only"), policy("ask"))) == "plan"
+    assert derive_preset(log(preset("plan"), mode("workspace-write"), policy("ask"))) == (
+        "workspace-write"
+    )
+
+
+async def test_plan_tells_the_model_to_plan_and_switching_away_stops_it() -> None:
+    kernel, store = full_kernel()
+    agent = ToyAgent(store.create("s1"))
+    service = presets_of(kernel)
+    assert service.context_text(agent) == ""
+    assert service.set_preset(agent, "plan")
+    assert layout(agent.session, 3) == [
+        ("permission/preset", {"preset": "plan"}),
+        ("sandbox/mode", {"mode": "read-only"}),
+    ]
+    assert service.current(agent.session) == "plan"
+    assert service.context_text(agent) == PLAN_TEXT
+    assert sandbox_of(kernel).resolve(agent.session).mode is RO
+    # read-only has the same knobs: only the label changes, and the model stops planning
+    assert service.set_preset(agent, "read-only")
+    assert layout(agent.session)[-1] == ("permission/preset", {"preset": "read-only"})
+    assert service.context_text(agent) == ""
+    # a delegated child never plans from presets
+    child = ToyAgent(store.create("c1", meta=SessionMeta(delegation_depth=1)))
+    child.session.append("permission/preset", {"preset": "plan"})
+    assert service.context_text(child) == ""
 
 
 @pytest.mark.parametrize(
@@ -95,7 +138,8 @@ def test_the_default_table() -> None:
     [
         (log(mode("workspace-write"), policy("ask")), "workspace-write"),
         (log(mode("danger-full-access"), policy("never")), "danger-full-access"),
-        (log(mode("read-only"), policy("ask")), CUSTOM_PRESET),
+        (log(mode("read-only"), policy("ask")), "read-only"),
+        (log(mode("read-only"), policy("never")), CUSTOM_PRESET),
         (log(mode("workspace-write"), policy("never")), CUSTOM_PRESET),
         (log(mode("danger-full-access"), policy("ask")), CUSTOM_PRESET),
         # The newest knob event wins.
@@ -105,7 +149,7 @@ def test_the_default_table() -> None:
             log(preset("danger-full-access"), mode("workspace-write"), policy("ask")),
             "workspace-write",
         ),
-        (log(preset("workspace-write"), mode("read-only"), policy("ask")), CUSTOM_PRESET),
+        (log(preset("workspace-write"), mode("read-only"), policy("ask")), "read-only"),
         # ...and one naming no row never wins.
         (log(preset("gone"), mode("workspace-write"), policy("ask")), "workspace-write"),
     ],
@@ -148,7 +192,7 @@ def test_custom_is_reserved() -> None:
         presets_of(kernel).set_preset(agent, "custom")
     assert unknown.value.code == "UNKNOWN_PRESET"
     assert str(unknown.value) == (
-        "unknown permission preset 'custom' (presets: workspace-write, danger-full-access)"
+        "unknown permission preset 'custom' (presets: workspace-write, read-only, plan, danger-full-access)"
     )
     # A log that records "custom" (a foreign writer) still derives from the knobs.
     assert derive_preset(log(preset("custom"), mode("workspace-write"), policy("ask"))) == (
@@ -248,7 +292,7 @@ def test_set_after_a_raw_knob_change_restores_the_preset() -> None:
     kernel, store = full_kernel()
     agent = ToyAgent(store.create("s1"))
     sandbox = sandbox_of(kernel)
-    sandbox.set_sandbox_mode(agent.session, "read-only")
+    sandbox.set_sandbox_mode(agent.session, "danger-full-access")
     service = presets_of(kernel)
     assert service.current(agent.session) == CUSTOM_PRESET
     start = len(agent.session)
@@ -347,7 +391,15 @@ def test_a_partial_session_gains_only_the_missing_facts() -> None:
     store.enter(narrow)
     sandbox_of(kernel).set_sandbox_mode(narrow, "read-only")
     store.announce(narrow)
-    assert layout(narrow)[1:] == [("approval/policy", {"policy": "ask"})]
+    assert layout(narrow)[1:] == [
+        ("permission/preset", {"preset": "read-only"}),
+        ("approval/policy", {"policy": "ask"}),
+    ]
+    custom = store.prepare("custom")
+    store.enter(custom)
+    sandbox_of(kernel).set_sandbox_mode(custom, "danger-full-access")
+    store.announce(custom)
+    assert layout(custom)[1:] == [("approval/policy", {"policy": "ask"})]
 
 
 def test_a_seeded_session_without_knobs_gains_them() -> None:
@@ -407,3 +459,58 @@ def test_a_direct_service_validates_its_table() -> None:
 
 def test_registered_as_an_entry_point() -> None:
     assert resolve_plugin("permission_presets") is permission_presets_plugin
+
+
+@pytest.mark.parametrize(
+    ("knobs", "current", "layout"),
+    [
+        ({}, "plan", [("permission/preset", {"preset": "plan"})]),
+        # a replaced knob that fits another row is labelled by it; one that fits none, by none
+        (
+            {"sandbox": "workspace-write"},
+            "workspace-write",
+            [("permission/preset", {"preset": "workspace-write"})],
+        ),
+        ({"approval": "never"}, CUSTOM_PRESET, []),
+    ],
+)
+async def test_harness_opens_a_root_in_a_named_preset(
+    tmp_path: Path,
+    knobs: dict[str, str],
+    current: str,
+    layout: list[tuple[str, dict[str, str]]],
+) -> None:
+    (tmp_path / "ws").mkdir()
+    model = script(tmp_path / "script.json", [{"text": "a plan"}])
+    async with Harness.open(
+        workspace=tmp_path / "ws",
+        model=f"scripted:{model}",
+        store=sqlite_store(tmp_path),
+        permission="plan",
+        **knobs,
+    ) as harness:
+        result = await harness.run("plan it")
+        session = harness.store.get(result.session_id)
+        assert session is not None
+        assert harness.ctx.require(PERMISSION_PRESETS_SERVICE).current(session) == current
+    assert [(e.type, dict(e.data)) for e in session.events[: len(layout) + 2]] == [
+        *layout,
+        ("sandbox/mode", {"mode": knobs.get("sandbox", "read-only")}),
+        ("approval/policy", {"policy": knobs.get("approval", "ask")}),
+    ]
+
+
+async def test_harness_refuses_an_unknown_preset_before_any_session(tmp_path: Path) -> None:
+    model = script(tmp_path / "script.json", [{"text": "never asked"}])
+    with pytest.raises(UnknownPresetError) as raised:
+        async with Harness.open(
+            workspace=tmp_path,
+            model=f"scripted:{model}",
+            store=sqlite_store(tmp_path),
+            permission="bypassPermissions",
+        ):
+            pass
+    assert str(raised.value) == (
+        "unknown permission preset 'bypassPermissions' (presets: workspace-write, read-only, "
+        "plan, danger-full-access)"
+    )

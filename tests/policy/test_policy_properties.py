@@ -33,6 +33,7 @@ from tether.policy import (
 )
 from tether.policy._approval import fold_approval_policy
 from tether.policy._errors import ApprovalOutsideTurnError
+from tether.policy._modes import allows
 from tether.policy._presets import DEFAULT_PRESET_TABLE, derive_preset
 from tether.policy._sandbox_policy import fold_sandbox_mode
 from tether.session import Event, Session, SessionStore
@@ -247,7 +248,7 @@ async def _ask(
             if behaviour == "hang":
                 hang_started.set()
                 await asyncio.Event().wait()
-            if behaviour == ApprovalOutcome.ALLOWED_ONCE:
+            if allows(behaviour):
                 granted_by_answerer.append(index)
             return behaviour.value
 
@@ -301,6 +302,8 @@ async def _ask(
                 continue
             if behaviour == "hang":
                 expected = ApprovalOutcome.CANCELLED
+            elif behaviour is ApprovalOutcome.ALLOWED_ALWAYS:
+                expected = ApprovalOutcome.UNAVAILABLE  # no rule store: always is not offered
             elif isinstance(behaviour, ApprovalOutcome):
                 expected = behaviour
             break
@@ -308,17 +311,23 @@ async def _ask(
     assert calls == expected_calls
 
     # The property itself, stated without the oracle.
-    if outcome is ApprovalOutcome.ALLOWED_ONCE:
+    if allows(outcome):
         assert effective is ApprovalPolicy.ASK
         assert not pre_aborted
         assert granted_by_answerer
         assert all(answerers[i][1] != "foreign" for i in granted_by_answerer)
 
-    # The pair is audited and durable by the time request() returned.
-    asked, decided = agent.session.events[before:]
+    # The pair is audited and durable by the time request() returned (with the grant an
+    # answer for the session made, after it).
+    asked, decided, *granted = agent.session.events[before:]
     assert (asked.type, decided.type) == ("approval/asked", "approval/decided")
     assert asked.data["id"] == decided.data["id"]
     assert decided.data["outcome"] == outcome.value
+    grants = [{"type": "approval/grant", "approval_id": asked.data["id"]}]
+    expect_grant = outcome is ApprovalOutcome.ALLOWED_FOR_SESSION
+    assert [{"type": e.type, "approval_id": e.data["approval_id"]} for e in granted] == (
+        grants if expect_grant else []
+    )
     stored = await persistence.inspect("s1")
-    assert stored.events[-1] == decided
+    assert stored.events[-1] == agent.session.events[-1]
     await store.close()

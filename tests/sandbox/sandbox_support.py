@@ -96,7 +96,7 @@ HOST_BASE = "/var/tmp"
 target there would be invisible to the command, and the test would prove less)."""
 
 
-PROBES = ("socket_probe.py", "uring_setxattr.py")
+PROBES = ("socket_probe.py", "uring_setxattr.py", "creation_probe.py")
 """The scripts of this directory that tests run inside the sandbox (:meth:`Host.probe`)."""
 
 

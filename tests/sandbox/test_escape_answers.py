@@ -1,7 +1,7 @@
 """A confined command cannot answer an approval (issue 11, item 2), on every backend variant
 and restricted mode, with and without network.
 
-A real waiter (``AnswerBox.wait`` in its own process, as ``tether run --approval-from store``
+A real waiter (``BoxWait`` in its own process, as ``tether run --approval-from store``
 runs it) listens; a confined command reads its wait marker and speaks the answer protocol
 directly on the socket, as an attacker would. Without network it cannot even connect
 (bubblewrap: another network namespace; Landlock: abstract sockets scoped to the domain).
@@ -104,7 +104,7 @@ async def test_a_confined_command_cannot_answer(
             assert result == {"replies": [{"status": "refused", "detail": detail}, None]}
         assert host.snapshot(include_ws=mode == "read-only") == before
         assert waiter.poll() is None  # still waiting: nothing was taken
-        by = box.deliver(approval_id, "rejected", CLI_SURFACE)
+        by = box.deliver(approval_id, "rejected", CLI_SURFACE).answered_by
         out, err = waiter.communicate(timeout=30)
     finally:
         waiter.kill()
@@ -125,4 +125,5 @@ async def test_a_confined_command_cannot_answer(
     else:
         (answer,) = lines
     assert answer == {"answer": ["rejected", by]}
-    assert sorted(os.listdir(box.directory)) == [f"{approval_id}.answered"]
+    assert os.listdir(box.directory) == ["answered"]
+    assert os.listdir(box.directory / "answered") == [approval_id]

@@ -33,6 +33,7 @@ from sandbox_support import (
 from hidden_support import TOKENS_AND_HISTORIES
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxError, SandboxProvider
+from tether.sandbox._control_names import DENIAL_NOTE
 from tether.sandbox._environment import FALLBACK_PATH
 from tether.sandbox._paths import CREDENTIAL_PATHS
 from tether.session._store_files import store_files
@@ -375,26 +376,29 @@ async def test_missing_credential_paths_cannot_be_created_in_a_writable_home(
 
 # -- open_workspace_root ------------------------------------------------------------------------
 @pytest.mark.bwrap
-async def test_open_workspace_root_gives_up_exactly_the_missing_control_names(host: Host) -> None:
-    """What the opt-out costs, pinned: a missing control file can be created (it still needs
-    workspace trust to take effect); existing ones stay as they are; new top-level files are
-    allowed."""
+async def test_open_workspace_root_gives_up_exactly_new_top_level_entries(host: Host) -> None:
+    """What the opt-out costs, pinned: new top-level files and directories can be made, and
+    removed; control names cannot, missing or not (the supervisor refuses them at any depth);
+    existing ones stay as they are."""
     (host.ws / "tether.toml").write_text("# trusted\n")
     provider = make_provider("bwrap", host, open_workspace_root=True)
     policy = host.policy("workspace-write")
     ran = await run_confined(
         provider,
         policy,
-        "echo new > new.txt && echo x > .mcp.json && "
-        "{ echo pwned > tether.toml; rm -rf .git; mv tether.toml t2; echo x > .git/HEAD; true; }",
+        "echo new > new.txt && mkdir newdir && "
+        "{ echo x > .mcp.json; mkdir .claude; echo pwned > tether.toml; rm -rf .git; "
+        "mv tether.toml t2; echo x > .git/HEAD; true; }",
     )
     assert ran.returncode == 0, ran.stderr
     assert (host.ws / "new.txt").read_text() == "new\n"
-    assert (host.ws / ".mcp.json").read_text() == "x\n"  # missing at start: created
+    assert (host.ws / "newdir").is_dir()
+    assert not os.path.lexists(host.ws / ".mcp.json")
+    assert not os.path.lexists(host.ws / ".claude")
     assert (host.ws / "tether.toml").read_text() == "# trusted\n"
     assert (host.ws / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
     assert "Device or resource busy" in ran.stderr
-    assert ran.command.denial_note is None
+    assert ran.command.denial_note == DENIAL_NOTE
 
 
 @pytest.mark.parametrize("variant", ["landlock", "landlock-launcher"])

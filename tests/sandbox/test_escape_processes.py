@@ -147,3 +147,33 @@ async def test_background_process_does_not_outlive_the_call(
     assert processes_with(token) == []
     assert not late_ws.exists()
     assert not late_out.exists()
+
+
+async def test_the_users_terminals_cannot_be_read(
+    host: Host, variant: str, mode: str, request: pytest.FixtureRequest
+) -> None:
+    """A terminal of the user's (here a pty the harness holds, as a shell in another window
+    would) is no device of the command's: it cannot open it and read what is typed there, a
+    password at a ``sudo`` prompt or the key that answers tether's own question."""
+    if variant.startswith("landlock"):
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="Landlock grants /dev/pts whole (sandbox/_landlock_exec.DEVICES): a "
+                "confined command reads every pty of its uid",
+            )
+        )
+    master, slave = os.openpty()
+    try:
+        name = os.ttyname(slave)
+        script = (
+            f"{PYTHON} -c \"import os; fd = os.open('{name}', os.O_RDONLY | os.O_NOCTTY); "
+            "print('opened', flush=True); print(os.read(fd, 64))\""
+        )
+        os.write(master, b"hunter2\n")  # typed, waiting in the terminal for its reader
+        ran = await run_confined(make_provider(variant, host), host.policy(mode), script)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert "hunter2" not in ran.stdout
+    assert "opened" not in ran.stdout

@@ -10,6 +10,7 @@ import pwd
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +20,16 @@ import pytest
 from answer_support import start_waiter
 from cli_support import TETHER
 from tether.session import SessionMeta, SessionStore
-from tether.session._answer_box import AnswerBox, ApprovalStaleError
+from tether.session._answer_box import AnswerBox
 from tether.session._answer_channel import (
+    ANSWERS,
     CLI_SURFACE,
+    AnswerMessage,
+    ApprovalAlreadyAnsweredError,
     ApprovalAnswerRefusedError,
     ApprovalWaiterUntrustedError,
 )
+from tether.session._answer_wait import SCAN_SECONDS, wait_for_answer
 from tether.session.persistence import open_persistence
 
 pytestmark = pytest.mark.timeout(60)
@@ -67,8 +72,8 @@ def test_messages_that_are_not_an_answer_are_refused_and_the_wait_goes_on(
     cases = [
         (offer("another-id"), "the message answers another approval"),
         (
-            offer(approval_id, outcome="allowed-always"),
-            "the outcome is not one of allowed-once, rejected",
+            offer(approval_id, outcome="allow_always"),
+            "the outcome is not one of allowed-once, allowed-for-session, allowed-always, rejected",
         ),
         (
             offer(approval_id, surface="sandbox"),
@@ -80,7 +85,7 @@ def test_messages_that_are_not_an_answer_are_refused_and_the_wait_goes_on(
     for message, detail in cases:
         assert speak(box, approval_id, message) == [
             {"status": "ready"},
-            {"status": "refused", "detail": detail},
+            {"status": "refused", "detail": detail, "offered": list(ANSWERS)},
         ]
     assert waiter.poll() is None
     by = f"{CLI_SURFACE} ({pwd.getpwuid(os.getuid()).pw_name}, pid {os.getpid()})"
@@ -98,8 +103,25 @@ def test_messages_that_are_not_an_answer_are_refused_and_the_wait_goes_on(
         {"answer": ["allowed-once", by]},
     ]
     assert box.was_answered(approval_id) and not box.is_waited(approval_id)
-    with pytest.raises(ApprovalStaleError):
+    with pytest.raises(ApprovalAlreadyAnsweredError) as late:
         box.deliver(approval_id, "rejected", CLI_SURFACE)
+    assert str(late.value) == (
+        f"approval {approval_id} was already answered (allowed-once, by {by}): this answer "
+        "came too late"
+    )
+
+
+def test_an_answer_the_question_does_not_offer_is_no_answer_to_it() -> None:
+    plain = ("allowed-once", "rejected")
+    assert AnswerMessage.parse(offer("ap-1"), "ap-1", plain) == AnswerMessage(
+        "ap-1", "allowed-once", CLI_SURFACE
+    )
+    assert AnswerMessage.parse(offer("ap-1", outcome="allowed-for-session"), "ap-1", plain) == (
+        "this question offers no allowed-for-session (it takes allowed-once, rejected)"
+    )
+    # by default, every answer is offered
+    granted = AnswerMessage.parse(offer("ap-1", outcome="allowed-always"), "ap-1")
+    assert granted == AnswerMessage("ap-1", "allowed-always", CLI_SURFACE)
 
 
 def test_a_marker_that_names_another_process_gets_no_answer(
@@ -118,16 +140,19 @@ def test_a_marker_that_names_another_process_gets_no_answer(
     )
     assert waiter.poll() is None
     # the waiter noticed a marker that is not its own, and keeps waiting
-    marker.unlink()
-    marker.write_text(json.dumps(real))
-    assert box.deliver(approval_id, "rejected", CLI_SURFACE).endswith(f"pid {os.getpid()})")
-    out, _ = waiter.communicate(timeout=30)
-    first = json.loads(out.splitlines()[0])["refused"]
+    assert waiter.stdout is not None
+    first = json.loads(waiter.stdout.readline())["refused"]
     assert (first["via"], first["reason"], first["file"]) == (
         "answer-box",
         "no-proof",
         f"{approval_id}.wait",
     )
+    marker.unlink()
+    marker.write_text(json.dumps(real))
+    delivered = box.deliver(approval_id, "rejected", CLI_SURFACE)
+    assert delivered.answered_by.endswith(f"pid {os.getpid()})")
+    assert delivered.asked is None  # this waiter was not told what it waits for
+    waiter.communicate(timeout=30)
 
 
 def test_an_answer_from_a_process_the_waiter_started_is_refused(tmp_path: Path) -> None:
@@ -149,7 +174,7 @@ def test_an_answer_from_a_process_the_waiter_started_is_refused(tmp_path: Path) 
 
     async def scenario() -> str:
         wait = asyncio.ensure_future(
-            box.wait(approval_id, on_refused=lambda r: refused.append(r.fields()))
+            wait_for_answer(box, approval_id, on_refused=lambda r: refused.append(r.fields()))
         )
         while not box.is_waited(approval_id):
             await asyncio.sleep(0.01)
@@ -202,3 +227,26 @@ async def test_an_approval_waited_for_on_another_host_is_answered_there(tmp_path
         "elsewhere.example: answer it there (`tether approvals answer` reaches only this "
         "machine's runs)\n",
     )
+
+
+def test_an_answer_wakes_the_waiter_which_never_looks_on_a_timer(tmp_path: Path) -> None:
+    """The waiter learns of an answer from its socket and of files planted in the box from the
+    kernel (inotify): it looks at the box once when it begins, once more per file planted for
+    its approval, and for nothing else, however long it waits."""
+    box = AnswerBox(tmp_path / "s.db.answers")
+    approval_id = str(uuid.uuid4())
+    waiter = start_waiter(box, approval_id)
+    try:
+        (box.directory / "another-approval.json").write_text('{"outcome": "allowed-once"}')
+        time.sleep(4 * SCAN_SECONDS)  # a waiter on a timer would have looked four times
+        (box.directory / f"{approval_id}.json").write_text('{"outcome": "allowed-once"}')
+        assert waiter.stdout is not None
+        reported = json.loads(waiter.stdout.readline())  # as soon as it was planted
+        assert reported["refused"]["file"] == f"{approval_id}.json"
+        time.sleep(4 * SCAN_SECONDS)
+        delivered = box.deliver(approval_id, "rejected", CLI_SURFACE)
+        out, err = waiter.communicate(timeout=30)
+    finally:
+        waiter.kill()
+    assert json.loads(out) == {"answer": ["rejected", delivered.answered_by]}
+    assert json.loads(err.splitlines()[-1]) == {"scans": 2}

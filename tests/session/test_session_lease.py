@@ -50,16 +50,38 @@ def test_a_lease_is_held_until_released(tmp_path: Path) -> None:
     lease.release()
     lease.release()  # idempotent
     assert leases.holder("s-1") is None
-    assert not (tmp_path / "leases" / "s-1.lease").exists()
     leases.take("s-1").release()
 
 
-def test_any_session_id_is_a_safe_file_name(tmp_path: Path) -> None:
+def test_any_session_id_takes_a_lease_and_names_no_file(tmp_path: Path) -> None:
     leases = Leases(tmp_path / "leases")
-    lease = leases.take("../x/.y")
-    assert [p.name for p in (tmp_path / "leases").iterdir()] == ["..%2Fx%2F.y.lease"]
-    assert leases.holder("../x/.y") is not None
-    lease.release()
+    odd = ["../x/.y", "", "s" * 10_000, "\udc80 lone surrogate", "s-1\n"]
+    held = [leases.take(session_id) for session_id in odd]
+    assert [p.name for p in (tmp_path / "leases").iterdir()] == ["sessions.lock"]
+    assert all(leases.holder(session_id) is not None for session_id in odd)
+    assert leases.holder("s-1") is None
+    for lease in held:
+        lease.release()
+    assert all(leases.holder(session_id) is None for session_id in odd)
+
+
+def test_leases_open_nothing_per_session(tmp_path: Path) -> None:
+    # The hot path (a new session, its end) costs two fcntl calls: no file is created,
+    # written, unlinked or closed per session.
+    leases = Leases(tmp_path / "leases")
+    leases.take("warm-up").release()
+    fds = len(os.listdir("/proc/self/fd"))
+    stat = (tmp_path / "leases" / "sessions.lock").stat()
+    for index in range(500):
+        leases.take(f"s-{index}").release()
+    assert len(os.listdir("/proc/self/fd")) == fds
+    after = (tmp_path / "leases" / "sessions.lock").stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        stat.st_ino,
+        stat.st_size,
+        stat.st_mtime_ns,
+    )
+    assert [p.name for p in (tmp_path / "leases").iterdir()] == ["sessions.lock"]
 
 
 @pytest.mark.parametrize("fork", ["alone", "fork"])
@@ -72,6 +94,8 @@ def test_a_dead_holder_holds_nothing(tmp_path: Path, fork: str) -> None:
     child = int(holder.stdout.readline())
     try:
         assert Leases(directory).holder("s-1") == Holder(holder.pid, socket.gethostname())
+        with pytest.raises(SessionLiveError, match=f"is live in process {holder.pid}$"):
+            Leases(directory).take("s-1")
         holder.kill()
         holder.wait()
         # However it died, and even with a forked worker still running, the lease is free.
@@ -84,6 +108,41 @@ def test_a_dead_holder_holds_nothing(tmp_path: Path, fork: str) -> None:
         holder.wait()
         if child > 0:
             os.kill(child, signal.SIGKILL)
+
+
+TAKER = """
+import sys
+from pathlib import Path
+from tether.session._lease import Leases, SessionLiveError
+try:
+    Leases(Path(sys.argv[1])).take(sys.argv[2]).release()
+except SessionLiveError as err:
+    print(err)
+    sys.exit(3)
+print("taken")
+"""
+
+
+def test_a_lease_is_exclusive_across_processes(tmp_path: Path) -> None:
+    leases = Leases(tmp_path / "leases")
+
+    def other_process(session_id: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", TAKER, str(tmp_path / "leases"), session_id],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    lease = leases.take("s-1")
+    refused = other_process("s-1")
+    assert (refused.returncode, refused.stdout) == (
+        3,
+        f"session 's-1' is live in process {os.getpid()}\n",
+    )
+    assert other_process("s-2").stdout == "taken\n"  # another session is free
+    lease.release()
+    assert other_process("s-1").stdout == "taken\n"
 
 
 async def test_a_session_is_live_in_one_store_at_a_time(tmp_path: Path) -> None:
@@ -164,15 +223,21 @@ def test_one_store_one_lease_directory_however_it_is_spelled(tmp_path: Path) -> 
     assert real.directory == link.directory == tmp_path / "real.db.leases"
 
 
-def test_releasing_never_removes_another_holders_file(tmp_path: Path) -> None:
-    leases = Leases(tmp_path / "leases")
-    first = leases.take("s-1")
-    (tmp_path / "leases" / "s-1.lease").unlink()  # say, a cleanup that went too far
-    second = leases.take("s-1")
-    first.release()
-    assert leases.holder("s-1") == Holder(os.getpid(), socket.gethostname())
-    second.release()
-    assert leases.holder("s-1") is None
+def test_releasing_one_lease_keeps_every_other(tmp_path: Path) -> None:
+    first, second = Leases(tmp_path / "leases"), Leases(tmp_path / "leases")
+    held = [first.take(f"s-{index}") for index in range(50)]
+    lease = first.take("s-x")
+    lease.release()
+    taken = second.take("s-x")  # another store of this process
+    lease.release()  # released twice: the later holder keeps it
+    assert second.holder("s-x") == Holder(os.getpid(), socket.gethostname())
+    with pytest.raises(SessionLiveError):
+        first.take("s-x")
+    assert all(second.holder(f"s-{index}") is not None for index in range(50))
+    for each in held:
+        each.release()
+    taken.release()
+    assert first.holder("s-x") is None
 
 
 def test_an_unusable_lease_directory_is_a_clear_error(tmp_path: Path) -> None:
@@ -180,7 +245,9 @@ def test_an_unusable_lease_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(LeaseUnavailableError) as err:
         Leases(tmp_path / "leases").take("s-1")
     assert err.value.code == "LEASE_UNAVAILABLE"
-    assert str(err.value).startswith(f"cannot take the lease {tmp_path / 'leases' / 's-1.lease'}")
+    assert str(err.value).startswith(
+        f"cannot take the lease of session 's-1' in {tmp_path / 'leases' / 'sessions.lock'}: "
+    )
 
 
 class GatedAppends:
@@ -198,6 +265,14 @@ class GatedAppends:
         # A new session's first write (its header and first events in one commit).
         await self.gate.wait()
         await self.inner.create_with_events(header, events)  # type: ignore[attr-defined]
+
+    async def append_deferred(self, session_id: str, events: Sequence[Event]) -> None:
+        await self.gate.wait()
+        await self.inner.append_deferred(session_id, events)  # type: ignore[attr-defined]
+
+    async def create_deferred(self, header: SessionHeader, events: Sequence[Event]) -> None:
+        await self.gate.wait()
+        await self.inner.create_deferred(header, events)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

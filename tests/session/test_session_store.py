@@ -30,6 +30,7 @@ from tether.session import (
     SessionNotFoundError,
     SessionStore,
     StoredSession,
+    _store,
 )
 from tether.session._store import (
     InvalidBoundaryError,
@@ -40,7 +41,7 @@ from tether.session._store import (
 from tether.session.persistence import open_persistence
 
 
-class MemoryPersistence:
+class RecordingPersistence:
     """The protocol's contract, kept in dicts; records every write for assertions."""
 
     def __init__(self) -> None:
@@ -86,7 +87,7 @@ class MemoryPersistence:
 
 
 def test_memory_backend_satisfies_the_protocol() -> None:
-    assert isinstance(MemoryPersistence(), Persistence)
+    assert isinstance(RecordingPersistence(), Persistence)
 
 
 def make_store(persistence: Persistence | None = None) -> SessionStore:
@@ -102,7 +103,7 @@ class Backend:
 
     def __init__(self, kind: str, tmp_path: Path) -> None:
         self.kind = kind
-        self._memory = MemoryPersistence() if kind == "memory" else None
+        self._memory = RecordingPersistence() if kind == "memory" else None
         self._url = {
             "memory": "",
             "sqlite": f"sqlite:///{tmp_path}/store.db",
@@ -501,7 +502,7 @@ async def test_flush_stores_header_and_every_event_appended_before_it(backend: B
 
 
 async def test_flush_batches_and_writes_the_header_once() -> None:
-    backend = MemoryPersistence()
+    backend = RecordingPersistence()
     store = make_store(backend)
     session = store.create("s")
     completed_turn(session, 1)
@@ -519,16 +520,44 @@ async def test_nothing_is_stored_before_the_first_event(backend: Backend) -> Non
     assert await backend.persistence.list() == []
 
 
-async def test_writer_drains_in_the_background() -> None:
-    backend = MemoryPersistence()
+async def test_writer_drains_in_the_background_taking_what_accumulates() -> None:
+    backend = RecordingPersistence()
     store = make_store(backend)
     session = store.create("bg")
     completed_turn(session, 1)
-    for _ in range(20):
-        if len(backend.events.get("bg", ())) == 3:
+    await asyncio.sleep(0)
+    assert backend.writes == []  # it waits a moment for what follows
+    session.append("session/title", {"title": "later"})
+    for _ in range(400):
+        if len(backend.events.get("bg", ())) == 4:
+            break
+        await asyncio.sleep(0.005)
+    assert layout(backend.events["bg"]) == layout(session.events)
+    assert backend.writes == [("create", "bg", 0), ("append", "bg", 4)]  # one commit
+
+
+async def test_a_barrier_does_not_wait_for_the_write_behind_delay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_store, "WRITE_BEHIND_DELAY", 3600.0)  # a barrier that waited would hang
+    backend = RecordingPersistence()
+    store = make_store(backend)
+    session = store.create("now")
+    completed_turn(session, 1)
+    await store.commit(session)
+    assert layout(backend.events["now"]) == layout(session.events)
+    session.append("session/title", {"title": "t"})
+    await store.flush(session)
+    detached = store.prepare("detached")
+    detach = store.enter(detached)
+    store.announce(detached)
+    completed_turn(detached, 1)
+    detach()  # without a barrier: what was appended is written all the same
+    for _ in range(100):
+        if len(backend.events.get("detached", ())) == 3:
             break
         await asyncio.sleep(0)
-    assert layout(backend.events["bg"]) == layout(session.events)
+    assert layout(backend.events["detached"]) == layout(detached.events)
 
 
 async def test_flush_before_announce_stores_setup_events(backend: Backend) -> None:
@@ -555,7 +584,7 @@ async def test_flush_without_persistence_is_a_no_op() -> None:
 
 
 async def test_flush_reports_a_failed_write() -> None:
-    backend = MemoryPersistence()
+    backend = RecordingPersistence()
     backend.fail_appends = OSError("disk full")
     store = make_store(backend)
     session = store.create("s")
@@ -585,7 +614,7 @@ async def test_close_flushes_every_session_and_closes_the_backend(backend: Backe
 
 
 async def test_close_closes_the_backend() -> None:
-    backend = MemoryPersistence()
+    backend = RecordingPersistence()
     await make_store(backend).close()
     assert backend.closed
 

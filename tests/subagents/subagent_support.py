@@ -118,6 +118,15 @@ async def stored(w: World, session_id: str) -> Any:
     return await w.store.persistence.inspect(session_id)
 
 
+async def stored_headers(w: World) -> list[Any]:
+    """The headers persistence holds, once every live session's events are committed (the
+    write-behind commits a moment after an append)."""
+    for session in w.store.live():
+        await w.store.commit(session)
+    assert w.store.persistence is not None
+    return await w.store.persistence.list()
+
+
 def pre_turn(events: Any) -> list[tuple[str, dict[str, Any]]]:
     """``(type, data)`` of every event before the first ``agent/inbox/spliced``."""
     out: list[tuple[str, dict[str, Any]]] = []

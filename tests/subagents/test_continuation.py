@@ -22,6 +22,7 @@ from subagent_support import (
     plain,
     settle,
     stored,
+    stored_headers,
     subagents,
     texts,
     until,
@@ -156,7 +157,7 @@ async def test_depth_cap_is_absolute_on_the_childs_depth(tmp_path: Path) -> None
         await manager.start(activation.agent, "deeper", max_depth=1)
     gates.gate("c").set()
     await settle(w)
-    assert len(await w.store.persistence.list()) == 2  # type: ignore[union-attr]
+    assert len(await stored_headers(w)) == 2
 
 
 # -- resume: descriptor, persona, tool filter, turn numbering ------------------------------------

@@ -16,6 +16,7 @@ from subagent_support import (
     plain,
     settle,
     stored,
+    stored_headers,
     subagents,
     texts,
     until,
@@ -112,7 +113,7 @@ async def test_explicit_false_runs_in_the_foreground(tmp_path: Path) -> None:
     assert result.output == "ok"
     assert texts(parent.session.events) == ["child says hi"]
     # A foreground child is one-shot: driven to completion inside the call, then disposed.
-    children = [h for h in await w.store.persistence.list() if h.parent_session == parent.id]  # type: ignore[union-attr]
+    children = [h for h in await stored_headers(w) if h.parent_session == parent.id]
     assert len(children) == 1
     assert descriptor_of((await stored(w, children[0].id)).events)["mode"] == "one-shot"
     assert w.store.get(children[0].id) is None and len(w.agents) == 1

@@ -22,6 +22,7 @@ from tether.kernel._plugin import Kernel
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
 from tether.sandbox._backends import CLOSED_ROOT_NOTE
+from tether.sandbox._control_names import DENIAL_NOTE
 from tether.tools._base import ToolCall, ToolResult
 from tether.tools._bash import BashTool
 from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
@@ -188,7 +189,10 @@ async def test_workspace_write_denial_names_its_mode(ws: Path, backend: str) -> 
         command=f"echo ok > src/inside.txt; echo x > {outside}",
     )
     assert result.content.endswith(
-        "[sandbox: file access denied under workspace-write mode]\n" + CLOSED_ROOT_NOTE
+        "[sandbox: file access denied under workspace-write mode]\n"
+        + CLOSED_ROOT_NOTE
+        + "\n"
+        + DENIAL_NOTE
     )
     assert (ws / "src" / "inside.txt").read_text() == "ok\n"
     assert not outside.exists()
@@ -208,10 +212,32 @@ async def test_a_new_entry_in_the_workspace_root_is_denied_with_a_way_out(
         "[sandbox: commands cannot create, remove or rename entries directly in the workspace "
         "root; its existing files and everything inside its existing directories stay "
         "writable. The write and edit tools can create files there (writing a file into a new "
-        "directory creates the directory for the next command)]"
+        "directory creates the directory for the next command)]\n"
+        "[sandbox: commands cannot create entries named like control files (.git, .claude, "
+        ".codex, .mcp.json, tether.toml, a git hook manager's) at any depth, nor change "
+        "anything inside one or inside a git directory: git, Claude Code or Codex started "
+        "there would act on them outside the sandbox. git init and git clone need "
+        "danger-full-access]"
     )
     assert result.details["sandbox_denied"] is True
     assert sorted(os.listdir(ws)) == ["src"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_git_init_in_a_subdirectory_is_a_denial_with_the_note(ws: Path, backend: str) -> None:
+    result = await run(
+        context(provider_for(backend)), policy(ws, "workspace-write"), command="git init -q src"
+    )
+    error = "Read-only file system" if backend == "bwrap" else "Permission denied"
+    assert f"{error}" in result.content
+    assert result.content.endswith(
+        "[sandbox: file access denied under workspace-write mode]\n"
+        + CLOSED_ROOT_NOTE
+        + "\n"
+        + DENIAL_NOTE
+    )
+    assert result.details["sandbox_denied"] is True
+    assert not os.path.lexists(ws / "src" / ".git")
 
 
 @pytest.mark.bwrap
@@ -223,7 +249,7 @@ async def test_removing_a_bound_entry_counts_as_a_denial(ws: Path) -> None:
     result = await run(context(provider), policy(ws, "workspace-write"), command="rmdir .git")
     assert result.content == (
         "[stderr]\nrmdir: failed to remove '.git': Device or resource busy\nexit code: 1\n"
-        "[sandbox: file access denied under workspace-write mode]"
+        "[sandbox: file access denied under workspace-write mode]\n" + DENIAL_NOTE
     )
     assert (ws / ".git").is_dir()
 

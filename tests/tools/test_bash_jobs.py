@@ -19,6 +19,7 @@ from tether.kernel import PluginHandle
 from tether.kernel._config import resolve_plugin
 from tether.kernel._plugin import Kernel
 from tether.sandbox._backends import CLOSED_ROOT_NOTE
+from tether.sandbox._control_names import DENIAL_NOTE
 from tether.tools._base import ToolResult
 from tether.tools._jobs import JOBS_SERVICE
 from tether.tools._pipeline import TOOLS_SERVICE, ToolRuntime
@@ -146,6 +147,8 @@ async def test_background_job_is_confined_like_a_foreground_command(rig: Rig) ->
     assert result.content.endswith(
         "exit code: 1\n[sandbox: file access denied under workspace-write mode]\n"
         + CLOSED_ROOT_NOTE
+        + "\n"
+        + DENIAL_NOTE
     )
     assert result.details["sandbox_denied"] is True
     assert (rig.ws / "src" / "in.txt").read_text() == "in\n"

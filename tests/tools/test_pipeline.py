@@ -14,7 +14,7 @@ from compose_support import compose_kernel
 from tether._signals import AbortSignal
 from tether.kernel._plugin import Kernel
 from tether.policy import APPROVAL_SERVICE
-from tether.policy._approval import register_answerer
+from tether.policy._approval import Screened, register_answerer
 from tether.tools._base import PostDecision, PreDecision, ToolArgs, ToolCall, ToolResult
 from tether.tools._pipeline import ABORTED_BEFORE_DISPATCH, ToolRuntime
 from tether.tools._seams import POST_EXECUTE, PRE_EXECUTE, TOOL_GUARD
@@ -319,10 +319,17 @@ async def test_an_ask_whose_request_raises_is_an_error_result(tmp_path: Path) ->
 class ForeignDecision:
     outcome: str
     failure: None = None
+    rule: None = None
 
 
 class ForeignApproval:
     """Another implementation of the ``approval`` service, answering outside the vocabulary."""
+
+    def screens(self, session: Any) -> bool:
+        return True
+
+    async def screen(self, request: Any) -> Screened:
+        return Screened()
 
     async def decide(self, request: Any) -> ForeignDecision:
         return ForeignDecision("maybe")

@@ -45,7 +45,7 @@ from tether.agent._events import (
     TurnOpened,
     UserMessage,
 )
-from tether.agent._history import history, model_replies_since
+from tether.agent._history import Conversation
 from tether.agent._inbox import USER_SOURCE, Inbox, InboxItem
 from tether.agent._instructions import PROJECT_INSTRUCTIONS
 from tether.kernel import Context, Gather, Notice, Waterfall
@@ -455,7 +455,7 @@ class Agent:
         window = self.context_window
         if window is None:
             return
-        tokens = estimate_tokens(self.session.events, system, schemas)
+        tokens = estimate_tokens(self.session.fold(Conversation), system, schemas)
         if tokens < compact_threshold(window):
             return
         turn = self.session.last(TurnOpened.TYPE)
@@ -472,7 +472,7 @@ class Agent:
                     tokens, window, f"compaction did not help ({err.code}: {err})"
                 ) from err
             return
-        after = estimate_tokens(self.session.events, system, schemas)
+        after = estimate_tokens(self.session.fold(Conversation), system, schemas)
         if after >= window:
             raise overflow(after, window, "compaction did not shrink it enough")
 
@@ -486,17 +486,19 @@ class Agent:
         )
         self._resuming = False
         await self._fit(system, schemas, signal)
-        messages = history(self.session.events)
+        # The session's fold of its log: this request reads only the events appended since
+        # the one before (docs/compaction.md, "The history").
+        conversation = self.session.fold(Conversation)
+        messages = conversation.messages()
         if system:
             messages.insert(0, Message.system(system))
-        start = self.session.header.seed_length or 0
         request = ModelRequest(
             messages=messages,
             tools=schemas,
             session_id=self.id,
             depth=self.depth,
             label=self.options.label,
-            step_index=model_replies_since(self.session.events, start),
+            step_index=conversation.replies_since(self.session.header.seed_length or 0),
         )
         final: Completion | None = None
         stream = self.options.model.stream(request, signal)

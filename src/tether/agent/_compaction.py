@@ -21,27 +21,19 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from tether._signals import AbortSignal
-from tether.agent._context_snapshot import is_snapshot
+from tether.agent._context_snapshot import retained_snapshot
 from tether.agent._events import (
     AssistantMessage,
     CompactFailed,
     CompactTrigger,
     ContextCompacted,
-    UserMessage,
 )
-from tether.agent._history import (
-    compacted_range,
-    history,
-    latest_compaction,
-    model_replies_since,
-    to_message,
-)
-from tether.agent._instructions import is_instructions
+from tether.agent._history import Conversation, message_bytes
+from tether.agent._instructions import InstructionsRecords
 from tether.errors import TetherError
 from tether.model import Completion, Message, ModelClient, ModelError, ModelRequest, ToolSchema
 from tether.model._client import complete
 from tether.session import Event, Session
-from tether.session._events import SURFACE_EVENT_TYPES
 
 COMPACT_AT: Final = 0.85
 """The share of the context window at which the agent compacts before a request."""
@@ -91,40 +83,37 @@ def tokens_of(byte_count: int) -> int:
     return -(-byte_count // BYTES_PER_TOKEN)
 
 
-def message_bytes(message: Message) -> int:
-    parts = [message.content, message.reasoning or ""]
-    parts += [call.name + call.arguments for call in message.tool_calls]
-    return sum(len(part.encode("utf-8", "surrogatepass")) for part in parts)
+def request_bytes(system: str, tools: Sequence[ToolSchema]) -> int:
+    """The UTF-8 size of what every request carries besides its history."""
+    schemas = json.dumps(
+        [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
+    )
+    return len(system.encode("utf-8", "surrogatepass")) + len(schemas.encode("utf-8"))
 
 
-def estimate_tokens(events: Sequence[Event], system: str, tools: Sequence[ToolSchema]) -> int:
+def estimate_tokens(conversation: Conversation, system: str, tools: Sequence[ToolSchema]) -> int:
     """The next request's size in tokens.
 
     The newest reply's usage (its prompt plus its own completion, which is now history) plus
     :data:`BYTES_PER_TOKEN` for every message appended after it; without a usable reply since
     the latest compaction, the whole request (system prompt, tool schemas, history) by bytes.
+    Either way it reads what the conversation already holds, not the log.
     """
-    compaction = latest_compaction(events)
-    floor = compaction.seq if compaction is not None else -1
-    for event in reversed(events):
-        if event.seq <= floor:
-            break
-        if event.type != AssistantMessage.TYPE:
-            continue
-        usage = AssistantMessage.parse(event.data).usage
-        prompt, completion = usage.prompt_tokens, usage.completion_tokens
-        if prompt <= 0:
-            break
-        since = (to_message(e) for e in events[event.seq + 1 :])
-        return prompt + completion + tokens_of(sum(message_bytes(m) for m in since if m))
-    schemas = json.dumps(
-        [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
-    )
-    fixed = len(system.encode("utf-8", "surrogatepass")) + len(schemas.encode("utf-8"))
-    return tokens_of(fixed + sum(message_bytes(m) for m in history(events)))
+    compaction = conversation.compaction
+    reply = conversation.latest_reply
+    if reply is not None and (compaction is None or reply.seq > compaction.seq):
+        usage = AssistantMessage.parse(reply.data).usage
+        if usage.prompt_tokens > 0:
+            since = conversation.messages_after(reply.seq)
+            return (
+                usage.prompt_tokens
+                + usage.completion_tokens
+                + tokens_of(sum(message_bytes(m) for m in since))
+            )
+    return tokens_of(request_bytes(system, tools) + conversation.history_bytes())
 
 
-def plan_compaction(events: Sequence[Event], turn_start: int | None) -> CompactionPlan | None:
+def plan_compaction(session: Session, turn_start: int | None) -> CompactionPlan | None:
     """What to summarise, or ``None`` when nothing new can be.
 
     ``turn_start`` is the seq of the running turn's ``turn/start`` (automatic compaction):
@@ -132,33 +121,38 @@ def plan_compaction(events: Sequence[Event], turn_start: int | None) -> Compacti
     before its latest model reply is summarised but for the turn's own user messages.
     Without one (between turns) everything is summarised. Either way the boundary lies before
     a ``turn/start`` or an ``assistant/message``, so no tool call is parted from its result.
+    The plan is read from the session's folds (the surface events, the instructions, the
+    latest snapshot), so it costs what the kept messages are, not the log.
     """
-    previous = latest_compaction(events)
+    conversation = session.fold(Conversation)
+    previous, compacted = conversation.compaction, conversation.compacted
     floor = previous.seq if previous is not None else -1
-    visible_from = compacted_range(previous)[1] + 1 if previous is not None else 0
-    snapshots = [e.seq for e in events if is_snapshot(e)]
-    snapshot = snapshots[-1] if snapshots else None
+    visible_from = compacted.last_seq + 1 if compacted is not None else 0
+    snapshot = retained_snapshot(session)
+    instructions = session.fold(InstructionsRecords).seqs
     if turn_start is None:
-        tails: list[int] = [len(events)]
+        tails: list[int] = [conversation.length]
     else:
-        replies = [e.seq for e in events[turn_start:] if e.type == AssistantMessage.TYPE]
-        tails = [turn_start, *replies[-1:]]
+        reply = conversation.latest_reply
+        tails = [
+            turn_start,
+            *([reply.seq] if reply is not None and reply.seq >= turn_start else []),
+        ]
     for tail in tails:
         if tail <= floor:
             continue
-        kept = {
-            e.seq
-            for e in events[:tail]
-            if is_instructions(e)
-            or e.seq == snapshot
-            or (turn_start is not None and e.seq > turn_start and e.type == UserMessage.TYPE)
-        }
-        summarised = [
-            e.seq for e in events[:tail] if e.type in SURFACE_EVENT_TYPES and e.seq not in kept
-        ]
-        if not any(seq >= visible_from for seq in summarised):
+        kept = {seq for seq in instructions if seq < tail}
+        if snapshot is not None and snapshot.seq < tail:
+            kept.add(snapshot.seq)
+        if turn_start is not None:
+            kept.update(conversation.user_seqs_between(turn_start, tail))
+        # Every kept event is a surface event: something is summarised past what an earlier
+        # summary covered exactly when more surface events stand there than kept ones.
+        visible = conversation.surface_count(visible_from, tail)
+        if visible <= sum(1 for seq in kept if seq >= visible_from):
             continue
-        first, last = summarised[0], tail - 1
+        first, last = conversation.first_surface(kept), tail - 1
+        assert first is not None and first <= last  # a summarised event stands before tail
         return CompactionPlan(first, last, tuple(s for s in sorted(kept) if first <= s <= last))
     return None
 
@@ -189,9 +183,9 @@ async def compact(
     answers with no usable summary. An abort propagates as :class:`AbortedError`.
     """
     session = asker.session
-    events = session.events
-    before = estimate_tokens(events, asker.system, asker.tools)
-    plan = plan_compaction(events, turn_start)
+    conversation = session.fold(Conversation)
+    before = estimate_tokens(conversation, asker.system, asker.tools)
+    plan = plan_compaction(session, turn_start)
     if plan is None:
         raise CompactionError(
             "there is nothing older to summarise: everything since the last compaction is "
@@ -202,13 +196,13 @@ async def compact(
     request = ModelRequest(
         messages=[
             Message.system(SUMMARY_SYSTEM),
-            *history(events[: plan.last_seq + 1]),
+            *conversation.messages_through(plan.last_seq),
             Message.user(SUMMARY_REQUEST),
         ],
         session_id=session.id,
         depth=session.header.delegation_depth,
         label=asker.label,
-        step_index=model_replies_since(events, session.header.seed_length or 0),
+        step_index=conversation.replies_since(session.header.seed_length or 0),
     )
     try:
         completion = await complete(asker.model, request, signal)
@@ -228,8 +222,12 @@ async def compact(
         asker.window,
         completion.usage,
     )
-    provisional = Event.make(compacted.TYPE, len(events), 0, compacted.to_data())
-    after = estimate_tokens([*events, provisional], asker.system, asker.tools)
+    # Right after a summary no reply follows it, so the estimate is the whole request's
+    # (over the log as it is now: the request let other writers append meanwhile).
+    kept = session.fold(Conversation).compacted_messages(compacted)
+    after = tokens_of(
+        request_bytes(asker.system, asker.tools) + sum(message_bytes(m) for m in kept)
+    )
     return session.append(compacted.TYPE, replace(compacted, tokens_after=after).to_data())
 
 

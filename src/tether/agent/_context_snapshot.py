@@ -30,11 +30,22 @@ def is_snapshot(event: Event) -> bool:
     )
 
 
-def retained_snapshot(session: Session) -> Event | None:
-    for event in reversed(session.events):
+class LatestSnapshot:
+    """The newest runtime-context snapshot of a log, as a session's fold (``Session.fold``):
+    finding it reads only the events appended since the last request, never the whole log."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event: Event | None = None
+
+    def feed(self, event: Event) -> None:
         if is_snapshot(event):
-            return event
-    return None
+            self.event = event
+
+
+def retained_snapshot(session: Session) -> Event | None:
+    return session.fold(LatestSnapshot).event
 
 
 def render_snapshot(

@@ -140,9 +140,26 @@ def instructions_data(loaded: LoadedInstructions) -> JsonObject:
     return UserMessage(loaded.message(), loaded.source()).to_data()
 
 
+class InstructionsRecords:
+    """Where a log holds project instructions, as a session's fold (``Session.fold``): asking
+    reads only the events appended since the last time, never the whole log."""
+
+    __slots__ = ("first", "seqs")
+
+    def __init__(self) -> None:
+        self.first: Event | None = None
+        self.seqs: list[int] = []
+
+    def feed(self, event: Event) -> None:
+        if is_instructions(event):
+            self.seqs.append(event.seq)
+            if self.first is None:
+                self.first = event
+
+
 def recorded_instructions(session: Session) -> Event | None:
     """The ``user/message`` that gave ``session`` its instructions, if its log holds one."""
-    return next((e for e in session.events if is_instructions(e)), None)
+    return session.fold(InstructionsRecords).first
 
 
 def instruction_dirs(workspace: str) -> list[str]:
@@ -328,6 +345,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_TOTAL_BYTES",
     "PROJECT_INSTRUCTIONS",
+    "InstructionsRecords",
     "LoadedInstructions",
     "Origin",
     "ProjectInstructions",

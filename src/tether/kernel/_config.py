@@ -13,13 +13,15 @@ like a built-in one. An unknown name, a malformed file, or an invalid config fai
 
 from __future__ import annotations
 
+import os
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tether._dirs import config_dir
 from tether.kernel._plugin import Kernel, PluginError, PluginHandle
 
 ENTRY_POINT_GROUP = "tether.plugins"
@@ -59,6 +61,17 @@ class TetherConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
     plugins: list[PluginEntry] = Field(default_factory=list)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+
+
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """The user's configuration file: ``$XDG_CONFIG_HOME/tether/tether.toml``."""
+    return config_dir(os.environ if env is None else env) / CONFIG_FILE
+
+
+def read_user_config(env: Mapping[str, str] | None = None) -> TetherConfig | None:
+    """The user's configuration file, parsed (``None`` when there is none)."""
+    path = user_config_path(env)
+    return read_config(path) if path.exists() else None
 
 
 def read_config(path: Path) -> TetherConfig:

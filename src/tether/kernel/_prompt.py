@@ -35,34 +35,51 @@ class PromptPart:
 
 
 class PromptRegistry:
-    """Every registered part; the nearest scope wins a name (a child may shadow a section)."""
+    """Every registered part; the nearest scope wins a name (a child may shadow a section).
+
+    Parts are kept by scope (the unscoped ones, and each agent's own), so assembling one
+    agent's prompt reads the unscoped parts and its own, never every other agent's: a
+    thousand children each with a scoped context cost a request what one does.
+    """
 
     def __init__(self) -> None:
-        self._parts: list[PromptPart] = []
+        self._serial = 0
+        self._parts: dict[int | None, dict[int, PromptPart]] = {}
+        """``id(scope)`` (``None``: unscoped) -> registration number -> part. A part holds its
+        scope, so an id stays taken while it is registered."""
 
     def add(self, part: PromptPart) -> Callable[[], None]:
-        self._parts.append(part)
+        key = None if part.scope is None else id(part.scope)
+        serial = self._serial
+        self._serial += 1
+        self._parts.setdefault(key, {})[serial] = part
 
         def remove() -> None:
-            if part in self._parts:
-                self._parts.remove(part)
+            table = self._parts.get(key)
+            if table is not None and table.pop(serial, None) is not None and not table:
+                del self._parts[key]
 
         return remove
 
     def parts(
         self, kind: Literal["section", "context"], agent: HasSession | None
     ) -> list[PromptPart]:
-        """Parts of ``kind`` that apply to ``agent``, one per name, sorted by order."""
-        chosen: dict[str, PromptPart] = {}
-        for part in self._parts:
-            if part.kind != kind:
+        """Parts of ``kind`` that apply to ``agent``, one per name, sorted by order (equal
+        orders by registration: of the first part of that name that applies)."""
+        chosen: dict[str, tuple[int, PromptPart]] = {}
+        for serial, part in self._parts.get(None, {}).items():
+            if part.kind == kind and part.name not in chosen:
+                chosen[part.name] = (serial, part)
+        scoped = self._parts.get(id(agent), {}) if agent is not None else {}
+        shadowed: set[str] = set()
+        for serial, part in scoped.items():
+            if part.kind != kind or part.scope is not agent or part.name in shadowed:
                 continue
-            if part.scope is not None and part.scope is not agent:
-                continue
-            current = chosen.get(part.name)
-            if current is None or (current.scope is None and part.scope is not None):
-                chosen[part.name] = part
-        return sorted(chosen.values(), key=lambda p: p.order)
+            shadowed.add(part.name)
+            first = chosen.get(part.name)
+            chosen[part.name] = (serial if first is None else min(first[0], serial), part)
+        ranked = sorted(chosen.values(), key=lambda entry: (entry[1].order, entry[0]))
+        return [part for _, part in ranked]
 
     def render(
         self, kind: Literal["section", "context"], agent: HasSession | None

@@ -15,12 +15,8 @@ as trust: reading it raises :class:`TrustStoreError`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import stat
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +26,7 @@ from typing import Final
 
 from tether._dirs import config_dir
 from tether.errors import TetherError
+from tether.kernel._private_files import PrivateDirectory
 
 TRUST_DIR: Final = "trusted-workspaces"
 RECORD_VERSION: Final = 1
@@ -66,6 +63,7 @@ class TrustStore:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._files = PrivateDirectory(directory, "trust records", "forge trust", TrustStoreError)
 
     @classmethod
     def for_user(cls, env: Mapping[str, str] | None = None) -> TrustStore:
@@ -78,14 +76,13 @@ class TrustStore:
     def inside(self, workspace: str) -> bool:
         """True when the records would live inside ``workspace``, where its agents can write:
         such records cannot vouch for it."""
-        real = os.path.realpath(self.directory)
-        return real == workspace or real.startswith(workspace.rstrip("/") + "/")
+        return self._files.inside(workspace)
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, workspace: str) -> TrustRecord | None:
         """The record for a canonical workspace path, or ``None`` when there is none."""
         path = self.path_for(workspace)
-        if not self._safe_dir(must_exist=False):
+        if not self._files.safe(must_exist=False):
             return None
         record = self._load(path)
         if record is not None and record.workspace != workspace:
@@ -97,7 +94,7 @@ class TrustStore:
 
     def records(self) -> list[TrustRecord | TrustStoreError]:
         """Every record, oldest first; an unusable one is reported in its place."""
-        if not self._safe_dir(must_exist=False):
+        if not self._files.safe(must_exist=False):
             return []
         found: list[TrustRecord | TrustStoreError] = []
         for path in sorted(self.directory.glob("*.json")):
@@ -110,32 +107,10 @@ class TrustStore:
                 found.append(record)
         return sorted(found, key=lambda r: r.trusted_at if isinstance(r, TrustRecord) else 0)
 
-    def _safe_dir(self, *, must_exist: bool) -> bool:
-        """Check the records' directory and its parent are the user's and closed to others."""
-        for directory in (self.directory.parent, self.directory):
-            try:
-                # A link is followed (dotfile managers link ~/.config/tether); records that end
-                # up inside a workspace through one are caught by ``inside``, which resolves.
-                info = os.stat(directory)
-            except FileNotFoundError:
-                if must_exist:
-                    raise TrustStoreError(f"{directory} does not exist") from None
-                return False
-            except OSError as err:
-                raise TrustStoreError(f"{directory}: cannot read: {err.strerror}") from err
-            _check_private(directory, info, want_dir=True)
-        return True
-
     def _load(self, path: Path) -> TrustRecord | None:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except FileNotFoundError:
+        data = self._files.read(path, "trust record")
+        if data is None:
             return None
-        except OSError as err:
-            raise TrustStoreError(f"trust record {path}: cannot read: {err.strerror}") from err
-        with os.fdopen(fd, "rb") as stream:
-            _check_private(path, os.fstat(stream.fileno()), want_dir=False)
-            data = stream.read(1024 * 1024)
         try:
             raw = json.loads(data)
             files = raw["files"]
@@ -179,63 +154,12 @@ class TrustStore:
             "digest": record.digest,
             "files": dict(sorted(files.items())),
         }
-        self._write(self.path_for(workspace), json.dumps(body, ensure_ascii=False, indent=2))
+        self._files.write(self.path_for(workspace), json.dumps(body, ensure_ascii=False, indent=2))
         return record
 
     def remove(self, workspace: str) -> bool:
         """Forget the record for ``workspace``; ``False`` when there was none."""
-        path = self.path_for(workspace)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            return False
-        except OSError as err:
-            raise TrustStoreError(f"{path}: cannot remove: {err.strerror}") from err
-        _sync_dir(self.directory)
-        return True
-
-    def _write(self, path: Path, text: str) -> None:
-        try:
-            for directory in (self.directory.parent, self.directory):
-                with contextlib.suppress(FileExistsError):
-                    directory.mkdir(mode=0o700, parents=True)
-            self._safe_dir(must_exist=True)
-            fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".record-", suffix=".tmp")
-        except OSError as err:
-            raise TrustStoreError(f"{self.directory}: cannot write: {err.strerror}") from err
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as stream:
-                stream.write(text + "\n")
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temp, path)
-        except OSError as err:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise TrustStoreError(f"{path}: cannot write: {err.strerror}") from err
-        _sync_dir(self.directory)
-
-
-def _check_private(path: Path, info: os.stat_result, *, want_dir: bool) -> None:
-    kind_ok = stat.S_ISDIR(info.st_mode) if want_dir else stat.S_ISREG(info.st_mode)
-    if not kind_ok:
-        kind = "a directory" if want_dir else "a regular file"
-        raise TrustStoreError(f"{path} is not {kind}; trust records are kept only there")
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        raise TrustStoreError(
-            f"{path} is not private to you (owner uid {info.st_uid}, mode "
-            f"{stat.S_IMODE(info.st_mode):o}), so others could forge trust: "
-            f"make it yours and chmod go-w {path}"
-        )
-
-
-def _sync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        return self._files.remove(self.path_for(workspace))
 
 
 __all__ = [

@@ -3,8 +3,10 @@ trusted (``docs/guide-permissions.md``, "Workspace trust"; ``docs/decisions/0029
 
 :func:`inspect_workspace` reads, before any plugin loads, every configuration file the
 composition would read from the workspace: ``tether.toml`` (or a ``config`` file inside the
-workspace), and each file a plugin declares (:class:`~tether.kernel._workspace_files.DeclaresFiles`)
-that lies inside the workspace or was named by the workspace's own configuration. Each file's
+workspace), each file a plugin declares (:class:`~tether.kernel._workspace_files.DeclaresFiles`)
+that lies inside the workspace or was named by the workspace's own configuration, and, when
+they exist, the Claude Code settings files whose permission rules apply once trusted
+(:data:`PERMISSION_SETTINGS_FILES`: optional, so untrusted they are unused, not refused). Each file's
 state is compared with the user's trust record (:mod:`tether.kernel._trust_store`):
 
 - ``trusted``: it has the content the user trusted; ``absent``: it does not exist, and did
@@ -24,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Final
 
 from tether.errors import TetherError
 from tether.kernel._config import (
@@ -145,6 +148,12 @@ class UsedConfig:
     """True when the workspace's agents can change it (then it was subject to trust)."""
 
 
+PERMISSION_SETTINGS_FILES: Final = (".claude/settings.json", ".claude/settings.local.json")
+"""Claude Code settings files whose ``permissions`` rules a composition applies once they are
+trusted (``policy/_rule_sources.py``). They are optional: while untrusted they are not used
+(and a run says so), but they do not stop the run."""
+
+
 @dataclass(frozen=True, slots=True)
 class FileReport:
     snapshot: FileSnapshot
@@ -152,6 +161,9 @@ class FileReport:
     named_by_workspace: bool
     """True for ``tether.toml`` and the files its plugins name; false for a workspace file
     that the caller's own configuration names."""
+    optional: bool = False
+    """Read only for what it adds when trusted (:data:`PERMISSION_SETTINGS_FILES`): an
+    untrusted one is left unused rather than refused."""
 
     @property
     def key(self) -> str:
@@ -196,7 +208,32 @@ class InspectedWorkspace:
         )
 
     def untrusted(self) -> list[FileReport]:
+        """The files whose content is not trusted and that stop a run (under ``recorded``)."""
+        return [r for r in self.reports if r.status.needs_trust and not r.optional]
+
+    def needing_trust(self) -> list[FileReport]:
+        """Every file whose content is not trusted, optional ones included."""
         return [r for r in self.reports if r.status.needs_trust]
+
+    def usable(self, report: FileReport) -> bool:
+        """Whether the composition uses ``report``'s content: trusted (or vouched for once),
+        and the workspace's configuration not ignored."""
+        if self.trust is WorkspaceTrust.IGNORE:
+            return False
+        return self.trust is WorkspaceTrust.ONCE or not report.status.needs_trust
+
+    def config_in_force(self) -> UsedConfig | None:
+        """The configuration file a composition would use: ``None`` when there is none, or
+        when it is the workspace's and its content is not trusted (or cannot be used)."""
+        if self.problem is not None:
+            return None
+        if self.trust is WorkspaceTrust.RECORDED and self.untrusted():
+            return None if self.config is not None and self.config.in_workspace else self.config
+        return self.config
+
+    def permission_settings(self) -> list[FileReport]:
+        """The Claude Code settings files read for their ``permissions`` (present or not)."""
+        return [r for r in self.reports if r.key in PERMISSION_SETTINGS_FILES]
 
     def present(self) -> list[FileReport]:
         return [r for r in self.reports if r.snapshot.state != ABSENT]
@@ -268,15 +305,21 @@ def inspect_workspace(
             key, path, inside = locate(root, file)
             if (inside and not ignore) or from_workspace:
                 read.file(key, path, named_by_workspace=from_workspace)
+    if not ignore:
+        for file in PERMISSION_SETTINGS_FILES:
+            # An absent one is left out of the record: were it to appear, it would be new,
+            # and a new optional file is not used until trusted.
+            key, path, _ = locate(root, file)
+            read.file(key, path, named_by_workspace=True, optional=True, keep_absent=False)
     record, distrust = _record(store, root)
     reports = tuple(
-        FileReport(snapshot, _status(snapshot, record), from_workspace)
-        for snapshot, from_workspace in read.files.values()
+        FileReport(snapshot, _status(snapshot, record), from_workspace, optional)
+        for snapshot, from_workspace, optional in read.files.values()
     )
     return InspectedWorkspace(
         root=root,
         entries=tuple(entry for entry, _ in ordered),
-        files=WorkspaceFiles(root, {k: s for k, (s, _) in read.files.items()}, ignored=ignore),
+        files=WorkspaceFiles(root, {k: s for k, (s, _, _) in read.files.items()}, ignored=ignore),
         reports=reports,
         record=record,
         trust=trust,
@@ -299,22 +342,33 @@ def record_trust(inspected: InspectedWorkspace, store: TrustStore) -> TrustRecor
 
 
 class _Snapshots:
-    """The files read so far, by key, with whether the workspace named them; at most
-    :data:`MAX_TOTAL_BYTES` together (thousands of large files must not exhaust memory)."""
+    """The files read so far, by key, with whether the workspace named them and whether they
+    are optional; at most :data:`MAX_TOTAL_BYTES` together (thousands of large files must not
+    exhaust memory)."""
 
     def __init__(self) -> None:
-        self.files: dict[str, tuple[FileSnapshot, bool]] = {}
+        self.files: dict[str, tuple[FileSnapshot, bool, bool]] = {}
         self._total = 0
 
-    def file(self, key: str, path: str, *, named_by_workspace: bool) -> FileSnapshot:
+    def file(
+        self,
+        key: str,
+        path: str,
+        *,
+        named_by_workspace: bool,
+        optional: bool = False,
+        keep_absent: bool = True,
+    ) -> FileSnapshot:
         if key in self.files:
-            return self.files[key][0]
+            return self.files[key][0]  # read for a plugin first: required, as that plugin needs
         snapshot = read_file(key, path)
+        if snapshot.state == ABSENT and not keep_absent:
+            return snapshot
         self._total += len(snapshot.content or b"")
         if self._total > MAX_TOTAL_BYTES:
             why = f"the configuration files together are larger than {MAX_TOTAL_BYTES} bytes"
             snapshot = FileSnapshot(key, path, None, why)
-        self.files[key] = (snapshot, named_by_workspace)
+        self.files[key] = (snapshot, named_by_workspace, optional)
         return snapshot
 
 
@@ -368,6 +422,7 @@ def prompt_file_text(named: str, data: bytes | None) -> str:
 
 
 __all__ = [
+    "PERMISSION_SETTINGS_FILES",
     "FileReport",
     "FileStatus",
     "InspectedWorkspace",

@@ -35,8 +35,7 @@ from typing import Final, Unpack
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
-from tether._dirs import config_dir
-from tether.kernel._config import CONFIG_FILE, read_config
+from tether.kernel._config import read_user_config, user_config_path
 from tether.kernel._printable import printable
 from tether.kernel._workspace_trust import UsedConfig
 from tether.model._client import ModelClient
@@ -160,11 +159,6 @@ class ModelConfig:
     models: Mapping[str, ConfiguredModel] = field(default_factory=dict)
 
 
-def user_config_path(env: Mapping[str, str] | None = None) -> Path:
-    """The user's configuration file: ``$XDG_CONFIG_HOME/tether/tether.toml``."""
-    return config_dir(env) / CONFIG_FILE
-
-
 def load_model_config(
     env: Mapping[str, str] | None = None, used: UsedConfig | None = None
 ) -> ModelConfig:
@@ -172,9 +166,9 @@ def load_model_config(
     workspace's trusted ``tether.toml``, or a file the caller named). A default set by
     ``used`` wins over the user's. Raises ``MODEL_CONFIG`` for an invalid or refused table."""
     sources: list[tuple[str, Mapping[str, object], bool]] = []
-    path = user_config_path(os.environ if env is None else env)
-    if path.exists():
-        user = read_config(path)
+    path = user_config_path(env)
+    user = read_user_config(env)
+    if user is not None:
         sources.append((str(path), user.model_extra or {}, False))
     if used is not None:
         sources.append((used.key, used.config.model_extra or {}, used.in_workspace))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import sys
+from collections.abc import Collection
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,8 +39,9 @@ from tether.policy._approval import (
 from tether.policy._events import ApprovalAnswerRefused, ApprovalAsked
 from tether.policy._modes import ApprovalOutcome
 from tether.session import Session, SessionStore
-from tether.session._answer_box import AnswerBox, BoxedAnswer
-from tether.session._answer_channel import RefusedAnswer
+from tether.session._answer_box import AnswerBox
+from tether.session._answer_channel import Asked, Offer, RefusedAnswer, answer_words
+from tether.session._answer_wait import wait_for_answer
 from tether.session._store_files import store_url_of
 from tether.session.persistence._factory import store_location
 
@@ -66,9 +68,24 @@ def asked_id(request: ApprovalRequest) -> str | None:
     return ApprovalAsked.from_data(asked.data).id if asked is not None else None
 
 
-def answer_command(approval_id: str, store: str) -> str:
-    """What to type in another terminal; ``--store`` unless the store is the default one."""
-    command = f"tether approvals answer {approval_id} allow|reject"
+def record_refusal(session: Session, approval_id: str, refusal: RefusedAnswer) -> None:
+    """``approval/answer-refused`` on the asking session's log, between the audit pair: the
+    one record of an answer that counted for nothing, whichever surface waited."""
+    refused_event = ApprovalAnswerRefused(approval_id, refusal)
+    session.append(refused_event.TYPE, refused_event.to_data())
+
+
+def run_store_url(ctx: Context) -> str | None:
+    """The URL of the run's store (``sessions`` service), or ``None`` for a store tether
+    cannot name: its answer box is beside it, and nobody could find a wait in another."""
+    sessions = ctx.get(SESSIONS_SERVICE)
+    return store_url_of(sessions.persistence) if isinstance(sessions, SessionStore) else None
+
+
+def answer_command(approval_id: str, store: str, outcomes: Collection[str]) -> str:
+    """What to type in another terminal to give one of ``outcomes`` (what the question
+    offers); ``--store`` unless the store is the default one."""
+    command = f"tether approvals answer {approval_id} {answer_words(outcomes)}"
     scheme, path = store_location(store)
     if (scheme, path) != ("sqlite", data_dir() / "tether.db"):
         command += f" --store {shlex.quote(store)}"
@@ -113,8 +130,7 @@ class ApprovalFromStorePlugin:
             session = asking_session(request)
 
             def refused(refusal: RefusedAnswer) -> None:
-                refused_event = ApprovalAnswerRefused(approval_id, refusal)
-                session.append(refused_event.TYPE, refused_event.to_data())
+                record_refusal(session, approval_id, refusal)
                 _say(f"refused an answer to approval {approval_id}: {refusal.detail}")
 
             limit = (
@@ -123,24 +139,30 @@ class ApprovalFromStorePlugin:
                 else "it waits until answered"
             )
             hint = wait_hint(
-                approval_id, AskedAction.of(request), answer_command(approval_id, store), limit
+                approval_id,
+                AskedAction.of(request),
+                answer_command(approval_id, store, request.outcomes()),
+                limit,
             )
             try:
                 got = await answer_within(
                     seconds,
-                    box.wait(
+                    wait_for_answer(
+                        box,
                         approval_id,
                         on_refused=refused,
                         on_waiting=lambda: _say(hint),
                         signal=request.signal,
+                        asked=Asked(session.id, request.tool_name),
+                        offered=request.outcomes(),
                     ),
                     request.tool_name,
                 )
             except TetherError as err:
                 _say(f"approval {approval_id} cannot wait for an answer: {err.code}: {err}")
                 return ApprovalOutcome.UNAVAILABLE
-            if isinstance(got, BoxedAnswer):
-                return Answer(got.outcome, got.by)
+            if isinstance(got, Offer):
+                return Answer(got.outcome, got.answered_by)
             _say(f"approval {approval_id} was not answered within {seconds:g} s: unavailable")
             return got
 
@@ -149,8 +171,7 @@ class ApprovalFromStorePlugin:
 
 def _own_store(ctx: Context, configured: str | None) -> str:
     """The URL of the run's store (``sessions`` service); a configured one must name it."""
-    sessions = ctx.get(SESSIONS_SERVICE)
-    own = store_url_of(sessions.persistence) if isinstance(sessions, SessionStore) else None
+    own = run_store_url(ctx)
     if own is None:
         raise PluginConfigError(
             "approval_from_store needs the run's session store to be a sqlite:// or jsonl:// "

@@ -3,14 +3,25 @@
 For every request the command runs once (argv from ``shlex.split``; no shell, so wrap it in
 ``sh -c '...'`` if you need one). It reads one JSON object on stdin::
 
-    {"approval_id": ..., "session_id": ..., "delegation_depth": 0, "tool_name": "write",
-     "call_id": ..., "reason": ..., "action": {"tool": "write", "path": "x.txt"}}
+    {"approval_id": ..., "session_id": ..., "delegation_depth": 0, "label": null,
+     "tool_name": "bash", "call_id": ..., "reason": ..., "action": {"tool": "bash",
+     "command": "npm test --watch"},
+     "outcomes": ["allowed-once", "allowed-for-session", "allowed-always", "rejected"],
+     "scopes": [{"kind": "exact", "rule": "Bash(npm test --watch)"},
+                {"kind": "prefix", "rule": "Bash(npm test:*)"},
+                {"kind": "prefix", "rule": "Bash(npm:*)"}, {"kind": "tool", "rule": "Bash"}]}
 
-and answers on stdout with ``allowed-once`` or ``rejected``, as a bare word or as
-``{"outcome": "..."}``. A non-zero exit, a timeout, a crash, or any other output is
-``unavailable``, which fails the ask closed; the :class:`AnswererFailure` that says which (with
-the exit status and a short escaped excerpt of what it printed) goes into
-``approval/decided {failure}``, one line on stderr, and the model's refusal.
+``label`` is the asking child's (``null`` for a top-level session); ``outcomes`` are the
+answers it may give, and ``scopes`` what an answer that grants may cover, narrowest first (an
+escalation's carry its ``target_mode``). It answers on stdout with one of ``outcomes``, as a
+bare word or as ``{"outcome": "..."}``; an answer that grants may choose its scope,
+``{"outcome": "allowed-for-session", "scope": {"kind": "prefix"}}`` (the first offer of that
+kind) or ``"scope": {"kind": "prefix", "rule": "Bash(npm:*)"}`` (that offer), else it gets the
+narrowest. A non-zero exit, a timeout, a crash, a scope that was not offered (refused, never
+narrowed), or any other output is ``unavailable``, which fails the ask closed; the
+:class:`AnswererFailure` that says which (with the exit status and a short escaped excerpt of
+what it printed) goes into ``approval/decided {failure}``, one line on stderr, and the model's
+refusal.
 
 The approver runs outside the sandbox and its answer is final, so its program must be one no
 agent can rewrite (:mod:`tether.sandbox._programs`): checked when the plugin loads, and again
@@ -26,24 +37,36 @@ import json
 import logging
 import os
 import shlex
-from typing import Final
+from typing import Final, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether._signals import cancel_and_wait
+from tether.errors import TetherError
 from tether.kernel import AnyServiceKey, Context, Next
 from tether.kernel._printable import printable
-from tether.policy._approval import ApprovalReply, ApprovalRequest, register_answerer
-from tether.policy._events import EXCERPT_CHARS, AnswererFailure, AnswererFailureKind, ApprovalAsked
+from tether.policy._approval import Answer, ApprovalReply, ApprovalRequest, register_answerer
+from tether.policy._events import (
+    EXCERPT_CHARS,
+    SCOPE_KINDS,
+    AnswererFailure,
+    AnswererFailureKind,
+    ApprovalAsked,
+    GrantScope,
+    ScopeKind,
+)
+from tether.policy._modes import GRANTING, as_outcome
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.sandbox import SANDBOX_SERVICE, SandboxError
 from tether.sandbox._paths import path_rules
 from tether.sandbox._programs import refuse_rewritable
-from tether.session import JsonValue
+from tether.session import JsonValue, Session
+from tether.subagents._events import Descriptor
 
 log = logging.getLogger(__name__)
 
-ANSWERS: Final = frozenset({"allowed-once", "rejected"})
+ANSWERS: Final = frozenset({"allowed-once", "allowed-for-session", "allowed-always", "rejected"})
+"""The words an approver may print (when the request's ``outcomes`` offer them)."""
 MAX_OUTPUT: Final = 64 * 1024
 REAP_GRACE: Final = 5.0
 """Seconds a killed approver gets to close its pipes and be reaped."""
@@ -55,14 +78,18 @@ def request_payload(request: ApprovalRequest) -> dict[str, JsonValue]:
     origin = request.origin
     session = (origin.child if origin is not None else request.agent).session
     asked = session.last(ApprovalAsked.TYPE)
+    choices = request.choices
     payload: dict[str, JsonValue] = {
         "approval_id": ApprovalAsked.from_data(asked.data).id if asked is not None else None,
         "session_id": session.id,
         "delegation_depth": session.header.delegation_depth,
+        "label": child_label(session),
         "tool_name": request.tool_name,
         "call_id": request.call_id,
         "reason": request.reason,
         "action": dict(request.action or {}),
+        "outcomes": [outcome.value for outcome in request.outcomes()],
+        "scopes": [scope.to_data() for scope in choices.scopes] if choices is not None else [],
     }
     if origin is not None:
         payload["origin"] = {
@@ -76,8 +103,16 @@ def request_payload(request: ApprovalRequest) -> dict[str, JsonValue]:
     return payload
 
 
-def parse_answer(stdout: bytes) -> str | AnswererFailure:
-    """The outcome the program printed, or why what it printed is none."""
+def child_label(session: Session) -> str | None:
+    """The label a delegated child was given (its descriptor's), else ``None``."""
+    recorded = session.last(Descriptor.TYPE)
+    descriptor = Descriptor.parse(recorded.data) if recorded is not None else None
+    return descriptor.label if descriptor is not None else None
+
+
+def parse_answer(stdout: bytes) -> str | Answer | AnswererFailure:
+    """The outcome the program printed (with the scope it chose), or why what it printed is
+    none. Whether the outcome and scope were offered is the approval service's to check."""
     text = stdout.decode("utf-8", "replace").strip()
     if text in ANSWERS:
         return text
@@ -85,16 +120,44 @@ def parse_answer(stdout: bytes) -> str | AnswererFailure:
         value = json.loads(text)
     except (ValueError, RecursionError):  # nested too deeply is invalid output too
         return _failure("invalid-output", stdout)
-    if isinstance(value, dict) and value.get("outcome") in ANSWERS:
-        return str(value["outcome"])
-    if isinstance(value, dict) and isinstance(value.get("outcome"), str):
-        return _failure("unknown-outcome", stdout)
-    return _failure("invalid-output", stdout)
+    if not isinstance(value, dict):
+        return _failure("invalid-output", stdout)
+    outcome = value.get("outcome")
+    if outcome not in ANSWERS:
+        if isinstance(outcome, str):
+            return _failure("unknown-outcome", stdout)
+        return _failure("invalid-output", stdout)
+    if "scope" not in value:
+        return str(outcome)
+    scope = _scope(value["scope"])
+    if scope is None or as_outcome(outcome) not in GRANTING:
+        return _failure("invalid-output", stdout)  # a scope only goes with a grant
+    return Answer(str(outcome), scope=scope)
+
+
+def _is_scope_kind(value: object) -> TypeGuard[ScopeKind]:
+    return value in SCOPE_KINDS
+
+
+def _scope(raw: object) -> GrantScope | ScopeKind | None:
+    """``{"kind"}``, ``{"kind", "rule"}`` (and the ``target_mode`` the offer had), or
+    ``None`` when it is not a scope at all."""
+    if not isinstance(raw, dict) or set(raw) - {"kind", "rule", "target_mode"}:
+        return None
+    kind, rule = raw.get("kind"), raw.get("rule")
+    if not _is_scope_kind(kind):
+        return None
+    if rule is None:
+        return kind if "target_mode" not in raw else None
+    try:
+        return GrantScope.from_data(raw, "an approver's scope")
+    except TetherError:
+        return None
 
 
 async def ask_command(
     argv: list[str], request: ApprovalRequest, timeout: float
-) -> str | AnswererFailure:
+) -> str | Answer | AnswererFailure:
     data = (json.dumps(request_payload(request)) + "\n").encode()
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -232,7 +295,7 @@ class CommandApproverPlugin:
 
         async def answer(
             request: ApprovalRequest, _next: Next[ApprovalReply]
-        ) -> str | AnswererFailure:
+        ) -> str | Answer | AnswererFailure:
             try:
                 refuse_rewritable_approver(ctx, argv)
             except SandboxError as err:

@@ -22,7 +22,8 @@ ask would short-circuit it and reach the child's own ``never``-pinned service: r
 without the root ever seeing it.
 
 Opt-in ``route_escalations`` routes a child's ``sandbox_permissions`` escalation the same way;
-an allowed-once grant still widens that one call only. The plugin also keeps blocked children
+an answer that allows still widens that one call only: a grant it makes is the root's, and
+never decides the child's next question (docs/decisions/0056). The plugin also keeps blocked children
 visible: it notifies a child's parent when the child has waited longer than
 ``blocked_notice_seconds``, when a routed question was denied, and when a child's action was
 denied by its sandbox.
@@ -50,6 +51,7 @@ from tether.policy._modes import (
     ApprovalPolicy,
     AskFailure,
     SandboxMode,
+    allows,
     as_outcome,
 )
 from tether.policy._outcome_text import RoutedAsk, outcome_text
@@ -193,7 +195,7 @@ class Router:
             signal=call.signal,
             action=describe_action(call),
         )
-        if routed.outcome is ApprovalOutcome.ALLOWED_ONCE:
+        if allows(routed.outcome):
             return PreDecision.allow()
         reason = denial_reason(call.name, routed)
         if routed.outcome is not ApprovalOutcome.CANCELLED and self.config.notify_denials:
@@ -334,8 +336,13 @@ def denial_reason(tool: str, routed: Routed) -> str:
     """The model-facing reason of a routed denial (each ending has its own); a granted question
     has none (``ValueError``)."""
     outcome = routed.outcome
-    if outcome is ApprovalOutcome.ALLOWED_ONCE:
-        raise ValueError(f'the routed question for "{tool}" was allowed, not denied')
+    match outcome:
+        case (
+            ApprovalOutcome.ALLOWED_ONCE
+            | ApprovalOutcome.ALLOWED_FOR_SESSION
+            | ApprovalOutcome.ALLOWED_ALWAYS
+        ):
+            raise ValueError(f'the routed question for "{tool}" was allowed, not denied')
     return outcome_text(outcome, RoutedAsk(tool, routed.decider), detail=routed.detail)
 
 

@@ -1,4 +1,5 @@
-"""Permission policy: sandbox modes and their resolution, the approval service, presets.
+"""Permission policy: sandbox modes and their resolution, the approval service, permission rules
+and grants, presets.
 
 Everything here is a fold over the session log plus a write path that appends one event; no
 policy is held anywhere else (``docs/design.md`` §2, principle 1).
@@ -9,14 +10,17 @@ from tether.policy._approval import (
     APPROVAL_REQUEST,
     APPROVAL_RESOLVED,
     APPROVAL_SERVICE,
+    Answer,
     Answerer,
     ApprovalReply,
     ApprovalRequest,
     ApprovalResolved,
     ApprovalService,
+    GrantChoices,
     register_answerer,
 )
 from tether.policy._errors import PolicyError
+from tether.policy._events import GrantScope
 from tether.policy._modes import (
     ApprovalOutcome,
     ApprovalPolicy,
@@ -26,6 +30,7 @@ from tether.policy._modes import (
     parse_approval_policy,
     parse_sandbox_mode,
 )
+from tether.policy._permissions import PERMISSION_RULES, PermissionRules
 from tether.policy._presets import PERMISSION_PRESETS_SERVICE, PermissionPresetsService, Preset
 from tether.policy._protocols import CanInject, HasSession
 from tether.policy._sandbox_policy import (
@@ -40,7 +45,9 @@ __all__ = [
     "APPROVAL_RESOLVED",
     "APPROVAL_SERVICE",
     "PERMISSION_PRESETS_SERVICE",
+    "PERMISSION_RULES",
     "SANDBOX_POLICY_SERVICE",
+    "Answer",
     "Answerer",
     "ApprovalOutcome",
     "ApprovalPolicy",
@@ -49,8 +56,11 @@ __all__ = [
     "ApprovalResolved",
     "ApprovalService",
     "CanInject",
+    "GrantChoices",
+    "GrantScope",
     "HasSession",
     "PermissionPresetsService",
+    "PermissionRules",
     "PolicyError",
     "PolicySource",
     "Preset",

@@ -6,13 +6,22 @@ Order matters and is fixed here:
 2. append ``approval/asked {id, tool_name, call_id?, reason?, routed_to?, action?}``, where
    ``action`` is the :class:`AskedAction` (what would run, exact) every surface shows, when it
    names a command, a path or an escalation's target mode;
-3. decide: a pre-aborted signal is ``cancelled`` and no answerer runs; an effective policy of
-   ``never`` is ``rejected`` *before* dispatch, so no answerer (not even a prepended one) can
-   bypass it; otherwise the ``approval/request`` waterfall (scoped to the asking agent, fallback
-   ``unavailable``) raced against the signal and the per-request timeout, where a raising
-   answerer, a non-vocabulary reply and a timeout are all ``unavailable``;
-4. append ``approval/decided {id, outcome}`` and flush it durably before returning, so an
-   approved action never runs ahead of its audit record (``docs/design.md`` §2, principle 5).
+3. decide: the permission rules and grants first (``policy/_permissions.py``): a ``deny``
+   rule rejects, a session grant or an ``allow`` rule allows once (``decided_by``), an ``ask``
+   rule leaves it to the answerers; then a pre-aborted signal is ``cancelled`` and no answerer
+   runs; an effective policy of ``never`` is ``rejected`` *before* dispatch, so no answerer
+   (not even a prepended one) can bypass it; otherwise the ``approval/request`` waterfall
+   (scoped to the asking agent, fallback ``unavailable``), offered the grants it may make
+   (:class:`GrantChoices`), raced against the signal and the per-request timeout, where a
+   raising answerer, a non-vocabulary reply, a grant that was not offered and a timeout are
+   all ``unavailable``;
+4. append ``approval/decided {id, outcome, ...}`` (and, for an answer that grants,
+   ``approval/grant`` on the deciding session's log) and flush it durably before returning,
+   so an approved action never runs ahead of its audit record (``docs/design.md`` §2,
+   principle 5).
+
+:meth:`ApprovalService.screen` applies the rules to a tool call that may not ask at all: a
+``deny`` rule refuses it (with the same audit pair), an ``ask`` rule makes it ask.
 
 Answerers register on the ``approval/request`` waterfall (see :func:`register_answerer`). The
 convention is one terminal answerer per deployment; an answerer that does not own the agent
@@ -24,10 +33,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Final, Literal, NamedTuple, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,21 +53,31 @@ from tether.kernel import (
     Waterfall,
     WaterfallListener,
 )
+from tether.kernel._printable import printable
 from tether.policy._errors import (
     ApprovalOutsideTurnError,
     InvalidPolicyConfigError,
     InvalidPolicyError,
     InvalidSourceError,
+    RuleStoreError,
 )
 from tether.policy._events import (
+    EXCERPT_CHARS,
     AnswererFailure,
     ApprovalAsked,
     ApprovalDecided,
+    ApprovalGranted,
     ApprovalPendingClosed,
     ApprovalPendingOpened,
     ApprovalPolicySet,
+    DecidedBy,
+    GrantScope,
+    RuleCited,
+    ScopeKind,
 )
+from tether.policy._grants import scope_offers
 from tether.policy._modes import (
+    GRANTING,
     ApprovalOutcome,
     ApprovalPolicy,
     PolicySource,
@@ -66,7 +86,19 @@ from tether.policy._modes import (
     parse_approval_policy,
     parse_policy_source,
 )
+from tether.policy._permissions import (
+    NO_VERDICT,
+    PERMISSION_RULES,
+    Verdict,
+    binding_rules,
+    call_facts,
+    cite,
+    is_child,
+    verdict,
+)
 from tether.policy._protocols import HasSession
+from tether.policy._rules import PermissionRule
+from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session import Event, JsonValue, Session
 
 log = logging.getLogger(__name__)
@@ -106,6 +138,52 @@ class ApprovalRequest:
     """The wider mode a sandbox escalation asks for, for this one call; set by the escalation
     ladder from the mode it validated, never read from the model's arguments (``None``: the
     ask is not an escalation)."""
+    choices: GrantChoices | None = None
+    """The grants an answer may make (``None``: only ``allowed-once``); set by the approval
+    service before the answerers run, never by the asker."""
+
+    def outcomes(self) -> tuple[ApprovalOutcome, ...]:
+        """The outcomes an answer may give, as offered: those that allow (:attr:`choices`),
+        then ``rejected``."""
+        choices = self.choices
+        allowing = choices.outcomes() if choices is not None else (ApprovalOutcome.ALLOWED_ONCE,)
+        return (*allowing, ApprovalOutcome.REJECTED)
+
+
+@dataclass(frozen=True, slots=True)
+class GrantChoices:
+    """What an answerer may grant besides ``allowed-once``: ``allowed-for-session`` with one
+    of ``scopes`` (narrowest first, the default), and ``allowed-always`` too when ``always``
+    (the user's rules file can keep it; otherwise ``always_refused`` says why not)."""
+
+    scopes: tuple[GrantScope, ...]
+    always: bool
+    always_refused: str | None = None
+
+    def outcomes(self) -> tuple[ApprovalOutcome, ...]:
+        """The outcomes that allow, as an answerer may give them."""
+        wider = (ApprovalOutcome.ALLOWED_FOR_SESSION,) if self.scopes else ()
+        always = (ApprovalOutcome.ALLOWED_ALWAYS,) if self.scopes and self.always else ()
+        return (ApprovalOutcome.ALLOWED_ONCE, *wider, *always)
+
+    def pick(self, wanted: GrantScope | ScopeKind | None) -> GrantScope | None:
+        """The offered scope ``wanted`` names: the first offer of a kind, or the offer with
+        that kind and rule (a target mode, when it names one, must be the offer's); ``None``
+        picks the narrowest. A scope that was not offered gives ``None``: it is refused,
+        never narrowed."""
+        if not self.scopes:
+            return None
+        if wanted is None:
+            return self.scopes[0]
+        for scope in self.scopes:
+            if isinstance(wanted, GrantScope):
+                if (scope.kind, scope.rule) == (wanted.kind, wanted.rule) and (
+                    wanted.target_mode in (None, scope.target_mode)
+                ):
+                    return scope
+            elif scope.kind == wanted:
+                return scope
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +241,13 @@ class AskedAction:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """An answerer's outcome together with who gave it (recorded as ``answered_by``)."""
+    """An answerer's outcome together with who gave it (recorded as ``answered_by``) and, for
+    an outcome that grants, the scope it chose among the request's :class:`GrantChoices` (a
+    kind, or the offered scope itself; ``None``: the narrowest)."""
 
     outcome: str
-    by: str
+    by: str | None = None
+    scope: GrantScope | ScopeKind | None = None
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -224,6 +305,47 @@ class _Decision(NamedTuple):
     outcome: ApprovalOutcome
     answered_by: str | None = None
     failure: AnswererFailure | None = None
+    decided_by: DecidedBy | None = None
+    rule: RuleCited | None = None
+    grant: str | None = None
+    scope: GrantScope | None = None
+    rule_id: str | None = None
+    """For ``allowed-always``: the rule the user's rules file now holds."""
+    rule_error: str | None = None
+    """For ``allowed-always``: why the rule could not be kept (it holds for the session)."""
+
+
+def _require_turn(req: ApprovalRequest, session: Session) -> None:
+    if not session.has_open_turn():
+        raise ApprovalOutsideTurnError(
+            f"approval for tool {req.tool_name!r} requested outside an open turn of session "
+            f"{session.id!r}: the approval/asked and approval/decided audit pair must be "
+            "enclosed in a turn"
+        )
+
+
+def _asked(
+    req: ApprovalRequest, request_id: str, reason: str | None, routed_to: str | None
+) -> ApprovalAsked:
+    action = AskedAction.of(req)
+    return ApprovalAsked(
+        request_id,
+        req.tool_name,
+        req.call_id,
+        reason,
+        routed_to,
+        action.to_data() if action.names_anything() else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Screened:
+    """What the permission rules say of a tool call before anything else decides it: refused
+    by a ``deny`` rule (its audit pair written and flushed), made to ask by an ``ask`` rule,
+    or neither."""
+
+    denied: PermissionRule | None = None
+    ask: PermissionRule | None = None
 
 
 Answerer: TypeAlias = WaterfallListener[ApprovalRequest, ApprovalReply]
@@ -357,34 +479,24 @@ class ApprovalService:
         """
         decider = req.agent.session
         session = req.origin.child.session if req.origin is not None else decider
-        if not session.has_open_turn():
-            raise ApprovalOutsideTurnError(
-                f"approval for tool {req.tool_name!r} requested outside an open turn of session "
-                f"{session.id!r}: the approval/asked and approval/decided audit pair must be "
-                "enclosed in a turn"
-            )
+        _require_turn(req, session)
+        ruled, req = self._permissions(req, session)
         request_id = str(uuid.uuid4())
-        action = AskedAction.of(req)
-        asked = ApprovalAsked(
-            request_id,
-            req.tool_name,
-            req.call_id,
-            req.reason,
-            decider.id if req.origin is not None else None,
-            action.to_data() if action.names_anything() else None,
-        )
+        routed_to = decider.id if req.origin is not None else None
+        asked = _asked(req, request_id, req.reason, routed_to)
         session.append(asked.TYPE, asked.to_data())
-        if req.origin is not None:
+        if req.origin is not None and ruled is None:
             try:
                 self._open_pending(req, request_id)
-                await self._flush(decider)
+                await self._commit(decider)  # where the root's other surfaces can read it
             except BaseException:
                 # The question never reached the root durably: close the pair (and the root's
                 # pending record) as unavailable, so nobody shows the child blocked forever.
                 self._close(req, session, request_id, _Decision(ApprovalOutcome.UNAVAILABLE))
                 raise
         try:
-            decision = await self._decide(req, decider)
+            decision = ruled if ruled is not None else await self._decide(req, decider)
+            decision = await self._keep_always(req, request_id, decision)
         except asyncio.CancelledError:
             # The asking task itself was cancelled: still close the audit pair, so no live log
             # holds an undecided ask (the write-behind stores it; there is no one to wait).
@@ -394,9 +506,9 @@ class ApprovalService:
             log.exception("approval: deciding %s failed", req.tool_name)
             decision = _Decision(ApprovalOutcome.UNAVAILABLE)
         decided = self._close(req, session, request_id, decision)
-        await self._flush(session)
+        await self._flush(session)  # the audit pair, and all before it: one durable commit
         if req.origin is not None:
-            await self._flush(decider)
+            await self._commit(decider)  # the root's closing record needs no sync
         return decided
 
     def pending(self) -> list[PendingApproval]:
@@ -438,9 +550,30 @@ class ApprovalService:
     ) -> ApprovalDecided:
         outcome = decision.outcome
         decided = ApprovalDecided(
-            request_id, outcome, decision.answered_by, failure=decision.failure
+            request_id,
+            outcome,
+            decision.answered_by,
+            failure=decision.failure,
+            decided_by=decision.decided_by,
+            rule=decision.rule,
+            grant=decision.grant,
+            scope=decision.scope,
         )
         session.append(decided.TYPE, decided.to_data())
+        if outcome in GRANTING and decision.scope is not None:
+            granted = ApprovalGranted(
+                str(uuid.uuid4()),
+                request_id,
+                outcome,
+                decision.scope,
+                decision.answered_by,
+                session.id if req.origin is not None else None,
+                decision.rule_id,
+                decision.rule_error,
+            )
+            # The deciding session's log: a routed child's question grants its root, never
+            # the child (docs/decisions/0056).
+            req.agent.session.append(granted.TYPE, granted.to_data())
         if req.origin is not None:
             entry = self._pending.pop(request_id, None)
             if entry is not None:
@@ -453,6 +586,11 @@ class ApprovalService:
         store = self._ctx.get(SESSIONS_SERVICE)
         if store is not None:
             await store.flush(session)
+
+    async def _commit(self, session: Session) -> None:
+        store = self._ctx.get(SESSIONS_SERVICE)
+        if store is not None:
+            await store.commit(session)
 
     async def _decide(self, req: ApprovalRequest, session: Session) -> _Decision:
         """The outcome and, when an answerer said so, who answered (or how it failed)."""
@@ -498,12 +636,145 @@ class ApprovalService:
             return _Decision(ApprovalOutcome.UNAVAILABLE)
         if isinstance(raw, AnswererFailure):
             return _Decision(ApprovalOutcome.UNAVAILABLE, failure=raw)
-        value, by = (raw.outcome, raw.by) if isinstance(raw, Answer) else (raw, None)
+        value, by, wanted = (
+            (raw.outcome, raw.by, raw.scope) if isinstance(raw, Answer) else (raw, None, None)
+        )
         outcome = as_outcome(value)
         if outcome is None:
             log.warning("an approval answerer returned %r, not an outcome", value)
             return _Decision(ApprovalOutcome.UNAVAILABLE)
-        return _Decision(outcome, by)
+        if outcome not in GRANTING:
+            return _Decision(outcome, by)
+        chosen = _granted_scope(req.choices, outcome, wanted)
+        if isinstance(chosen, AnswererFailure):
+            log.warning("an approval answerer %s; the ask is unavailable", chosen.describe())
+            return _Decision(ApprovalOutcome.UNAVAILABLE, by, failure=chosen)
+        return _Decision(outcome, by, scope=chosen)
+
+    # -- rules and grants ----------------------------------------------------------------
+    def _workspace(self, session: Session) -> str:
+        sandbox = self._ctx.get(SANDBOX_POLICY_SERVICE)
+        if sandbox is not None:
+            return sandbox.resolve(session).workspace_root
+        return os.path.realpath(session.header.cwd or os.getcwd())
+
+    def _verdict(self, req: ApprovalRequest, session: Session, *, may_allow: bool) -> Verdict:
+        rules = binding_rules(self._ctx.get(PERMISSION_RULES), session)
+        if not rules and (not may_allow or session.last(ApprovalGranted.TYPE) is None):
+            return NO_VERDICT  # nothing could decide: no need to know the call's facts
+        facts = call_facts(req.tool_name, req.action, req.target_mode, self._workspace(session))
+        return verdict(rules, session, facts, may_allow=may_allow)
+
+    def _permissions(
+        self, req: ApprovalRequest, session: Session
+    ) -> tuple[_Decision | None, ApprovalRequest]:
+        """How the rules and grants decide ``req`` of ``session`` (the asking session; the
+        child of a routed request): the decision they make (``None``: the answerers decide),
+        and the request the answerers get, with the grants they may make."""
+        try:
+            found = self._verdict(req, session, may_allow=req.origin is None)
+        except Exception:
+            # A damaged captured rule or grant record: nobody can say what binds the session.
+            log.exception("approval: cannot read the permission rules of session %s", session.id)
+            return _Decision(ApprovalOutcome.UNAVAILABLE), req
+        if found.decision == "deny" and found.rule is not None:
+            return _Decision(
+                ApprovalOutcome.REJECTED, decided_by="rule", rule=cite(found.rule)
+            ), req
+        if found.decision == "allow" and found.grant is not None:
+            decision = _Decision(
+                ApprovalOutcome.ALLOWED_ONCE,
+                decided_by="grant",
+                grant=found.grant.id,
+                scope=found.grant.scope,
+            )
+            return decision, req
+        if found.decision == "allow" and found.rule is not None:
+            return _Decision(
+                ApprovalOutcome.ALLOWED_ONCE, decided_by="rule", rule=cite(found.rule)
+            ), req
+        if found.decision == "ask" or (is_child(session) and req.origin is None):
+            return None, req  # no grant could ever decide this ask: none is offered
+        return None, replace(req, choices=self._choices(req, session))
+
+    def _choices(self, req: ApprovalRequest, session: Session) -> GrantChoices:
+        facts = call_facts(req.tool_name, req.action, req.target_mode, self._workspace(session))
+        rules = self._ctx.get(PERMISSION_RULES)
+        refused = "no rule store is composed" if rules is None else rules.always_refusal()
+        return GrantChoices(scope_offers(facts), refused is None, refused)
+
+    async def _keep_always(
+        self, req: ApprovalRequest, request_id: str, decision: _Decision
+    ) -> _Decision:
+        """An ``allowed-always`` decision with its rule kept in the user's rules file, or,
+        when it cannot be, with why (it then holds for the session only)."""
+        if decision.outcome is not ApprovalOutcome.ALLOWED_ALWAYS or decision.scope is None:
+            return decision
+        rules = self._ctx.get(PERMISSION_RULES)
+        if rules is None:
+            return decision._replace(rule_error="no rule store is composed")
+        try:
+            stored = await asyncio.to_thread(
+                rules.add_always,
+                decision.scope,
+                session=req.agent.session.id,
+                approval=request_id,
+                granted_by=decision.answered_by,
+            )
+        except RuleStoreError as err:
+            log.warning("approval: the always rule could not be kept: %s", err)
+            return decision._replace(rule_error=str(err))
+        return decision._replace(rule_id=stored.id)
+
+    def screens(self, session: Session) -> bool:
+        """Whether any permission rule binds ``session``, so :meth:`screen` has anything to say
+        of its calls (a caller may skip describing a call to it otherwise). Raises when the
+        session's captured rules cannot be read."""
+        return bool(binding_rules(self._ctx.get(PERMISSION_RULES), session))
+
+    async def screen(self, req: ApprovalRequest) -> Screened:
+        """What the permission rules say of a tool call before its hooks and gates decide:
+        a ``deny`` rule refuses it, written as an audit pair (``approval/asked`` whose reason
+        is the rule, ``approval/decided {outcome: rejected, decided_by: rule, rule}``) and
+        flushed before returning; an ``ask`` rule makes it ask. Raises (nothing written) when
+        the session's rules cannot be read, or for a refusal outside an open turn."""
+        session = req.agent.session
+        found = self._verdict(req, session, may_allow=False)
+        if found.decision == "ask":
+            return Screened(ask=found.rule)
+        if found.decision != "deny" or found.rule is None:
+            return Screened()
+        _require_turn(req, session)
+        request_id = str(uuid.uuid4())
+        asked = _asked(req, request_id, found.rule.describe(), None)
+        session.append(asked.TYPE, asked.to_data())
+        decided = ApprovalDecided(
+            request_id, ApprovalOutcome.REJECTED, decided_by="rule", rule=cite(found.rule)
+        )
+        session.append(decided.TYPE, decided.to_data())
+        await self._flush(session)
+        return Screened(denied=found.rule)
+
+
+def _granted_scope(
+    choices: GrantChoices | None, outcome: ApprovalOutcome, wanted: GrantScope | ScopeKind | None
+) -> GrantScope | AnswererFailure:
+    """The offered scope an answer granting ``outcome`` chose, or why it chose none that
+    was offered (refused, never narrowed)."""
+    if choices is None or outcome not in choices.outcomes():
+        why = (
+            f"{outcome.value} was not offered"
+            if choices is None or not choices.scopes
+            else f"{outcome.value} was not offered ({choices.always_refused})"
+        )
+        return AnswererFailure("scope-not-offered", excerpt=printable(why)[:EXCERPT_CHARS])
+    picked = choices.pick(wanted)
+    if picked is None:
+        shown = wanted.to_data() if isinstance(wanted, GrantScope) else wanted
+        offered = ", ".join(scope.rule for scope in choices.scopes)
+        why = f"scope {shown!r} is not one of the offered {offered}"
+        return AnswererFailure("scope-not-offered", excerpt=printable(why)[:EXCERPT_CHARS])
+    return picked
 
 
 async def answer_within(
@@ -570,8 +841,10 @@ __all__ = [
     "ApprovalResolved",
     "ApprovalService",
     "AskedAction",
+    "GrantChoices",
     "PendingApproval",
     "RoutedOrigin",
+    "Screened",
     "answer_within",
     "approval_context_text",
     "approval_plugin",

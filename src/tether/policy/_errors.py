@@ -56,6 +56,33 @@ class PresetTableError(PolicyError):
     code = "INVALID_PRESET_TABLE"
 
 
+class InvalidPermissionRuleError(PolicyError):
+    """A permission rule (``allow``/``ask``/``deny``) that is not a rule at all, or a
+    ``[permissions]`` table of the wrong shape; the message names the file."""
+
+    code = "INVALID_PERMISSION_RULE"
+
+
+class RuleStoreError(PolicyError):
+    """The user's file of ``allowed-always`` rules cannot be read or written safely; the
+    message names the path."""
+
+    code = "RULE_STORE"
+
+
+class GrantNotFoundError(PolicyError):
+    """No grant or rule has the id given to revoke (or it was revoked already)."""
+
+    code = "GRANT_NOT_FOUND"
+
+
+class CannotRevokeError(PolicyError):
+    """A grant of a stored session cannot be revoked from here: its log has an unfinished
+    turn (it is running somewhere, or was interrupted) or is damaged."""
+
+    code = "CANNOT_REVOKE"
+
+
 class PolicyServiceUnavailableError(PolicyError):
     """A service this one needs at the moment of use is not composed (any more)."""
 
@@ -64,7 +91,10 @@ class PolicyServiceUnavailableError(PolicyError):
 
 __all__ = [
     "ApprovalOutsideTurnError",
+    "CannotRevokeError",
+    "GrantNotFoundError",
     "InvalidModeError",
+    "InvalidPermissionRuleError",
     "InvalidPolicyConfigError",
     "InvalidPolicyError",
     "InvalidPolicyEventError",
@@ -72,5 +102,6 @@ __all__ = [
     "PolicyError",
     "PolicyServiceUnavailableError",
     "PresetTableError",
+    "RuleStoreError",
     "UnknownPresetError",
 ]

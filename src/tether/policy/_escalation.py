@@ -18,8 +18,9 @@ and calls each step here at its place in a call
       <mode>: <justification>`` (the target and justification also added to its ``action``),
       through the :data:`ESCALATION_ASK` waterfall, whose fallback is the executing
       agent's approval service;
-   e. ``allowed-once`` → the call's policy with the granted mode, for **this call only**
-      (nothing is stored); every other ending → refused, worded by
+   e. an outcome that allows → the call's policy with the granted mode, for **this call
+      only** (a grant the answer made lets later escalations its scope covers skip the ask,
+      never widens a call by itself); every other ending → refused, worded by
       :func:`~tether.policy._outcome_text.outcome_text`;
 
 4. :func:`escalation_hint` is what a sandbox denial of such a call appends.
@@ -50,7 +51,7 @@ from tether.policy._modes import (
     is_strictly_wider,
     narrowest_wider_mode,
 )
-from tether.policy._outcome_text import EscalationAsk, outcome_text
+from tether.policy._outcome_text import EscalationAsk, outcome_text, rule_refusal_text
 from tether.policy._protocols import HasSession
 from tether.policy._sandbox_policy import SandboxExecutionPolicy
 from tether.session import JsonValue
@@ -211,8 +212,16 @@ async def grant_escalation(
     answer = await ctx.waterfall(ESCALATION_ASK, request, ask_here, scope=agent)
     # A routing listener's reply outside the vocabulary grants nothing and names no channel.
     outcome = as_outcome(answer) or ApprovalOutcome.UNAVAILABLE
-    if outcome is ApprovalOutcome.ALLOWED_ONCE:
-        return replace(policy, mode=mode)
+    match outcome:
+        case (
+            ApprovalOutcome.ALLOWED_ONCE
+            | ApprovalOutcome.ALLOWED_FOR_SESSION
+            | ApprovalOutcome.ALLOWED_ALWAYS
+        ):
+            return replace(policy, mode=mode)
+    rule = decided[-1].rule if decided else None
+    if outcome is ApprovalOutcome.REJECTED and rule is not None:
+        return EscalationRefused(rule_refusal_text(asked, rule))
     failure = decided[-1].failure if decided else None
     if outcome is ApprovalOutcome.UNAVAILABLE and failure is not None:
         return EscalationRefused(

@@ -66,17 +66,45 @@ class ApprovalPolicy(StrEnum):
 
 
 class ApprovalOutcome(StrEnum):
-    """The closed set of answers to one approval request. Only ``allowed-once`` grants, and
-    only the one action asked about; nothing is remembered."""
+    """The closed set of answers to one approval request. The three ``allowed-*`` outcomes let
+    the asked action run, once; the two wider ones also record a grant with an explicit scope
+    (``policy/_grants.py``), which later asks that the scope covers are decided by."""
 
     ALLOWED_ONCE = "allowed-once"
-    """The asked action may run, once."""
+    """The asked action may run, once; nothing is remembered."""
+    ALLOWED_FOR_SESSION = "allowed-for-session"
+    """The asked action may run, and so may every later action of the deciding session that
+    the grant's scope covers (an ``approval/grant`` in that session's log)."""
+    ALLOWED_ALWAYS = "allowed-always"
+    """As ``allowed-for-session``, and the scope becomes an ``allow`` rule in the user's own
+    configuration for the workspace, so later sessions there are not asked either."""
     REJECTED = "rejected"
     """Someone (or the ``never`` policy) said no."""
     CANCELLED = "cancelled"
     """The request was aborted before an answer arrived."""
     UNAVAILABLE = "unavailable"
     """Nobody could answer: no answerer, a failing one, a rogue reply, or a timeout."""
+
+
+ALLOWING: Final[frozenset[ApprovalOutcome]] = frozenset(
+    {
+        ApprovalOutcome.ALLOWED_ONCE,
+        ApprovalOutcome.ALLOWED_FOR_SESSION,
+        ApprovalOutcome.ALLOWED_ALWAYS,
+    }
+)
+"""The outcomes that let the asked action run."""
+
+GRANTING: Final[frozenset[ApprovalOutcome]] = frozenset(
+    {ApprovalOutcome.ALLOWED_FOR_SESSION, ApprovalOutcome.ALLOWED_ALWAYS}
+)
+"""The outcomes that also record a grant."""
+
+
+def allows(outcome: object) -> bool:
+    """Whether ``outcome`` lets the asked action run (anything outside the vocabulary does
+    not)."""
+    return outcome in ALLOWING
 
 
 class AskFailure(StrEnum):
@@ -171,7 +199,9 @@ def as_outcome(value: object) -> ApprovalOutcome | None:
 
 
 __all__ = [
+    "ALLOWING",
     "ESCALATION_TARGETS",
+    "GRANTING",
     "POLICY_SOURCES",
     "WIDER_MODES",
     "ApprovalOutcome",
@@ -180,6 +210,7 @@ __all__ = [
     "EffectNoun",
     "PolicySource",
     "SandboxMode",
+    "allows",
     "as_outcome",
     "is_strictly_wider",
     "narrowest_wider_mode",

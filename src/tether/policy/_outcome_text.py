@@ -8,8 +8,9 @@ Three paths ask, and each names what it asked about in its own words:
   (``plugins/_root_approvals.py``).
 
 :func:`outcome_text` turns how the ask ended into the model-facing reason: the content of the
-error result, the denial reason and the parent's notice all use it. ``allowed-once`` grants, so
-it has no text and the :data:`Refusal` type leaves it out. The texts are a contract (tests pin
+error result, the denial reason and the parent's notice all use it. The outcomes that allow
+have no text and the :data:`Refusal` type leaves them out. A ``deny`` permission rule's
+refusal names the rule (:func:`rule_refusal_text`). The texts are a contract (tests pin
 each one); a new path adds a subject here rather than its own wording.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal, assert_never
 
+from tether.policy._events import RuleCited
 from tether.policy._modes import ApprovalOutcome, AskFailure, EffectNoun, SandboxMode
 
 Refusal = (
@@ -65,6 +67,21 @@ _NO_CHANNEL: Final[Mapping[Refusal, str]] = MappingProxyType(
     }
 )
 """Why nobody could answer, completing ``<subject> requires approval, but …``."""
+
+
+def rule_refusal_text(asked: Asked, rule: RuleCited) -> str:
+    """The reason a ``deny`` rule gives: what was refused, and the rule, with where it came
+    from (``docs/guide-permissions.md``, "Permission rules")."""
+    match asked:
+        case ToolAsk(tool):
+            subject = f'tool "{tool}"'
+        case EscalationAsk(mode, noun):
+            subject = f'escalating this {noun} to "{mode.value}"'
+        case RoutedAsk(tool, _):
+            subject = f'this subagent\'s "{tool}" call'
+        case _:
+            assert_never(asked)
+    return f"{subject} is refused by the {rule.describe()}"
 
 
 def outcome_text(ended: Refusal, asked: Asked, *, detail: str | None = None) -> str:
@@ -125,4 +142,12 @@ def outcome_text(ended: Refusal, asked: Asked, *, detail: str | None = None) -> 
             assert_never(ended)
 
 
-__all__ = ["Asked", "EscalationAsk", "Refusal", "RoutedAsk", "ToolAsk", "outcome_text"]
+__all__ = [
+    "Asked",
+    "EscalationAsk",
+    "Refusal",
+    "RoutedAsk",
+    "ToolAsk",
+    "outcome_text",
+    "rule_refusal_text",
+]

@@ -13,7 +13,7 @@ principle 1).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
@@ -28,7 +28,12 @@ from tether.policy._errors import (
     UnknownPresetError,
 )
 from tether.policy._events import PermissionPresetSet
-from tether.policy._modes import ApprovalPolicy, SandboxMode
+from tether.policy._modes import (
+    ApprovalPolicy,
+    SandboxMode,
+    parse_approval_policy,
+    parse_sandbox_mode,
+)
 from tether.policy._protocols import HasSession
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE, fold_sandbox_mode
 from tether.session import Event, Session, SessionStore
@@ -47,8 +52,15 @@ DEFAULT_PRESET: Final = "workspace-write"
 
 @dataclass(frozen=True, slots=True)
 class Preset:
+    """A row: the two knobs, and whether the model is told to plan rather than act. Rows are
+    compared by their knobs only: the plan instruction is no third source of truth."""
+
     sandbox: SandboxMode
     approval: ApprovalPolicy
+    plan: bool = field(default=False, compare=False)
+    """The session's model is told to plan and not act (``plan``'s runtime context)."""
+    summary: str = field(default="", compare=False)
+    """What the row is for, in a few words (``/permission`` shows it)."""
 
 
 PresetTable = Mapping[str, Preset]
@@ -56,9 +68,41 @@ PresetTable = Mapping[str, Preset]
 
 DEFAULT_PRESET_TABLE: Final[PresetTable] = MappingProxyType(
     {
-        "workspace-write": Preset(SandboxMode.WORKSPACE_WRITE, ApprovalPolicy.ASK),
-        "danger-full-access": Preset(SandboxMode.DANGER_FULL_ACCESS, ApprovalPolicy.NEVER),
+        "workspace-write": Preset(
+            SandboxMode.WORKSPACE_WRITE,
+            ApprovalPolicy.ASK,
+            summary="edit the workspace and run commands there; ask for anything wider",
+        ),
+        "read-only": Preset(
+            SandboxMode.READ_ONLY,
+            ApprovalPolicy.ASK,
+            summary="read anything, change nothing; ask for anything wider",
+        ),
+        "plan": Preset(
+            SandboxMode.READ_ONLY,
+            ApprovalPolicy.ASK,
+            plan=True,
+            summary="read-only, and the model plans the task instead of doing it",
+        ),
+        "danger-full-access": Preset(
+            SandboxMode.DANGER_FULL_ACCESS,
+            ApprovalPolicy.NEVER,
+            summary="no sandbox and no questions",
+        ),
     }
+)
+"""The presets (``docs/guide-permissions.md``, "Presets", maps them to Codex's and Claude
+Code's). ``read-only`` comes before ``plan``: a session whose knobs are read-only and ask
+derives ``read-only`` unless its last label is ``plan``."""
+
+PLAN_CONTEXT_NAME: Final = "permission:plan"
+PLAN_CONTEXT_ORDER: Final = 117
+PLAN_TEXT: Final = (
+    "Plan mode: the user wants a plan before any change. Read and search what you need (the "
+    "sandbox is read-only in this mode), then reply with a concrete, step-by-step plan for the "
+    "task, naming the files and commands involved, and stop there. Do not try to change files "
+    "or run commands that change anything, and do not request sandbox escalation: the user "
+    "switches to another permission preset when the plan should be carried out."
 )
 
 
@@ -157,6 +201,18 @@ class PermissionPresetsService:
             )
         return row
 
+    def context_text(self, agent: HasSession | None) -> str:
+        """The ``permission:plan`` contribution: :data:`PLAN_TEXT` while the agent's session
+        is in a preset that plans (``""`` otherwise, and for a delegated child, which never
+        takes knobs from presets: docs/decisions/0012)."""
+        if agent is None or agent.session.header.delegation_depth > 0:
+            return ""
+        try:
+            row = self.table.get(self.current(agent.session))
+        except PolicyServiceUnavailableError:
+            return ""
+        return PLAN_TEXT if row is not None and row.plan else ""
+
     def current(self, session: Session) -> str:
         """The session's derived preset name (``custom`` when the knobs match no row)."""
         sandbox, approval = self._services()
@@ -186,6 +242,30 @@ class PermissionPresetsService:
         if approval.set_policy(agent, row.approval):
             changed = True
         return changed
+
+    def pin_preset(
+        self,
+        session: Session,
+        name: str,
+        *,
+        sandbox: SandboxMode | str | None = None,
+        approval: ApprovalPolicy | str | None = None,
+    ) -> list[Event]:
+        """Write the permission facts of preset ``name`` into a session not yet published (a
+        new root started with ``--permission``), with ``sandbox`` or ``approval`` in place of
+        the row's knob where given. The label is written only when the knobs still fit a row
+        (``name`` preferred), never as ``custom``. No notice: no agent has seen other knobs."""
+        row = self.preset(name)
+        services = self._services()
+        knobs = Preset(
+            row.sandbox if sandbox is None else parse_sandbox_mode(sandbox),
+            row.approval if approval is None else parse_approval_policy(approval),
+        )
+        label = name if knobs == row else _derive(self.table, None, knobs.sandbox, knobs.approval)
+        appended = [] if label == CUSTOM_PRESET else [_append_label(session, label)]
+        appended.append(services[0].set_sandbox_mode(session, knobs.sandbox))
+        appended.append(services[1].set_approval_policy(session, knobs.approval))
+        return appended
 
     def pin_initial(self, session: Session) -> list[Event]:
         """Give the session whichever of its three permission facts it lacks.
@@ -253,6 +333,8 @@ class PresetRow(BaseModel):
 
     sandbox: SandboxMode
     approval: ApprovalPolicy
+    plan: bool = False
+    summary: str = ""
 
 
 class PermissionPresetsConfig(BaseModel):
@@ -261,7 +343,7 @@ class PermissionPresetsConfig(BaseModel):
     default: str = DEFAULT_PRESET
     """The preset new sessions are pinned to."""
     table: dict[str, PresetRow] | None = None
-    """Rows in priority order (default: workspace-write, danger-full-access)."""
+    """Rows in priority order (default: workspace-write, read-only, plan, danger-full-access)."""
 
     @model_validator(mode="after")
     def _check(self) -> PermissionPresetsConfig:
@@ -278,7 +360,10 @@ class PermissionPresetsConfig(BaseModel):
     def preset_table(self) -> PresetTable:
         if self.table is None:
             return DEFAULT_PRESET_TABLE
-        return {name: Preset(row.sandbox, row.approval) for name, row in self.table.items()}
+        return {
+            name: Preset(row.sandbox, row.approval, row.plan, row.summary)
+            for name, row in self.table.items()
+        }
 
 
 class PermissionPresetsPlugin:
@@ -295,6 +380,7 @@ class PermissionPresetsPlugin:
     def apply(self, ctx: Context, config: PermissionPresetsConfig) -> None:
         service = PermissionPresetsService(ctx, default=config.default, table=config.preset_table())
         ctx.provide(PERMISSION_PRESETS_SERVICE, service)
+        ctx.context(PLAN_CONTEXT_NAME, PLAN_CONTEXT_ORDER, service.context_text)
         store = ctx.get(SESSIONS_SERVICE)
         if not isinstance(store, SessionStore):
             raise PolicyServiceUnavailableError(
@@ -311,6 +397,9 @@ __all__ = [
     "DEFAULT_PRESET",
     "DEFAULT_PRESET_TABLE",
     "PERMISSION_PRESETS_SERVICE",
+    "PLAN_CONTEXT_NAME",
+    "PLAN_CONTEXT_ORDER",
+    "PLAN_TEXT",
     "PermissionPresetsConfig",
     "PermissionPresetsPlugin",
     "PermissionPresetsService",

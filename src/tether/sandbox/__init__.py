@@ -8,6 +8,12 @@ and nothing runs. ``tether doctor`` prints :func:`describe_backends`. See ``docs
 """
 
 from tether.sandbox._command import BackendName, ConfinedCommand, Enforcement
+from tether.sandbox._control_names import (
+    control_component,
+    git_dir_made_by,
+    git_dir_on_path,
+    made_git_dir,
+)
 from tether.sandbox._errors import SandboxError, SandboxUnavailableError
 from tether.sandbox._paths import PathRules, rules_for
 from tether.sandbox._plugin import SANDBOX_SERVICE
@@ -24,7 +30,11 @@ __all__ = [
     "SandboxError",
     "SandboxProvider",
     "SandboxUnavailableError",
+    "control_component",
+    "git_dir_made_by",
+    "git_dir_on_path",
     "kill",
+    "made_git_dir",
     "rules_for",
     "spawn",
     "stop",

@@ -22,6 +22,7 @@ from tether.policy import SandboxMode
 from tether.sandbox import _listings as listings
 from tether.sandbox._bwrap_exec import PROGRAM_FD, SHARE_NET
 from tether.sandbox._command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
+from tether.sandbox._control_names import DENIAL_NOTE
 from tether.sandbox._environment import FALLBACK_PATH
 from tether.sandbox._errors import SandboxError
 from tether.sandbox._hidden_masks import hidden_masks
@@ -92,6 +93,15 @@ def _closed_root_note(ws: str, control: tuple[str, ...]) -> tuple[str, list[str]
         "import path); their existing files and everything inside their other existing "
         "directories stay writable.",
     ), looked_at
+
+
+def denial_note(profile: Profile, *, closed: bool) -> str | None:
+    """What a denied command's result says after the marker under workspace-write: that no
+    control name can be made at any depth (:data:`~._control_names.DENIAL_NOTE`), after
+    :func:`closed_root_note` while the root is ``closed``."""
+    if profile.mode is not SandboxMode.WORKSPACE_WRITE:
+        return None
+    return "\n".join([*([closed_root_note(profile)] if closed else []), DENIAL_NOTE])
 
 
 PROBE_TIMEOUT: Final = 10.0
@@ -182,12 +192,17 @@ Aspect = Literal[
     "abstract Unix sockets",
     "signals",
     "metadata",
+    "control names",
 ]
 """What a backend confines, as ``tether doctor`` lists it (docs/sandbox.md has the table)."""
 Coverage = tuple[tuple[Aspect, str], ...]
 """How a backend enforces each :data:`Aspect` in the restricted modes, without network."""
 
 _SOCKETS = "supervisor: only inside the writable roots ({}), and allow_unix_sockets"
+_CONTROL_NAMES = (
+    "supervisor: makes every new name and every open for writing itself; none named like a "
+    "control file at any depth, nothing changed inside one or inside a git directory"
+)
 
 
 class Backend(Protocol):
@@ -297,6 +312,7 @@ class BwrapBackend:
             ("abstract Unix sockets", "supervisor: refused (the network namespace's only)"),
             ("signals", "PID namespace: the command's own processes only"),
             ("metadata", "read-only mounts"),
+            ("control names", _CONTROL_NAMES),
         )  # fmt: skip
 
     def build(self, binary: str, argv: Sequence[str], profile: Profile) -> list[str]:
@@ -307,22 +323,25 @@ class BwrapBackend:
         out += ["--unshare-all"]
         if profile.network:
             out += ["--share-net"]
-        else:
-            # No user namespace inside (_bwrap_exec.py puts the filter at that descriptor): one
-            # would let the command mount, and so bind a host socket over a path its
-            # supervisor lets it connect to.
-            out += ["--seccomp", str(PROGRAM_FD)]
+        # No user namespace inside (_bwrap_exec.py puts the filter at that descriptor): one
+        # would let the command mount, and so bind a host socket over a path its supervisor
+        # lets it connect to, or a control path over a name its supervisor lets it change.
+        out += ["--seccomp", str(PROGRAM_FD)]
         out += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in profile.env.items():
             out += ["--setenv", key, value]
         return [*out, "--", *argv]
 
-    def _supervised(self, bwrap: list[str], rules: SocketRules | None) -> list[str]:
-        """``bwrap`` behind the launcher that supervises its socket calls (as is, with
-        network)."""
-        if rules is None:
-            return bwrap
+    def _supervised(
+        self, bwrap: list[str], rules: SocketRules | None, roots: Sequence[str] = ()
+    ) -> list[str]:
+        """``bwrap`` behind the launcher that supervises its calls: the socket calls by
+        ``rules``, or with network (``rules`` ``None``) only the calls that make names, whose
+        control names count from ``roots`` (see docs/sandbox.md, "Control names at any
+        depth")."""
         launcher = [self.python, "-I", "-S", BWRAP_LAUNCHER_PATH]
+        if rules is None:
+            return [*launcher, "--roots", json.dumps(list(roots)), "--", *bwrap]
         return [*launcher, "--sockets", json.dumps(rules.to_json()), "--", *bwrap]
 
     def socket_rules(self, profile: Profile) -> SocketRules | None:
@@ -362,8 +381,9 @@ class BwrapBackend:
         watch = tuple(
             dict.fromkeys(p if p == ws else os.path.dirname(p) for p in mount_points(bwrap))
         )
+        roots = (*_writable_in_workspace(profile), "/tmp")
         return ConfinedCommand(
-            argv=tuple(self._supervised(bwrap, rules)),
+            argv=tuple(self._supervised(bwrap, rules, roots)),
             env=env,
             mode=profile.mode,
             backend="bwrap",
@@ -371,9 +391,9 @@ class BwrapBackend:
             denial_signatures=signatures,
             runner_failure_rules=self.runner_failure_rules,
             command=tuple(argv),
-            runner=binary if rules is None else self.python,
+            runner=self.python,
             network=profile.network,
-            denial_note=closed_root_note(profile) if profile.closed_root else None,
+            denial_note=denial_note(profile, closed=profile.closed_root),
             sockets=rules,
             bwrap_argv=tuple(bwrap) if rules is not None else (),
             bwrap_pair_argv=pair,
@@ -591,6 +611,7 @@ class LandlockBackend:
              else "not confined below Landlock ABI 6 (processes of the same uid)"),
             ("metadata", "seccomp: chmod and utimes inside the writable roots only; chown, "
              "xattr changes and chattr refused"),
+            ("control names", _CONTROL_NAMES),
         )  # fmt: skip
 
     def confine(self, argv: Sequence[str], profile: Profile) -> ConfinedCommand:
@@ -630,7 +651,7 @@ class LandlockBackend:
                 sockets=rules,
                 fast_path=self.fast_path,
                 temp_dir=temp_dir,
-                denial_note=closed_root_note(profile) if writable else None,
+                denial_note=denial_note(profile, closed=bool(writable)),
             )
         except BaseException:
             if temp_dir is not None:
@@ -652,5 +673,6 @@ __all__ = [
     "Profile",
     "check_runner",
     "closed_root_note",
+    "denial_note",
     "mount_points",
 ]

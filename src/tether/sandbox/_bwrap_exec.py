@@ -1,12 +1,14 @@
-"""The launcher of a bubblewrap command without network: bwrap below a supervisor.
+"""The launcher of a bubblewrap command: bwrap below a supervisor.
 
 ``python -I -S .../bwrap_exec.py --sockets JSON -- BWRAP-ARGV...`` is what
-:attr:`ConfinedCommand.argv` holds for such a command, for callers that can only spawn an argv
-(hook commands); :func:`tether.sandbox.spawn` gets the same from a fork-server pair instead.
-This process becomes the supervisor (:mod:`._supervisor`); the command it forks installs the
-socket filter (:mod:`._seccomp_filter`; bwrap and everything it starts inherit it), puts the
-filter bwrap adds for the command itself at descriptor :data:`PROGRAM_FD` (the bwrap command
-line says ``--seccomp 3``), and execs bwrap. The command keeps its capabilities, which bwrap needs as root and drops for the
+:attr:`ConfinedCommand.argv` holds for a command without network, for callers that can only
+spawn an argv (hook commands); :func:`tether.sandbox.spawn` gets the same from a fork-server
+pair instead. With network, ``--roots JSON`` instead: no socket rules, and the calls that make
+names counted from those writable roots (:mod:`._creation_calls`); it is what every spawn of
+such a command runs. This process becomes the supervisor (:mod:`._supervisor`); the command
+it forks installs the filter (:mod:`._seccomp_filter`; bwrap and everything it starts inherit
+it), puts the filter bwrap adds for the command itself at descriptor :data:`PROGRAM_FD` (the
+bwrap command line says ``--seccomp 3``), and execs bwrap. The command keeps its capabilities, which bwrap needs as root and drops for the
 sandboxed command itself; the supervisor drops its own once the command is forked. A network
 namespace isolates IP sockets, but not the host's pathname Unix sockets nor ``AF_VSOCK``:
 those the filter and the supervisor refuse.
@@ -90,36 +92,41 @@ def private_network(arch: str) -> None:
         fcntl.ioctl(probe, _SIOCSIFFLAGS, _IFREQ.pack(b"lo", flags | _IFF_UP))
 
 
-def filter_key(arch: str) -> seccomp_filter.FilterKey:
-    """The filter of a bubblewrap command without network: the socket rules, IP sockets
-    allowed (they live in its own network namespace); no metadata rules (read-only mounts
-    refuse those changes)."""
-    return (arch, None, "ip", True)
+def filter_key(arch: str, network: bool = False) -> seccomp_filter.FilterKey:
+    """The filter of a bubblewrap command: the calls that make names, and without network the
+    socket rules, IP sockets allowed (they live in its own network namespace); no metadata
+    rules (read-only mounts refuse those changes)."""
+    return (arch, None, None if network else "ip", True)
 
 
-def _parse(args: list[str]) -> tuple[SocketRules, list[str]]:
-    if len(args) < 4 or args[0] != "--sockets" or args[2] != "--":
-        raise ValueError("usage: _bwrap_exec.py --sockets JSON -- BWRAP-ARGV...")
-    return SocketRules.from_json(json.loads(args[1])), args[3:]
+def _parse(args: list[str]) -> tuple[supervisor.Rules, list[str]]:
+    if len(args) < 4 or args[0] not in ("--sockets", "--roots") or args[2] != "--":
+        raise ValueError("usage: _bwrap_exec.py (--sockets JSON | --roots JSON) -- BWRAP-ARGV...")
+    value = json.loads(args[1])
+    if args[0] == "--sockets":
+        return supervisor.Rules((), SocketRules.from_json(value)), args[3:]
+    if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
+        raise ValueError("--roots: a list of paths")
+    return supervisor.Rules(tuple(value)), args[3:]
 
 
 def main(args: list[str]) -> NoReturn:
     try:
-        sockets, argv = _parse(args)
+        rules, argv = _parse(args)
         arch = syscalls.machine()
         if arch is None:
             raise OSError(f"no seccomp filter for architecture {os.uname().machine}")
         syscalls.prepare()
-        key = filter_key(arch)
+        key = filter_key(arch, network=rules.sockets is None)
         seccomp_filter.compiled(key)
 
         def command(channel: socket.socket) -> None:
             syscalls.set_no_new_privs()
             supervisor.offer_listener(channel, seccomp_filter.install(key))
-            supervisor.send_rules(channel, supervisor.Rules((), sockets).encode())
+            supervisor.send_rules(channel, rules.encode())
 
         supervisor.launch(
-            arch, before=lambda: None, command=command, after=syscalls.drop_privileges
+            arch, before=lambda: None, command=command, after=syscalls.drop_privileges, bwrap=True
         )
         place_program(program_file(arch))
     except Exception as err:

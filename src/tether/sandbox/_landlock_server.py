@@ -269,7 +269,9 @@ def _supervisor(
             [pair.detach(), channel[0].detach(), listener]
         )
         _rehearse_supervisor(key[0])
-        status = supervisor.supervise(command, handover, key[0], listener, owner=pair_fd)
+        status = supervisor.supervise(
+            command, handover, key[0], listener, owner=pair_fd, bwrap=kind == BWRAP
+        )
     except BaseException:
         with contextlib.suppress(BaseException):
             supervisor.sweep()
@@ -302,6 +304,9 @@ def _command(
         # listener) now, off the spawn's critical path. Until the rules arrive the
         # supervisor refuses every call it serves.
         program = -1
+        # A prepared pair's stdio until its command comes (opened now: from here on the
+        # filter refuses every open for writing until the rules arrive).
+        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         if kind == BWRAP:
             # bwrap's command line says --share-net for this namespace (see _bwrap_exec.py).
             bwrap_exec.private_network(key[0])
@@ -323,7 +328,7 @@ def _command(
             # Until the waiter takes a request, the pair's stdio (and bwrap's own messages)
             # go nowhere: a pair that cannot be prepared is the harness's to notice (no
             # READY), and to confine again with the command's stdio.
-            stdio = [os.open(os.devnull, os.O_RDWR)] * 3
+            stdio = [devnull] * 3
         elif message == REQUEST and len(fds) == REQUEST_FDS[kind]:
             stdio = fds[:3]
         else:

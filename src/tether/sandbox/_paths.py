@@ -8,10 +8,11 @@ Two kinds, both applied whether or not the path exists yet:
   store, leases, workspace trust), every file of the session store in use wherever it is,
   and ``/proc/*/environ``, ``/proc/*/mem``, ``/proc/kmsg`` and ``/proc/kcore`` (the
   harness's API keys and memory, the kernel's log and memory).
-- **control**: readable, never writable. The workspace's control names at its root
-  (``tether.toml``, ``.claude``, ``._codex``, ``.mcp.json``, ``.git``, hook managers' files:
-  what tether, Claude Code and Codex settings, MCP clients and git read and act on later,
-  outside any sandbox),
+- **control**: readable, never writable. The workspace's control names
+  (:mod:`._control_names`: ``tether.toml``, ``.claude``, ``.codex``, ``.mcp.json``, ``.git``,
+  hook managers' files: what tether, Claude Code and Codex settings, MCP clients and git read
+  and act on later, outside any sandbox), at its root whether they exist or not, and at any
+  depth, with what git takes for a git directory by its content,
   what the root's git configuration points at inside the workspace (:func:`git_controls`),
   the code the harness itself runs (:func:`harness_paths`: a project ``.venv`` with tether
   installed in it), the names Python acts on in every directory of the harness's import path
@@ -37,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
 from tether._dirs import config_dir, data_dir
-from tether.kernel._config import CONFIG_FILE
 from tether.sandbox import _listings as listings
+from tether.sandbox._control_names import CONTROL_NAMES, control_component, git_dir_on_path
 from tether.sandbox._errors import SandboxError
 from tether.sandbox._landlock_exec import carved
 from tether.session._store_files import store_files
@@ -147,34 +148,6 @@ _XDG_MOVES: Final = (
     (".local/share/", "XDG_DATA_HOME"),
     (".cache/", "XDG_CACHE_HOME"),
 )
-
-_LEFTHOOK: Final = tuple(
-    f"{where}{stem}.{ext}"
-    for where in ("", ".config/")
-    for stem in ("lefthook", ".lefthook", "lefthook-local", ".lefthook-local")
-    for ext in ("yml", "yaml", "toml", "json", "jsonc")
-    if not (where and stem.startswith("."))
-)
-"""lefthook's configuration files, every name it looks for (its main and ``-local`` files,
-at the root and in ``._config/``)."""
-
-CONTROL_NAMES: Final = (
-    CONFIG_FILE,
-    ".claude",
-    ".codex",  # Codex's hooks.json and config.toml: Codex runs their hooks unconfined
-    ".mcp.json",
-    ".git",
-    # Hook managers: git runs what they name at the next commit, outside any sandbox.
-    ".husky",
-    ".pre-commit-config.yaml",
-    *_LEFTHOOK,
-    ".lefthook",
-    ".lefthook-local",
-)
-"""Paths relative to the workspace root that tether, Claude Code, Codex, MCP clients, git or a
-git hook manager act on later, outside any sandbox: readable by agents, never writable."""
-
-_FOLDED_NAMES: Final = tuple(n.casefold() for n in CONTROL_NAMES)
 
 IMPORT_NAMES: Final = (
     "sitecustomize",
@@ -538,14 +511,17 @@ class PathRules:
         return path.startswith("/proc/") and self.hiding(path) is not None
 
     def controls(self, path: str, workspace: str) -> bool:
-        """Canonical ``path`` is, or lies beneath, a control path of ``workspace``. Names at
-        the root and the import path's names compare case-insensitively: on such a
-        filesystem ``TETHER.TOML`` is the same file. A file where a directory of the import
-        path is missing (a zip archive Python would import from) is refused too."""
+        """Canonical ``path`` is, or lies beneath, a control path of ``workspace``: a
+        control name at any depth below its root, or a directory there that git takes for a
+        git directory (:mod:`._control_names`), what its git configuration points at, the
+        harness's code, ``protected_paths`` and the import path's names. Names compare
+        case-insensitively: on such a filesystem ``TETHER.TOML`` is the same file. A file
+        where a directory of the import path is missing (a zip archive Python would import
+        from) is refused too."""
         root = os.path.realpath(workspace)
         if below(path, root) and path != root:
-            rel = os.path.relpath(path, root).casefold()
-            if any(rel == n or rel.startswith(n + "/") for n in _FOLDED_NAMES):
+            rel = os.path.relpath(path, root)
+            if control_component(rel.split("/")) is not None or git_dir_on_path(path, root):
                 return True
         if any(below(path, c) for c in self.control_extra):
             return True

@@ -8,6 +8,13 @@ A command gets one filter, built from two independent rule sets:
   ``utimensat`` go to the supervisor (``emulate``), which performs them inside the writable
   roots only, or are refused (``refuse``, a launcher without writable roots); ``chown``,
   xattr changes and ``chattr`` ioctls are refused.
+* **creation** (whenever the filter has a listener, on both backends): every call that
+  makes a name (``mkdir``, ``mknod``, ``symlink``, ``link``, ``rename`` and their ``*at``
+  forms, and ``bind``, which names a Unix socket) and every ``open``/``openat``/``creat`` that may create or change a file (its flags
+  ask for writing, ``O_CREAT``, ``O_TRUNC`` or ``O_TMPFILE``, and not ``O_PATH``: BPF sees the
+  flags, so reading pays nothing) go to the supervisor (:mod:`._creation_calls`), which
+  refuses control names at any depth and performs the rest itself. ``openat2``, whose flags
+  lie in memory BPF cannot read, says ``ENOSYS`` (its callers fall back to ``openat``).
 * **network** (every restricted mode without network, on both backends): ``socket`` may
   create ``AF_UNIX`` sockets, ``AF_NETLINK`` sockets of ``NETLINK_ROUTE`` (bubblewrap sets
   up its loopback with one; changing a route needs ``CAP_NET_ADMIN``, which is dropped), and
@@ -32,6 +39,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import os
 import struct
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -66,6 +74,17 @@ _IO_URING: Final = ("io_uring_setup", "io_uring_enter", "io_uring_register")
 _REFUSED_IOCTLS: Final = (0x40086602, 0x40046602, 0x401C5820)
 SOCKET_CALLS: Final = ("connect", "sendto", "sendmsg", "sendmmsg")
 """Socket calls the supervisor checks and performs under a network rule."""
+CREATION_CALLS: Final = (
+    "open", "creat", "openat", "mkdir", "mkdirat", "mknod", "mknodat", "symlink",
+    "symlinkat", "link", "linkat", "rename", "renameat", "renameat2", "bind",
+)  # fmt: skip
+"""Calls that make a name or open a file for a change: the supervisor checks and performs
+them (``open`` and ``openat`` only with :data:`OPEN_WRITE_FLAGS`; every ``bind``, whose
+address lies in memory: a Unix socket's path makes a name as ``mknod`` does)."""
+OPEN_WRITE_FLAGS: Final = 0o1 | 0o2 | 0o100 | 0o1000 | 0o20000000
+"""``O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | __O_TMPFILE`` (the same on both architectures):
+an ``open`` with any of them may create or change a file."""
+_O_PATH = 0o10000000
 
 _AF_UNIX = 1
 _AF_INET = 2
@@ -76,12 +95,16 @@ _NETLINK_ROUTE = 0
 _RET_ALLOW = 0x7FFF0000
 _RET_USER_NOTIF = 0x7FC00000
 _RET_ERRNO = 0x00050000
+_USER_NOTIF_FLAG_CONTINUE = 1
 _FILTER_FLAG_NEW_LISTENER = 1 << 3
 _FILTER_FLAG_WAIT_KILLABLE_RECV = 1 << 5  # Linux 5.19
 _SECCOMP_SET_MODE_FILTER = 1
 _NOTIF_RECV = 0xC0502100
 _NOTIF_SEND = 0xC0182101
 _NOTIF_ID_VALID = 0x40082102
+_NOTIF_ADDFD = 0x40182103
+_ADDFD_FLAG_SEND = 1 << 1  # Linux 5.14
+_ADDFD = struct.Struct("<QIIII")  # struct seccomp_notif_addfd (24 bytes)
 _NOTIF = struct.Struct("<QIIiIQ6Q")  # struct seccomp_notif (80 bytes)
 _NOTIF_RESP = struct.Struct("<QqiI")  # struct seccomp_notif_resp (24 bytes)
 
@@ -166,6 +189,14 @@ def program(
     for name in refused:
         if name in numbers:
             p.jump(_BPF_JEQ, numbers[name], "deny")
+    if notify:
+        for name in CREATION_CALLS:
+            if name in numbers and name not in ("open", "openat"):
+                p.jump(_BPF_JEQ, numbers[name], "notify")
+        if "open" in numbers:
+            p.jump(_BPF_JEQ, numbers["open"], "open")
+        p.jump(_BPF_JEQ, numbers["openat"], "openat")
+        p.jump(_BPF_JEQ, numbers["openat2"], "enosys")
     if network is not None:
         for name in ("connect", "sendmsg", "sendmmsg"):
             p.jump(_BPF_JEQ, numbers[name], "notify" if notify else "deny")
@@ -185,6 +216,13 @@ def program(
     p.label("fcntl")
     p.load(_arg(1))  # the command (the kernel takes 32 bits)
     p.jump(_BPF_JEQ, _F_SETLEASE, "deny", "allow")
+    if notify:
+        # The flags are a register: a thread cannot change them after this decision.
+        for call, flags in (("open", 1), ("openat", 2)):
+            p.label(call)
+            p.load(_arg(flags))
+            p.jump(_BPF_JSET, _O_PATH, "allow")
+            p.jump(_BPF_JSET, OPEN_WRITE_FLAGS, "notify", "allow")
     if network is not None:
         _socket_rules(p, network, "notify" if notify else "deny")
     p.label("allow")
@@ -194,6 +232,8 @@ def program(
     p.ret(_RET_USER_NOTIF if notify else _RET_ERRNO | errno.EACCES)
     p.label("deny")
     p.ret(_RET_ERRNO | errno.EACCES)
+    p.label("enosys")
+    p.ret(_RET_ERRNO | errno.ENOSYS)
     return p.assemble()
 
 
@@ -325,6 +365,26 @@ def still_waiting(listener: int, nid: int) -> bool:
     return True
 
 
+def let_runner_continue(listener: int, nid: int) -> None:
+    """Let the kernel make the call as asked (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``). Only for
+    a call of bubblewrap itself, setting the command up: a process that has not installed
+    bubblewrap's own filter yet, so no code of the command's runs in it, and nothing can
+    change its arguments after the check (see :mod:`._creation_calls`)."""
+    response = _NOTIF_RESP.pack(nid, 0, 0, _USER_NOTIF_FLAG_CONTINUE)
+    with contextlib.suppress(OSError):  # the caller is gone: nobody is waiting
+        fcntl.ioctl(listener, _NOTIF_SEND, bytearray(response), True)
+
+
+def send_fd(listener: int, nid: int, fd: int, cloexec: bool) -> None:
+    """Finish the call by installing ``fd`` (a descriptor of ours) in the caller: the call
+    returns its number there (``SECCOMP_IOCTL_NOTIF_ADDFD`` with ``SEND``, one step, so the
+    descriptor cannot be lost between installing and answering). ``OSError`` when the
+    caller is gone, or (``EINVAL``) on a kernel without ``SEND`` (before Linux 5.14)."""
+    flags = os.O_CLOEXEC if cloexec else 0
+    request = _ADDFD.pack(nid, _ADDFD_FLAG_SEND, fd, 0, flags)
+    fcntl.ioctl(listener, _NOTIF_ADDFD, bytearray(request), True)
+
+
 def respond(listener: int, nid: int, error: int, value: int = 0) -> None:
     """Finish the call: it returns ``value``, or fails with ``error`` (an errno) when set.
     Never ``SECCOMP_USER_NOTIF_FLAG_CONTINUE``: letting the kernel run the call after a check
@@ -335,7 +395,9 @@ def respond(listener: int, nid: int, error: int, value: int = 0) -> None:
 
 
 __all__ = [
+    "CREATION_CALLS",
     "EMULATED",
+    "OPEN_WRITE_FLAGS",
     "SOCKET_CALLS",
     "FilterKey",
     "MetadataRule",
@@ -343,9 +405,11 @@ __all__ = [
     "Notification",
     "compiled",
     "install",
+    "let_runner_continue",
     "no_user_namespaces",
     "program",
     "receive",
     "respond",
+    "send_fd",
     "still_waiting",
 ]

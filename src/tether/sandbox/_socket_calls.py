@@ -57,12 +57,13 @@ AF_INET6: Final = 10
 AF_NETLINK: Final = 16
 _SOL_SOCKET = 1
 _SO_TYPE = 3
-_SO_DOMAIN = 39
+SO_DOMAIN: Final = 39
 _SCM_RIGHTS = 1
 _SOCK_STREAM = 1
 _MSG_DONTWAIT = 0x40
 _MSG_NOSIGNAL = 0x4000
-_SOCKADDR_MAX = 128  # sizeof(struct sockaddr_storage)
+SOCKADDR_MAX: Final = 128
+"""``sizeof(struct sockaddr_storage)``: the longest address a call may pass."""
 _UIO_MAXIOV = 1024
 _MAX_CONTROL = 1 << 16
 _MAX_COPY: Final = 1 << 20
@@ -169,15 +170,9 @@ def serve(listener: int, notification: seccomp_filter.Notification, name: str, a
     if name == "sendmmsg" and notification.args[2] & 0xFFFFFFFF == 0:
         seccomp_filter.respond(listener, notification.id, 0, 0)  # no message: none sent
         return
-    try:
-        caller = Caller(
-            arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, notification.id)
-        )
-    except Exception as err:
-        if not isinstance(err, OSError) or err.errno != errno.ESRCH:
-            # Undumpable (nothing of it can be read), or anything else: refuse.
-            seccomp_filter.respond(listener, notification.id, errno.EACCES)
-        return
+    caller = Caller(
+        arch, notification.pid, lambda: seccomp_filter.still_waiting(listener, notification.id)
+    )
     held: list[int] = []
     try:
         call = _copy_call(caller, name, notification.args)
@@ -185,7 +180,7 @@ def serve(listener: int, notification: seccomp_filter.Notification, name: str, a
         held.append(sock)
         address, family = _destination(caller, sock, call.destination, rules, held)
         _take_passed_fds(caller, call.control, held)
-        if call.wanted > len(call.data) and _socket_option(sock, _SO_TYPE) != _SOCK_STREAM:
+        if call.wanted > len(call.data) and socket_option(sock, _SO_TYPE) != _SOCK_STREAM:
             raise OSError(errno.EMSGSIZE, "message too long")
         blocks = _may_block(sock, call, family, address)
     except OSError as err:
@@ -265,7 +260,7 @@ def _copy_call(caller: Caller, name: str, args: tuple[int, ...]) -> _Call:
 
 
 def _address(caller: Caller, pointer: int, length: int) -> bytes | None:
-    if length < 0 or length > _SOCKADDR_MAX:
+    if length < 0 or length > SOCKADDR_MAX:
         raise OSError(errno.EINVAL, "bad address length")
     return caller.read(pointer, length) if length else None
 
@@ -279,7 +274,7 @@ def _message(caller: Caller, fd: int, header: bytes, flags: int) -> _Call:
         raise OSError(errno.EINVAL, "bad address length")
     destination = None
     if name and namelen:
-        destination = caller.read(name, min(namelen, _SOCKADDR_MAX))
+        destination = caller.read(name, min(namelen, SOCKADDR_MAX))
     if iovlen > _UIO_MAXIOV:
         raise OSError(errno.EMSGSIZE, "too many iovecs")
     if controllen > _MAX_CONTROL:
@@ -306,7 +301,9 @@ def _message(caller: Caller, fd: int, header: bytes, flags: int) -> _Call:
     )
 
 
-def _socket_option(sock: int, option: int) -> int:
+def socket_option(sock: int, option: int) -> int:
+    """``getsockopt(sock, SOL_SOCKET, option)`` of an ``int`` option (``SO_DOMAIN``: the
+    socket's own family, which its owner cannot change); ``ENOTSOCK`` for another file."""
     value = ctypes.c_int(0)
     size = ctypes.c_uint32(ctypes.sizeof(value))
     if syscalls.libc().getsockopt(
@@ -323,7 +320,7 @@ def _destination(
     """The address to perform the call with (``None``: none given) and the socket's family,
     or ``OSError`` when the rules refuse it. Decided by the socket's own family, which the
     caller cannot change: the address's family only says what the kernel would make of it."""
-    family = _socket_option(sock, _SO_DOMAIN)
+    family = socket_option(sock, SO_DOMAIN)
     given = struct.unpack_from("<H", address)[0] if address and len(address) >= 2 else None
     if family in (AF_INET, AF_INET6):
         if rules.ip or given == AF_UNSPEC or address is None:
@@ -432,7 +429,10 @@ __all__ = [
     "AF_NETLINK",
     "AF_UNIX",
     "AF_UNSPEC",
+    "SOCKADDR_MAX",
+    "SO_DOMAIN",
     "SocketRules",
     "rehearse",
     "serve",
+    "socket_option",
 ]

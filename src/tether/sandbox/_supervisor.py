@@ -3,7 +3,9 @@
 A confined command runs below a *supervisor*: a child subreaper (whatever the command starts
 stays below it), not dumpable, without capabilities, that forks it and waits. It serves the
 command's seccomp filter (:mod:`._seccomp_filter`): the metadata calls Landlock cannot refuse
-(below) and the socket calls of a command without network (:mod:`._socket_calls`). When the
+(below), the calls that make a name or change a file (:mod:`._creation_calls`: no control
+name at any depth) and the socket calls of a command without network
+(:mod:`._socket_calls`). When the
 command exits, or the supervisor is told to stop (SIGTERM, SIGINT, SIGHUP, or its owner
 hanging up), it kills every process left below it, including ones that called ``setsid``
 (they were reparented to it).
@@ -42,12 +44,14 @@ from dataclasses import dataclass
 from typing import Final, NoReturn
 
 if __package__:
+    from tether.sandbox import _creation_calls as creation_calls
     from tether.sandbox import _seccomp_filter as seccomp_filter
     from tether.sandbox import _socket_calls as socket_calls
     from tether.sandbox import _syscalls as syscalls
     from tether.sandbox._caller import Caller, beneath
     from tether.sandbox._socket_calls import SocketRules
 else:  # loaded by the fork server or a launcher: this directory is on sys.path
+    import _creation_calls as creation_calls  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _seccomp_filter as seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _socket_calls as socket_calls  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _syscalls as syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
@@ -64,6 +68,9 @@ SIGNALS: Final = frozenset({signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signa
 
 _AT_FDCWD = -100
 _AT_SYMLINK_NOFOLLOW = 0x100
+_NAMES: Final = {
+    arch: {nr: name for name, nr in numbers.items()} for arch, numbers in syscalls.SYSCALLS.items()
+}
 _AT_EMPTY_PATH = 0x1000
 
 
@@ -72,7 +79,9 @@ class Rules:
     """What the supervisor may perform for the command."""
 
     writable: tuple[str, ...] = ()
-    """Metadata calls may change files beneath these (Landlock's writable roots)."""
+    """The writable roots. Landlock: what the metadata and creation calls may change (its write
+    layer's). bubblewrap: where control names count from (with network; without, the socket
+    rules' roots say it)."""
     sockets: SocketRules | None = None
     """Socket calls, for a command without network (``None``: every one is refused)."""
 
@@ -156,6 +165,8 @@ class _Handover:
     def __init__(self, fd: int) -> None:
         self.sock = socket.socket(fileno=fd)
         self.open = True
+        self.received = False
+        """The rules came."""
         self._encoded: bytes | None = None
         self._rules: Rules | None = None
 
@@ -181,6 +192,7 @@ class _Handover:
             body = b""
         if body.startswith(b"R"):
             self._encoded, self._rules = body[1:], None
+            self.received = True
         if not body:
             self.open = False
             self.sock.close()
@@ -220,7 +232,9 @@ def _note_signal(signo: int, _frame: object) -> None:
         _stop_requested.append(signo)
 
 
-def supervise(command: int, handover: int, arch: str, listener: int, owner: int = -1) -> int | None:
+def supervise(
+    command: int, handover: int, arch: str, listener: int, owner: int = -1, *, bwrap: bool = False
+) -> int | None:
     """Wait for the command (a child of this process), serving its filter's ``listener``
     (-1: none), until it exits or this process is told to stop (SIGTERM, SIGINT, SIGHUP, or
     ``owner`` hanging up); then kill everything left below. Returns the command's wait
@@ -228,10 +242,12 @@ def supervise(command: int, handover: int, arch: str, listener: int, owner: int 
 
     ``handover``: the descriptor :func:`send_rules` writes to from the command. ``owner``: a
     socket whose peer owns the command (only its hang-up is watched, never its data, which
-    may be the command's to read).
+    may be the command's to read). ``bwrap``: the command is bubblewrap, which sets up the
+    command's sandbox below the filter (:class:`~._creation_calls.Places`).
     """
     status: int | None = None
     channel = _Handover(handover)
+    places = _PlacesFor(command, bwrap)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     for signo in SIGNALS:
@@ -244,43 +260,89 @@ def supervise(command: int, handover: int, arch: str, listener: int, owner: int 
         poller.register(listener, select.POLLIN)
     if owner >= 0:
         poller.register(owner, 0)  # POLLHUP and POLLERR are always reported
+    reap = True  # a signal came (SIGCHLD among them): look for exited children
     while status is None and not _stop_requested:
-        try:
-            pid, wait_status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == command:
-            status = wait_status
-            break
-        if pid != 0:
-            continue
+        if reap:
+            reap = False
+            try:
+                status = _reap(command)
+            except ChildProcessError:
+                break
+            if status is not None:
+                break
         for fd, events in poller.poll():
             if fd == wake_r:
                 with contextlib.suppress(OSError):
                     os.read(wake_r, 512)
+                reap = True
             elif fd == owner:
                 _stop_requested.append(signal.SIGHUP)  # the harness is gone: stop
             elif fd == handover:
                 if not channel.read():
                     poller.unregister(fd)
             elif events & select.POLLIN:
-                # Rules sent before the exec must be known before any call is served.
-                while channel.open and channel.read(block=False):
+                # Rules sent before the exec must be known before any call is served (they
+                # come once: after them, only the end of the channel).
+                while not channel.received and channel.open and channel.read(block=False):
                     pass
-                _serve(fd, arch, channel.rules)
+                _serve(fd, arch, channel.rules, places)
             else:
                 poller.unregister(fd)  # the listener hung up: no process uses the filter
     sweep()
     return status
 
 
-def _serve(listener: int, arch: str, rules: Rules | None) -> None:
+def _reap(command: int) -> int | None:
+    """Reap every exited child; the wait status of ``command`` when it is one of them.
+    ``ChildProcessError`` when no child is left."""
+    while True:
+        pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        if pid == command:
+            return wait_status
+        if pid == 0:
+            return None
+
+
+class _PlacesFor:
+    """Where the supervisor acts for creation calls, from the rules that came (worked out
+    once for them)."""
+
+    def __init__(self, command: int, bwrap: bool) -> None:
+        self.command = command
+        self.bwrap = bwrap
+        self._for: tuple[Rules, creation_calls.Places] | None = None
+
+    def __call__(self, rules: Rules | None) -> creation_calls.Places | None:
+        if rules is None:
+            return None
+        if self._for is None or self._for[0] is not rules:
+            self._for = rules, self._places(rules)
+        return self._for[1]
+
+    def _places(self, rules: Rules) -> creation_calls.Places:
+        if not self.bwrap:  # Landlock: the writable roots are what the supervisor may change
+            return creation_calls.Places(rules.writable, rules.writable, errno.EACCES)
+        sockets = rules.sockets  # without network, the writable roots are the sockets'
+        where = () if sockets is None else (*sockets.roots, *(p for p, _ in sockets.private))
+        roots = (*rules.writable, *where)
+        setup = creation_calls.RunnerSetup(self.command)  # the command-to-be is bwrap now
+        return creation_calls.Places(roots, None, errno.EROFS, setup)
+
+
+def _serve(
+    listener: int,
+    arch: str,
+    rules: Rules | None,
+    places: Callable[[Rules | None], creation_calls.Places | None],
+) -> None:
     """Answer one notification: perform the call for the command, or refuse it."""
     notification = seccomp_filter.receive(listener)
     if notification is None:
         return  # the caller died, or a spurious wake-up
-    numbers = syscalls.SYSCALLS[arch]
-    name = next((n for n, nr in numbers.items() if nr == notification.nr), "")
+    name = _NAMES[arch].get(notification.nr, "")
+    if name in seccomp_filter.CREATION_CALLS:
+        creation_calls.serve(listener, notification, name, arch, places(rules))
+        return
     if name in seccomp_filter.SOCKET_CALLS:
         socket_calls.serve(
             listener, notification, name, arch, None if rules is None else rules.sockets
@@ -438,6 +500,7 @@ def launch(
     before: Callable[[], None],
     command: Callable[[socket.socket], None],
     after: Callable[[], None],
+    bwrap: bool = False,
 ) -> None:
     """The launchers' fork: returns in the command, ready to exec; the calling process
     becomes its supervisor and never returns (it exits as the command did).
@@ -445,7 +508,7 @@ def launch(
     ``before`` runs in the supervisor before the fork (the command inherits what it does),
     ``command`` in the command with its end of the hand-over channel (install the filter,
     :func:`offer_listener`, :func:`send_rules`), ``after`` in the supervisor once it holds
-    the listener."""
+    the listener. ``bwrap``: the command execs bubblewrap (:func:`supervise`)."""
     syscalls.die_with_parent(signal.SIGTERM, os.getppid(), LAUNCHER_EXIT)
     before()
     channel, old_mask = become_supervisor()
@@ -464,7 +527,7 @@ def launch(
         listener = take_listener(channel[0], pid, arch)
         after()
         kept = isolate_fds([channel[0].detach(), *([listener] if listener >= 0 else [])])
-        status = supervise(pid, kept[0], arch, kept[1] if listener >= 0 else -1)
+        status = supervise(pid, kept[0], arch, kept[1] if listener >= 0 else -1, bwrap=bwrap)
     except BaseException:
         with contextlib.suppress(BaseException):
             sweep()

@@ -35,10 +35,13 @@ SYSCALLS: Final[dict[str, dict[str, int]]] = {
         "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 16,
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "socket": 41, "connect": 42, "sendto": 44, "sendmsg": 46, "socketpair": 53,
+        "socket": 41, "connect": 42, "sendto": 44, "sendmsg": 46, "bind": 49, "socketpair": 53,
         "sendmmsg": 307, "clone": 56, "unshare": 272, "setns": 308, "clone3": 435,
         "seccomp": 317, "rt_sigaction": 13, "openat2": 437, "pidfd_getfd": 438,
-        "fcntl": 72,
+        "fcntl": 72, "open": 2, "creat": 85, "openat": 257,
+        "mkdir": 83, "mkdirat": 258, "mknod": 133, "mknodat": 259, "symlink": 88,
+        "symlinkat": 266, "link": 86, "linkat": 265, "rename": 82, "renameat": 264,
+        "renameat2": 316,
     },
     "aarch64": {
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "utimensat": 88,
@@ -47,10 +50,12 @@ SYSCALLS: Final[dict[str, dict[str, int]]] = {
         "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
         "setxattrat": 463, "removexattrat": 466, "file_setattr": 469, "ioctl": 29,
         "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "socket": 198, "socketpair": 199, "connect": 203, "sendto": 206, "sendmsg": 211,
+        "socket": 198, "socketpair": 199, "bind": 200, "connect": 203, "sendto": 206,
+        "sendmsg": 211,
         "sendmmsg": 269, "clone": 220, "unshare": 97, "setns": 268, "clone3": 435,
         "seccomp": 277, "rt_sigaction": 134, "openat2": 437, "pidfd_getfd": 438,
-        "fcntl": 25,
+        "fcntl": 25, "openat": 56, "mkdirat": 34, "mknodat": 33, "symlinkat": 36,
+        "linkat": 37, "renameat": 38, "renameat2": 276,
     },
 }  # fmt: skip
 
@@ -64,6 +69,7 @@ _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _CAP_VERSION_3 = 0x20080522
 
 RESOLVE_NO_MAGICLINKS: Final = 0x02
+RESOLVE_BENEATH: Final = 0x08
 RESOLVE_IN_ROOT: Final = 0x10
 PIDFD_THREAD: Final = os.O_EXCL
 """``pidfd_open`` flag (Linux 6.9): a pidfd of that thread, not of its thread group."""
@@ -85,6 +91,8 @@ class Libc:
     sendmsg: Callable[..., int]
     getsockopt: Callable[..., int]
     process_vm_writev: Callable[..., int]
+    process_vm_readv: Callable[..., int]
+    statx: Callable[..., int]
 
 
 _libc_cache: list[Libc] = []
@@ -117,14 +125,20 @@ def libc() -> Libc:
             ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
         ]  # fmt: skip
         writev = lib.process_vm_writev
-        writev.restype = ctypes.c_ssize_t
-        writev.argtypes = [
-            ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
-            ctypes.c_ulong,
+        readv = lib.process_vm_readv
+        for vm in (writev, readv):
+            vm.restype = ctypes.c_ssize_t
+            vm.argtypes = [
+                ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                ctypes.c_ulong,
+            ]  # fmt: skip
+        statx = lib.statx
+        statx.restype = ctypes.c_int
+        statx.argtypes = [
+            ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,
         ]  # fmt: skip
-        _libc_cache.append(
-            Libc(syscall, prctl, capset, utimensat, connect, sendmsg, getsockopt, writev)
-        )
+        functions = (syscall, prctl, capset, utimensat, connect, sendmsg, getsockopt)
+        _libc_cache.append(Libc(*functions, writev, readv, statx))
     return _libc_cache[0]
 
 
@@ -278,6 +292,39 @@ def write_memory(pid: int, address: int, data: bytes) -> None:
         raise OSError(errno.EFAULT, "bad address")
 
 
+def read_memory(pid: int, address: int, size: int) -> bytes:
+    """Up to ``size`` bytes at ``address`` in process ``pid`` (``process_vm_readv``: one call,
+    no descriptor to open); fewer when the range ends in unmapped memory. ``OSError``
+    (``EFAULT``) when nothing there is readable."""
+    local = ctypes.create_string_buffer(size)
+    ours = _IoVec(ctypes.addressof(local), size)
+    theirs = _IoVec(address, size)
+    done = libc().process_vm_readv(pid, ctypes.byref(ours), 1, ctypes.byref(theirs), 1, 0)
+    if done < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return ctypes.string_at(local, done)
+
+
+_AT_EMPTY_PATH = 0x1000
+_STATX_MNT_ID = 0x1000
+_STATX_SIZE = 256
+_STATX_MNT_ID_AT = 0x90
+"""``stx_mnt_id`` in ``struct statx`` (Linux 5.8)."""
+
+
+def mount_id(fd: int) -> int:
+    """The id of the mount that descriptor ``fd`` is on (``statx``): in whatever mount
+    namespace it was opened. ``OSError`` when the kernel cannot tell."""
+    buf = ctypes.create_string_buffer(_STATX_SIZE)
+    if libc().statx(fd, b"", _AT_EMPTY_PATH, _STATX_MNT_ID, buf) != 0:
+        fail_errno("statx")
+    mask = int.from_bytes(buf.raw[0:4], "little")
+    if not mask & _STATX_MNT_ID:
+        raise OSError(errno.ENOSYS, "statx: no mount id")
+    return int.from_bytes(buf.raw[_STATX_MNT_ID_AT : _STATX_MNT_ID_AT + 8], "little")
+
+
 def signal_thread(pidfd: int, signo: int) -> None:
     """Send ``signo`` through ``pidfd`` (to the thread, for a thread's pidfd)."""
     with contextlib.suppress(OSError):  # it is gone: nothing to tell
@@ -287,6 +334,7 @@ def signal_thread(pidfd: int, signo: int) -> None:
 __all__ = [
     "AUDIT_ARCH",
     "PIDFD_THREAD",
+    "RESOLVE_BENEATH",
     "RESOLVE_IN_ROOT",
     "RESOLVE_NO_MAGICLINKS",
     "SYSCALLS",
@@ -300,10 +348,12 @@ __all__ = [
     "int32",
     "libc",
     "machine",
+    "mount_id",
     "openat2",
     "pidfd_getfd",
     "pidfd_of_thread",
     "prepare",
+    "read_memory",
     "set_dumpable",
     "set_no_new_privs",
     "signal_thread",

@@ -1,56 +1,47 @@
-"""Answering approvals from another process (``tether approvals``).
+"""The answer box: where a surface waiting for an approval's answer says so, and the index an
+answering process finds it by.
 
-Pending approvals are read from the store itself: an ``approval/asked`` with no
-``approval/decided`` in a session's raw log (what a crash-repairing load reports as
-``unmatched_approvals``). The *answer box* beside the store (``PATH.db.answers/``,
-``DIR/.answers/``) holds one wait marker per waiting approval, ``<id>.wait``, naming the waiting
-process and its approval socket (:mod:`tether.session._answer_channel`). Answers travel only
-through that socket, whose peer the kernel identifies; the box is a directory a confined
-command might be able to write, so nothing in it is ever taken as an answer. A file there that
-claims to answer a waiting approval (``<id>.json``, the format of earlier versions, or anything
-else named ``<id>.*``) is reported as a refused answer. When an answer is taken, the waiter
-leaves ``<id>.answered`` so a second answerer is told it came too late.
+The box sits beside the store (``PATH.db.answers/``, ``DIR/.answers/``). Each waiting approval
+has one wait marker there, ``<id>.wait``, naming the waiting process and its approval socket
+(:mod:`tether.session._answer_channel`); the markers are the index of what can be answered
+now, so ``tether approvals answer`` finds its approval by a file name (or a unique prefix of
+one, among the markers only) and reads no session log. Answers travel only through the socket,
+whose peer the kernel identifies; the box is a directory a confined command might be able to
+write, so nothing in it is ever taken as an answer (the waiting side,
+:mod:`tether.session._answer_wait`, reports such files). When an answer is taken, the waiter
+records it in ``answered/<id>`` so a later answerer is told it came too late, and by whom;
+that record is kept out of the box's top level so the index stays as small as what waits.
+
+Only the standard library and the protocol module are imported here: this is the answering
+command's whole path to the waiting run.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import json
 import os
 import socket
 import stat
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
-from tether._signals import AbortSignal
 from tether.errors import TetherError
-from tether.session import Event, Persistence, SessionHeader
 from tether.session._answer_channel import (
     ANSWERS,
-    MESSAGE_LIMIT,
-    ApprovalAlreadyAnsweredError,
-    Offer,
-    RefusalHandler,
-    RefusedAnswer,
-    listen,
+    AnswerMessage,
+    Delivered,
+    already_answered,
+    answer_outcome,
     send_answer,
-    serve_connection,
 )
-from tether.session._json import JsonValue, thaw
-from tether.session._session import wall_clock_ms
 from tether.session.persistence._factory import store_location
 
-SCAN_SECONDS: Final = 0.25
-"""How often a waiter looks for answer files in the box (to report them, never to take them)."""
-REFUSALS_RECORDED: Final = 20
-"""Refused answers reported per wait; the last one reported says that later ones are not."""
 FILE_READ_LIMIT: Final = 4096
 MARKER: Final = ".wait"
-ANSWERED: Final = ".answered"
+ANSWERED_DIR: Final = "answered"
+"""The subdirectory of answered records, ``answered/<id>``."""
 
 
 class ApprovalNotPendingError(TetherError):
@@ -79,50 +70,33 @@ class AnswerBoxError(TetherError):
     code = "ANSWER_BOX_UNUSABLE"
 
 
-@dataclass(frozen=True, slots=True)
-class BoxedAnswer:
+class BoxedAnswer(NamedTuple):
+    """An answer as the waiter recorded it (``answered/<id>``), and as it returns it."""
+
     outcome: str
     by: str
     at: int
 
 
-@dataclass(frozen=True, slots=True)
-class WaitMarker:
+class WaitMarker(NamedTuple):
     pid: int
     host: str
     socket: str
     """The abstract socket's name (without the leading NUL)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PendingRow:
-    id: str
-    session_id: str
-    lineage: tuple[str, ...]
-    """Session ids from the asking session up to its top-level ancestor."""
-    delegation_depth: int
-    tool_name: str
-    headline: str
-    asked_at: int
-    routed_to: str | None
-    action: JsonValue = None
-    """The ask's ``action`` as logged (``{tool, command?, path?, target_mode?}``), exact."""
-    waiting: bool = False
-    """A live process waits for this answer in the store's answer box."""
+FileIdentity = tuple[int, int, int]
+"""Device, inode and change time: a file removed and created again may get the same inode
+number, never the same change time (which no process can set)."""
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "session": self.session_id,
-            "lineage": list(self.lineage),
-            "delegation_depth": self.delegation_depth,
-            "tool_name": self.tool_name,
-            "headline": self.headline,
-            "asked_at": self.asked_at,
-            "routed_to": self.routed_to,
-            "action": thaw(self.action),
-            "waiting": self.waiting,
-        }
+
+def file_identity(st: os.stat_result) -> FileIdentity:
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def is_approval_id(name: str) -> bool:
+    """Whether ``name`` can name an approval in the box (a file name, not hidden)."""
+    return bool(name) and "/" not in name and "\0" not in name and not name.startswith(".")
 
 
 class AnswerBox:
@@ -136,69 +110,14 @@ class AnswerBox:
             path / ".answers" if scheme == "jsonl" else path.with_name(path.name + ".answers")
         )
 
-    def _path(self, approval_id: str, suffix: str) -> Path:
-        if not approval_id or "/" in approval_id or approval_id.startswith("."):
+    def path(self, approval_id: str, suffix: str = MARKER) -> Path:
+        if not is_approval_id(approval_id):
             raise ApprovalNotPendingError(f"{approval_id!r} is not an approval id")
         return self.directory / f"{approval_id}{suffix}"
 
-    # -- the waiting side ------------------------------------------------------------------
-    async def wait(
-        self,
-        approval_id: str,
-        *,
-        on_refused: RefusalHandler,
-        on_waiting: Callable[[], None] | None = None,
-        signal: AbortSignal | None = None,
-    ) -> BoxedAnswer:
-        """Listen until a checked surface answers (cancellable through ``signal`` or the
-        task). ``on_waiting`` runs once the marker is up (an answer can be given from then
-        on). Every answer that counts for nothing goes to ``on_refused`` (at most
-        :data:`REFUSALS_RECORDED` of them) and never ends the wait."""
-        refusals = _Refusals(on_refused)
-        seen: set[tuple[str, FileIdentity]] = set()
-        refusals.add_all(await asyncio.to_thread(self._scan, approval_id, None, seen))
-        taken: asyncio.Future[Offer] = asyncio.get_running_loop().create_future()
-
-        def take(offer: Offer) -> bool:
-            if taken.done():
-                return False
-            taken.set_result(offer)
-            return True
-
-        sock, name = listen()
-        connections: set[asyncio.Task[None]] = set()
-
-        async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            connections.add(task)
-            try:
-                await serve_connection(reader, writer, approval_id, take, refusals.add)
-            finally:
-                connections.discard(task)
-
-        server = await asyncio.start_unix_server(on_connection, sock=sock, limit=MESSAGE_LIMIT)
-        try:
-            ours = self._write_marker(approval_id, WaitMarker(os.getpid(), _host(), name))
-            try:
-                if on_waiting is not None:
-                    on_waiting()
-                while not taken.done():
-                    if signal is not None and signal.aborted:
-                        raise asyncio.CancelledError
-                    await asyncio.wait({taken}, timeout=SCAN_SECONDS)
-                    found = await asyncio.to_thread(self._scan, approval_id, ours, seen)
-                    refusals.add_all(found)
-            finally:
-                self._remove_marker(approval_id, ours)
-        finally:
-            server.close()
-            for task in list(connections):
-                task.cancel()
-        offer = taken.result()
-        answer = BoxedAnswer(offer.outcome, offer.answered_by, wall_clock_ms())
-        self._leave_answered(approval_id, answer)
-        return answer
+    def _answered_path(self, approval_id: str) -> Path:
+        self.path(approval_id)  # the same check of the id
+        return self.directory / ANSWERED_DIR / approval_id
 
     def prepare(self) -> None:
         """Create the box directory (0700) if it is missing. The harness does this before any
@@ -214,9 +133,10 @@ class AnswerBox:
                 "or remove what is there, or use another store"
             ) from err
 
-    def _write_marker(self, approval_id: str, marker: WaitMarker) -> FileIdentity:
+    # -- the waiting side's records ----------------------------------------------------------
+    def write_marker(self, approval_id: str, marker: WaitMarker) -> FileIdentity:
         """Create ``<id>.wait`` afresh (never through a planted file or link); its identity."""
-        path = self._path(approval_id, MARKER)
+        path = self.path(approval_id)
         data = json.dumps({"pid": marker.pid, "host": marker.host, "socket": marker.socket})
         self.prepare()
         for _ in range(3):
@@ -231,70 +151,53 @@ class AnswerBox:
                 handle.write(data)
                 handle.flush()  # the identity includes the change time of the written file
                 st = os.fstat(handle.fileno())
-            return _identity(st)
+            return file_identity(st)
         raise _unusable(path, "something keeps replacing it")
 
-    def _remove_marker(self, approval_id: str, ours: FileIdentity) -> None:
-        path = self._path(approval_id, MARKER)
+    def remove_marker(self, approval_id: str, ours: FileIdentity) -> None:
+        path = self.path(approval_id)
         try:
             st = path.lstat()
-            if _identity(st) == ours:
+            if file_identity(st) == ours:
                 path.unlink()
         except OSError:
             pass  # gone already; a replaced marker was reported and is left as evidence
 
-    def _leave_answered(self, approval_id: str, answer: BoxedAnswer) -> None:
+    def leave_answered(self, approval_id: str, answer: BoxedAnswer) -> None:
+        """Record the answer taken, for answerers that come later (best effort: the record
+        only tells them why they came too late)."""
+        path = self._answered_path(approval_id)
         try:
-            fd = os.open(
-                self._path(approval_id, ANSWERED),
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                0o600,
-            )
+            with contextlib.suppress(FileExistsError):
+                path.parent.mkdir(mode=0o700)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except OSError:
-            return  # only tells late answerers why; a planted one was reported by the scan
+            return
         with os.fdopen(fd, "w") as handle:
             json.dump({"outcome": answer.outcome, "by": answer.by, "at": answer.at}, handle)
 
-    def _scan(
-        self,
-        approval_id: str,
-        ours: FileIdentity | None,
-        seen: set[tuple[str, FileIdentity]],
-    ) -> list[RefusedAnswer]:
-        """Each file that claims to answer ``approval_id``, once per file (runs in a thread:
-        the box may be on a slow filesystem)."""
+    # -- the index ---------------------------------------------------------------------------
+    def waiting_ids(self) -> list[str]:
+        """The ids that have a wait marker: what can be answered now (the box's top level
+        holds only markers, and whatever was planted there)."""
         try:
-            entries = [e for e in os.scandir(self.directory) if e.name.startswith(approval_id)]
+            names = os.listdir(self.directory)
         except OSError:
             return []
-        found = []
-        marker = f"{approval_id}{MARKER}"
-        for entry in entries:
-            if not entry.name.startswith(f"{approval_id}."):
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            key = (entry.name, _identity(st))
-            if key in seen or (entry.name == marker and key[1] == ours):
-                continue
-            seen.add(key)
-            found.append(
-                RefusedAnswer(
-                    "answer-box",
-                    "no-proof",
-                    "a file in the answer box is never an answer: answers come only from "
-                    "`tether approvals answer`, through the waiting run's socket",
-                    file=entry.name,
-                    claimed_outcome=_claimed_outcome(Path(entry.path)),
-                )
-            )
-        return found
+        return [
+            name[: -len(MARKER)]
+            for name in names
+            if name.endswith(MARKER) and is_approval_id(name[: -len(MARKER)])
+        ]
 
-    # -- the answering side ----------------------------------------------------------------
+    def answered_ids(self) -> list[str]:
+        try:
+            return [n for n in os.listdir(self.directory / ANSWERED_DIR) if is_approval_id(n)]
+        except OSError:
+            return []
+
     def marker(self, approval_id: str) -> WaitMarker | None:
-        raw = _read_small_json(self._path(approval_id, MARKER))
+        raw = read_small_json(self.path(approval_id))
         if not isinstance(raw, dict):
             return None
         pid, host, name = raw.get("pid"), raw.get("host"), raw.get("socket")
@@ -308,7 +211,7 @@ class AnswerBox:
         marker = self.marker(approval_id)
         if marker is None:
             return False
-        if marker.host != _host():
+        if marker.host != host_name():
             return True
         try:
             os.kill(marker.pid, 0)
@@ -318,68 +221,59 @@ class AnswerBox:
             return True
         return True
 
-    def was_answered(self, approval_id: str) -> bool:
-        return self._path(approval_id, ANSWERED).exists()
+    def answered(self, approval_id: str) -> BoxedAnswer | None:
+        """The answer recorded for ``approval_id``, when one was taken here."""
+        raw = read_small_json(self._answered_path(approval_id))
+        if not isinstance(raw, dict):
+            return None
+        outcome, by, at = answer_outcome(raw.get("outcome")), raw.get("by"), raw.get("at")
+        if outcome is None or not isinstance(by, str):
+            return None
+        return BoxedAnswer(outcome, by, at if isinstance(at, int) else 0)
 
-    def deliver(self, approval_id: str, outcome: str, surface: str) -> str:
-        """Hand an answer to the process waiting for it; the ``answered_by`` it recorded."""
-        if outcome not in ANSWERS:
+    def was_answered(self, approval_id: str) -> bool:
+        return self._answered_path(approval_id).exists()
+
+    # -- the answering side ------------------------------------------------------------------
+    def deliver(self, approval_id: str, outcome: str, surface: str) -> Delivered:
+        """Hand an answer to the process waiting for it: what it recorded."""
+        if answer_outcome(outcome) is None:
             raise InvalidAnswerError(f"an answer is one of {', '.join(ANSWERS)}")
         marker = self.marker(approval_id)
         if marker is None:
-            raise ApprovalStaleError(_stale_text(approval_id))
-        if marker.host != _host():
+            raise self.too_late(approval_id) or ApprovalStaleError(stale_text(approval_id))
+        if marker.host != host_name():
             raise ApprovalOnOtherHostError(
                 f"approval {approval_id} waits in process {marker.pid} on host {marker.host}: "
                 "answer it there (`tether approvals answer` reaches only this machine's runs)"
             )
-        return send_answer(marker.socket, marker.pid, approval_id, outcome, surface)
-
-
-class _Refusals:
-    def __init__(self, handler: RefusalHandler) -> None:
-        self.handler = handler
-        self.count = 0
-
-    def add_all(self, found: list[RefusedAnswer]) -> None:
-        for refused in found:
-            self.add(refused)
-
-    def add(self, refused: RefusedAnswer) -> None:
-        self.count += 1
-        if self.count < REFUSALS_RECORDED:
-            self.handler(refused)
-        elif self.count == REFUSALS_RECORDED:
-            self.handler(
-                replace(
-                    refused,
-                    detail=refused.detail + " (later refused answers to this "
-                    "approval are not recorded)",
-                )
+        try:
+            return send_answer(
+                marker.socket, marker.pid, AnswerMessage(approval_id, outcome, surface)
             )
+        except TetherError as err:
+            # The socket went away because another surface answered first: say so.
+            late = self.too_late(approval_id)
+            if late is not None and err.code == "APPROVAL_NOT_DELIVERED":
+                raise late from err
+            raise
+
+    def too_late(self, approval_id: str) -> TetherError | None:
+        """:class:`ApprovalAlreadyAnsweredError` saying what the first answer was, when one
+        was taken here."""
+        if not self.was_answered(approval_id):
+            return None
+        first = self.answered(approval_id)
+        return already_answered(
+            approval_id, first.outcome if first else None, first.by if first else None
+        )
 
 
-FileIdentity = tuple[int, int, int]
-"""Device, inode and change time: a file removed and created again may get the same inode
-number, never the same change time (which no process can set)."""
-
-
-def _identity(st: os.stat_result) -> FileIdentity:
-    return st.st_dev, st.st_ino, st.st_ctime_ns
-
-
-def _unusable(marker: Path, problem: str) -> AnswerBoxError:
-    return AnswerBoxError(
-        f"cannot create the wait marker {marker} ({problem}): nobody could answer, so the ask "
-        "is unavailable; keep the store where the agent's commands cannot write"
-    )
-
-
-def _host() -> str:
+def host_name() -> str:
     return socket.gethostname()
 
 
-def _read_small_json(path: Path) -> object:
+def read_small_json(path: Path) -> object:
     """A small regular file's JSON, or ``None``: never follows a link, never blocks on a FIFO,
     never reads more than :data:`FILE_READ_LIMIT` bytes."""
     try:
@@ -402,13 +296,7 @@ def _read_small_json(path: Path) -> object:
         return None
 
 
-def _claimed_outcome(path: Path) -> str | None:
-    raw = _read_small_json(path)
-    outcome = raw.get("outcome") if isinstance(raw, dict) else None
-    return outcome if outcome in ANSWERS else None
-
-
-def _stale_text(approval_id: str) -> str:
+def stale_text(approval_id: str) -> str:
     return (
         f"approval {approval_id} is pending in the log, but no running process waits for an "
         "answer from the store (it was answered elsewhere, or its process is gone; a repair "
@@ -416,80 +304,27 @@ def _stale_text(approval_id: str) -> str:
     )
 
 
-def _lineage(header: SessionHeader, headers: dict[str, SessionHeader]) -> tuple[str, ...]:
-    chain = [header.id]
-    parent = header.parent_session
-    while parent is not None and parent not in chain:
-        chain.append(parent)
-        above = headers.get(parent)
-        parent = above.parent_session if above is not None else None
-    return tuple(chain)
-
-
-def _rows(
-    header: SessionHeader,
-    headers: dict[str, SessionHeader],
-    events: Sequence[Event],
-    unmatched: Sequence[str],
-) -> list[PendingRow]:
-    wanted = set(unmatched)
-    rows = []
-    # This layer sits below policy, so it reads ``approval/asked`` by key; the definition is
-    # ``ApprovalAsked`` in policy/_events.py.
-    for event in events:
-        if event.type == "approval/asked" and event.data.get("id") in wanted:
-            routed = event.data.get("routed_to")
-            rows.append(
-                PendingRow(
-                    str(event.data.get("id")),
-                    header.id,
-                    _lineage(header, headers),
-                    header.delegation_depth,
-                    str(event.data.get("tool_name")),
-                    str(event.data.get("reason") or f'tool "{event.data.get("tool_name")}"'),
-                    event.time,
-                    str(routed) if routed is not None else None,
-                    event.data.get("action"),
-                )
-            )
-    return rows
-
-
-async def pending_approvals(
-    persistence: Persistence, box: AnswerBox | None = None
-) -> list[PendingRow]:
-    """Every undecided ask in the store, oldest first (never writes anything); with ``box``,
-    each row says whether a live process waits for its answer there."""
-    headers = {h.id: h for h in await persistence.list()}
-    rows: list[PendingRow] = []
-    for header in headers.values():
-        try:
-            stored = await persistence.inspect(header.id)
-        except TetherError:
-            continue  # unreadable sessions are fsck's business
-        if stored.repair.unmatched_approvals:
-            rows += _rows(header, headers, stored.events, stored.repair.unmatched_approvals)
-    if box is not None:
-        rows = [replace(row, waiting=box.is_waited(row.id)) for row in rows]
-    return sorted(rows, key=lambda r: r.asked_at)
-
-
-async def answer_pending(
-    persistence: Persistence, box: AnswerBox, approval_id: str, outcome: str, surface: str
-) -> tuple[PendingRow, str]:
-    """Answer one pending approval: the row and the ``answered_by`` the run recorded. A stale,
-    unknown, or already answered id is refused with a clear error."""
-    for row in await pending_approvals(persistence, box):
-        if row.id == approval_id:
-            if not row.waiting:
-                if box.was_answered(approval_id):
-                    raise ApprovalAlreadyAnsweredError(
-                        f"approval {approval_id} was already answered"
-                    )
-                raise ApprovalStaleError(_stale_text(approval_id))
-            return row, box.deliver(approval_id, outcome, surface)
-    if box.was_answered(approval_id):
-        raise ApprovalAlreadyAnsweredError(f"approval {approval_id} was already answered")
-    raise ApprovalNotPendingError(
-        f"approval {approval_id} is not pending (already decided, or no such approval)"
+def _unusable(marker: Path, problem: str) -> AnswerBoxError:
+    return AnswerBoxError(
+        f"cannot create the wait marker {marker} ({problem}): nobody could answer, so the ask "
+        "is unavailable; keep the store where the agent's commands cannot write"
     )
+
+
+__all__ = [
+    "ANSWERED_DIR",
+    "AnswerBox",
+    "AnswerBoxError",
+    "ApprovalNotPendingError",
+    "ApprovalOnOtherHostError",
+    "ApprovalStaleError",
+    "BoxedAnswer",
+    "FileIdentity",
+    "InvalidAnswerError",
+    "WaitMarker",
+    "file_identity",
+    "host_name",
+    "is_approval_id",
+    "read_small_json",
+    "stale_text",
+]

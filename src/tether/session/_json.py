@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import Any, Final, TypeAlias
 
 from tether.errors import TetherError
 
@@ -31,6 +31,75 @@ def freeze(value: object, path: str = "data") -> JsonValue:
     Objects become read-only mappings and arrays become tuples, so an appended event cannot be
     changed through a reference the caller kept.
     """
+    try:
+        return freeze_plain(value)
+    except NotPlain:
+        return _freeze(value, path)
+
+
+class NotPlain(Exception):
+    """Raised by :func:`freeze_plain` at the first value it does not take: :func:`freeze`
+    then decides, and names the field if it refuses."""
+
+
+def freeze_plain(value: Any, depth: int = 0) -> JsonValue:
+    """The fast path of :func:`freeze` for what JSON parsing produces (exact ``dict``,
+    ``list``, ``str``, ``int``, ``float``, ``bool``, ``None``, and frozen payloads): the same
+    result, with no field paths built and no ABC checks. It accepts only what :func:`_freeze`
+    accepts, and raises :class:`NotPlain` for anything else, valid or not, and below
+    :data:`_PLAIN_DEPTH` (where recursion limits, not values, decide)."""
+    kind = type(value)
+    if kind is dict or kind is MappingProxyType:
+        if depth >= _PLAIN_DEPTH:
+            raise NotPlain
+        out: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise NotPlain
+            if not key.isascii():
+                _utf8(key)
+            # Scalars inline: a call per value would cost as much as the rest.
+            kind = type(item)
+            if kind is str:
+                if not item.isascii():
+                    _utf8(item)
+                out[key] = item
+            elif kind is int or kind is bool or item is None:
+                out[key] = item
+            else:
+                out[key] = freeze_plain(item, depth + 1)
+        return MappingProxyType(out)
+    if kind is list or kind is tuple:
+        if depth >= _PLAIN_DEPTH:
+            raise NotPlain
+        return tuple([freeze_plain(item, depth + 1) for item in value])
+    if kind is str:
+        if not value.isascii():
+            _utf8(value)
+        text: str = value
+        return text
+    if kind is int or kind is bool or value is None:
+        scalar: int | None = value
+        return scalar
+    if kind is float and math.isfinite(value) and (value or math.copysign(1.0, value) > 0):
+        number: float = value
+        return number
+    raise NotPlain
+
+
+_PLAIN_DEPTH: Final = 64
+"""Containers nested deeper than this take the general path."""
+
+
+def _utf8(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise NotPlain from None
+
+
+def _freeze(value: object, path: str) -> JsonValue:
+    """The general path: any ``Mapping`` and sequence type, and the field path in errors."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -50,15 +119,22 @@ def freeze(value: object, path: str = "data") -> JsonValue:
             if not isinstance(key, str):
                 raise PayloadError(f"{path}: key {key!r} is not a string")
             _check_text(key, path)
-            out[key] = freeze(item, f"{path}.{key}")
+            out[key] = _freeze(item, f"{path}.{key}")
         return MappingProxyType(out)
     if isinstance(value, list | tuple):
-        return tuple(freeze(item, f"{path}[{i}]") for i, item in enumerate(value))
+        return tuple(_freeze(item, f"{path}[{i}]") for i, item in enumerate(value))
     raise PayloadError(f"{path}: {type(value).__name__} is not a JSON type")
 
 
 def freeze_object(value: object, path: str = "data") -> JsonObject:
     """Like :func:`freeze`, but the top level must be an object."""
+    if value.__class__ is dict:  # the usual payload: no ABC check
+        try:
+            frozen_dict: JsonObject = freeze_plain(value)  # type: ignore[assignment]
+        except (NotPlain, RecursionError):
+            pass  # the general path decides, and names the field
+        else:
+            return frozen_dict
     if not isinstance(value, Mapping):
         raise PayloadError(f"{path}: must be a JSON object, got {type(value).__name__}")
     try:

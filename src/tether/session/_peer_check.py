@@ -23,8 +23,7 @@ import signal
 import socket
 import struct
 import time
-from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 SO_PEERPIDFD: Final = 77
 """``<asm-generic/socket.h>`` (Linux 6.5); Python 3.11's ``socket`` does not name it."""
@@ -36,23 +35,20 @@ PeerProblem = Literal["other-user", "confined", "started-by-this-run", "unverifi
 started it (so a command of this run, confined or not); or its identity could not be read."""
 
 
-@dataclass(frozen=True, slots=True)
-class Peer:
+class Peer(NamedTuple):
     pid: int
     """As seen from this process's PID namespace."""
     uid: int
 
 
-@dataclass(frozen=True, slots=True)
-class PeerRefused:
+class PeerRefused(NamedTuple):
     problem: PeerProblem
     detail: str
     """A sentence saying what was found, for the log and for the refused side."""
     pid: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Marks:
+class _Marks(NamedTuple):
     """What a process carries that tether's sandboxes set and nothing can unset."""
 
     user_ns: str

@@ -2,7 +2,9 @@
 
 ``Session`` holds the header and the events. It validates every append (known type, lossless
 JSON payload, surface rules), assigns contiguous ``seq``, freezes the payload, and notifies
-observers synchronously. It knows nothing about storage: the store drains new events to the
+observers synchronously. It keeps the newest event of each type and, for readers that need
+more of the log on every request (the agent's history), folds fed each event once
+(:meth:`Session.fold`). It knows nothing about storage: the store drains new events to the
 persistence backend.
 """
 
@@ -12,7 +14,7 @@ import logging
 import time as _time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol, overload, runtime_checkable
+from typing import Protocol, TypeVar, cast, overload, runtime_checkable
 
 from tether.errors import TetherError
 from tether.session._events import (
@@ -32,6 +34,16 @@ EventObserver = Callable[["Session", Event], object]
 
 def wall_clock_ms() -> int:
     return _time.time_ns() // 1_000_000
+
+
+class LogFold(Protocol):
+    """State derived from a log by reading each event once, in seq order
+    (:meth:`Session.fold`)."""
+
+    def feed(self, event: Event) -> None: ...
+
+
+FoldT = TypeVar("FoldT", bound=LogFold)
 
 
 class SeedError(TetherError):
@@ -88,6 +100,7 @@ class Session:
         self._last_by_type: dict[str, Event] = {}
         self._undelivered: deque[Event] = deque()
         self._delivering = False
+        self._folds: dict[Callable[[], LogFold], tuple[LogFold, int]] = {}
         for index, event in enumerate(seed):
             if event.seq != index:
                 raise SeedError(
@@ -193,6 +206,31 @@ class Session:
         """The newest event of ``event_type`` (last-event-wins folds start here)."""
         return self._last_by_type.get(event_type)
 
+    def fold(self, kind: Callable[[], FoldT]) -> FoldT:
+        """This session's fold of kind ``kind``, fed every event up to now.
+
+        The first call makes it (``kind()``) and feeds it the whole log; each later call feeds
+        it only the events appended since the one before. So a fold is always exactly what
+        feeding the log from seq 0 gives, while reading it costs the new events, not the log:
+        what keeps a model request as cheap at event 100,000 as at event 100. A fold that
+        raises is dropped (the next call starts over from seq 0) and the error propagates; a
+        fold never appends to the log it reads.
+        """
+        entry = self._folds.get(kind)
+        fold, fed = entry if entry is not None else (kind(), 0)
+        if fed < len(self._events):
+            batch = self.view[fed:]
+            try:
+                for event in batch:
+                    fold.feed(event)
+            except BaseException:
+                self._folds.pop(kind, None)
+                raise
+            fed += len(batch)
+        self._folds[kind] = (fold, fed)
+        # ``kind`` made this fold, so it is a ``FoldT``; the table cannot say so per key.
+        return cast(FoldT, fold)
+
 
 @runtime_checkable
 class HasSession(Protocol):
@@ -219,6 +257,7 @@ __all__ = [
     "EventLog",
     "HasSession",
     "InvalidEventError",
+    "LogFold",
     "SeedError",
     "Session",
     "has_open_turn",

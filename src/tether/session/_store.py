@@ -7,8 +7,12 @@ which rolls the session back out; only then are its setup events published and s
 explicit ``flush`` stores earlier). ``create`` does all three.
 
 Appends are synchronous; a per-session writer task drains new events to the backend off the
-event loop, batching whatever accumulated while the previous write ran. ``flush`` is the
-durability barrier: when it returns, every event appended before the call is stored.
+event loop, batching whatever accumulated while the previous write ran. Two barriers wait for
+it: ``commit`` returns once every event appended before the call is committed (visible to
+every other reader, kept if this process crashes), ``flush`` once they are also durable
+against a power loss. The writer commits its batches without waiting for the disk where the
+backend can (``DefersSync``) and syncs only for a ``flush``, so the approval service's flush
+of an audit pair is the one sync of an approval (``decisions/0051-one-sync-per-approval.md``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from tether.errors import TetherError
 from tether.session._events import Event
@@ -26,6 +30,7 @@ from tether.session._header import SessionHeader, SessionMeta
 from tether.session._session import Clock, Session, has_open_turn, wall_clock_ms
 from tether.session.persistence._base import (
     CreatesWithEvents,
+    DefersSync,
     Persistence,
     PersistenceError,
     SessionExistsError,
@@ -38,6 +43,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+WRITE_BEHIND_DELAY: Final = 0.005
+"""Seconds the write-behind waits after a session's first uncommitted event before it commits:
+what is appended meanwhile (the rest of a step, a tool call and its approval) goes in the same
+commit. A ``commit`` or ``flush`` does not wait for it, so no barrier is slower; only readers
+of the store (another process, ``run --json``) see events up to this much later."""
 
 SessionListener = Callable[[Session], object]
 EventListener = Callable[[Session, Event], object]
@@ -62,8 +73,16 @@ class NoPersistenceError(TetherError):
 @dataclass(slots=True)
 class _Writer:
     persisted: int
+    """Events committed."""
     created: bool
+    synced: int = 0
+    """Events durable (``<= persisted``)."""
+    sync_wanted: int = 0
+    """A ``flush`` waits for the events below this to be durable."""
     task: asyncio.Task[None] | None = None
+    wake: asyncio.Future[None] | None = None
+    """Set while the writer task waits out :data:`WRITE_BEHIND_DELAY`; resolving it ends the
+    wait (a barrier or a detach cannot wait)."""
     error: BaseException | None = None
     detach: Callable[[], None] = field(default=lambda: None)
     lease: Lease | None = None
@@ -79,9 +98,13 @@ class SessionStore:
         leases: Leases | None = None,
     ) -> None:
         """``leases``: take each live session's lease there (see :mod:`._lease`), so no other
-        process makes it live at the same time and outside tools can tell it is live."""
+        process makes it live at the same time and outside tools can tell it is live; the
+        store closes them with itself, as it does ``persistence``."""
         self.persistence = persistence
         self.leases = leases
+        # The optional capabilities, looked up once (a protocol check costs microseconds).
+        self._with_events = persistence if isinstance(persistence, CreatesWithEvents) else None
+        self._deferring = persistence if isinstance(persistence, DefersSync) else None
         self._clock = clock
         self._new_id = new_id
         self._live: dict[str, Session] = {}
@@ -133,7 +156,8 @@ class SessionStore:
         if lease is None and self.leases is not None:
             lease = self.leases.take(session.id)
         self._live[session.id] = session
-        writer = _Writer(persisted=stored_length or 0, created=stored_length is not None)
+        stored = stored_length or 0
+        writer = _Writer(persisted=stored, created=stored_length is not None, synced=stored)
         writer.lease = lease
         self._writers[session.id] = writer
         writer.detach = session.observe(self._on_append)
@@ -189,9 +213,9 @@ class SessionStore:
         return list(self._live.values())
 
     async def dispose(self, session: Session) -> None:
-        """Flush, then detach and emit ``session/disposed``."""
+        """Commit, then detach and emit ``session/disposed``."""
         try:
-            await self.flush(session)
+            await self.commit(session)
         finally:
             self._detach(session)
 
@@ -205,26 +229,43 @@ class SessionStore:
                 errors.append(err)
         if self.persistence is not None:
             await self.persistence.close()
+        if self.leases is not None:
+            self.leases.close()  # nothing is written any more: every lease here is given up
         if errors:
             raise errors[0]
 
     # -- durability ----------------------------------------------------------------------
+    async def commit(self, session: Session) -> None:
+        """Return once every event appended so far is committed: visible to every reader of
+        the store and kept if this process crashes; durable against a power loss once the
+        backend syncs (within ``SYNC_WITHIN`` seconds, at the next :meth:`flush`, or when it
+        is closed). No-op without persistence."""
+        await self._wait(session, durable=False)
+
     async def flush(self, session: Session) -> None:
-        """Return once every event appended so far is stored (no-op without persistence)."""
+        """Return once every event appended so far is committed and durable, against a power
+        loss too (no-op without persistence)."""
+        await self._wait(session, durable=True)
+
+    async def _wait(self, session: Session, *, durable: bool) -> None:
         writer = self._writers.get(session.id)
         if writer is None or self.persistence is None:
             return
+        target = len(session)
+        if durable and writer.sync_wanted < target:
+            writer.sync_wanted = target
         while True:
             if writer.error is not None:
                 raise PersistenceError(
                     f"session {session.id!r} could not be stored: {writer.error}"
                 ) from writer.error
             if writer.task is not None and not writer.task.done():
+                _hurry(writer)
                 await asyncio.shield(writer.task)
                 continue
-            if writer.persisted >= len(session):
+            if writer.persisted >= target and (not durable or writer.synced >= target):
                 return
-            writer.task = asyncio.get_running_loop().create_task(self._drain(session, writer))
+            self._start_drain(session, writer)
 
     def _on_append(self, session: Session, event: Event) -> None:
         writer = self._writers.get(session.id)
@@ -246,28 +287,76 @@ class SessionStore:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop: the next flush writes
+        # The task exists from now on (so the loop's shutdown cancels it like any other); it
+        # first waits a moment for what follows, until ``wake`` (here already, so a barrier
+        # right after this append can end the wait before the task starts).
+        writer.wake = loop.create_future()
         writer.task = loop.create_task(self._drain(session, writer))
 
+    def _start_drain(self, session: Session, writer: _Writer) -> None:
+        """Start a writer task that commits at once (a barrier found none running)."""
+        writer.wake = None
+        writer.task = asyncio.get_running_loop().create_task(self._drain(session, writer))
+
     async def _drain(self, session: Session, writer: _Writer) -> None:
-        assert self.persistence is not None
+        """Commit what is new, batch after batch, until caught up; a batch that holds events a
+        ``flush`` waits for is committed durably, and with nothing new to commit for one, the
+        backend syncs. Started by an append, it first waits :data:`WRITE_BEHIND_DELAY` (or
+        until hurried)."""
+        persistence = self.persistence
+        assert persistence is not None
+        deferring = self._deferring
+        wake = writer.wake
+        if wake is not None:
+            timer = (
+                None
+                if wake.done()
+                else wake.get_loop().call_later(WRITE_BEHIND_DELAY, _hurry, writer)
+            )
+            try:
+                await wake
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                writer.wake = None
         try:
-            while writer.persisted < len(session):
-                batch = session.events[writer.persisted :]
-                if not writer.created and isinstance(self.persistence, CreatesWithEvents):
-                    await self.persistence.create_with_events(session.header, batch)
-                    writer.created = True
-                    writer.persisted += len(batch)
+            while writer.persisted < len(session) or writer.synced < writer.sync_wanted:
+                if writer.persisted >= len(session):
+                    assert deferring is not None  # without it every commit is durable
+                    await deferring.sync(session.id)
+                    writer.synced = writer.persisted
                     continue
+                batch = session.events[writer.persisted :]
+                durable = deferring is None or writer.sync_wanted > writer.persisted
                 if not writer.created:
-                    await self.persistence.create(session.header)
+                    await self._create_with(persistence, session, batch, durable)
                     writer.created = True
-                await self.persistence.append(session.id, batch)
+                elif durable:
+                    await persistence.append(session.id, batch)
+                else:
+                    assert deferring is not None
+                    await deferring.append_deferred(session.id, batch)
                 writer.persisted += len(batch)
+                if durable:
+                    writer.synced = writer.persisted
         except Exception as err:
             writer.error = err
-            # Reported where it is raised, by the next flush (every dispose flushes), so a user
-            # sees one line for it, not two.
+            # Reported where it is raised, by the next commit or flush (every dispose commits),
+            # so a user sees one line for it, not two.
             log.debug("session %s: write failed: %s", session.id, err)
+
+    async def _create_with(
+        self, persistence: Persistence, session: Session, batch: Sequence[Event], durable: bool
+    ) -> None:
+        """A new session's first write: its header and first events in one commit where the
+        backend can (a crash between two would leave a session without its scope)."""
+        if not durable and self._deferring is not None:
+            await self._deferring.create_deferred(session.header, batch)
+        elif self._with_events is not None:
+            await self._with_events.create_with_events(session.header, batch)
+        else:
+            await persistence.create(session.header)
+            await persistence.append(session.id, batch)
 
     def _publish(self, session: Session, event: Event) -> None:
         for fn in tuple(self._event):
@@ -292,6 +381,7 @@ class SessionStore:
         writer = self._writers.pop(session.id, None)
         if writer is not None:
             writer.detach()
+            _hurry(writer)  # what was appended is still written, now
             if writer.lease is not None:
                 _release_when_written(writer.lease, writer.task)
         del self._live[session.id]
@@ -398,6 +488,12 @@ class SessionStore:
         if self.persistence is None:
             raise NoPersistenceError("this store has no persistence backend")
         return self.persistence
+
+
+def _hurry(writer: _Writer) -> None:
+    """End the writer task's wait for what follows, if it is waiting."""
+    if writer.wake is not None and not writer.wake.done():
+        writer.wake.set_result(None)
 
 
 def _release_when_written(lease: Lease, task: asyncio.Task[None] | None) -> None:

@@ -17,7 +17,11 @@ from urllib.parse import quote
 
 from tether.session._answer_box import AnswerBox
 from tether.session._lease import Leases
-from tether.session.persistence._factory import sqlite_url, store_location
+from tether.session.persistence._factory import (
+    StoreInMemoryError,
+    sqlite_url,
+    store_location,
+)
 from tether.session.persistence._jsonl import JsonlPersistence
 from tether.session.persistence._sqlite import SqlitePersistence
 
@@ -26,8 +30,12 @@ SQLITE_SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 
 
 def store_files(url: str) -> tuple[Path, ...]:
-    """The paths the store at ``url`` uses, existing or not (the store itself first)."""
-    scheme, path = store_location(url)
+    """The paths the store at ``url`` uses, existing or not (the store itself first; none
+    for ``memory://``)."""
+    try:
+        scheme, path = store_location(url)
+    except StoreInMemoryError:
+        return ()
     box = AnswerBox.for_store(url).directory
     leases = Leases.for_store(url).directory
     if scheme == "jsonl":

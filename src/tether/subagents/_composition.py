@@ -13,6 +13,8 @@ does, in this order and without awaiting:
 - the delegation events, ``sandbox/mode`` then ``approval/policy``, each with
   ``source: "delegation"``, written through the policy services' own write paths after the
   seed and its end-seed marker, so a fresh snapshot beats stale seed state (last event wins);
+  then, when the parent is bound by any, its ``deny`` and ``ask`` permission rules as
+  ``permission/rules {rules, source: "delegation"}`` (never its ``allow`` rules or grants);
 - the parent's project instructions, as its log recorded them, for a child in the parent's
   working directory (:meth:`ProjectInstructions.inherit`), so no child re-reads the files.
 
@@ -45,6 +47,7 @@ from tether.policy import (
     SandboxPolicyService,
     is_strictly_wider,
 )
+from tether.policy._permissions import PERMISSION_RULES, capture_for_child
 from tether.session import Event, Session, SessionHeader, SessionMeta, SessionStore
 from tether.subagents._events import Descriptor, DescriptorMode, ToolFilter
 
@@ -215,6 +218,11 @@ def prepare_child(
         set_mode(session, pinned_mode, DELEGATION_SOURCE)
     if approval is not None:
         approval.set_approval_policy(session, ApprovalPolicy.NEVER, DELEGATION_SOURCE)
+    # Every deny and ask rule that binds the parent now binds the child for good (cold resume
+    # included); its allow rules and grants never reach it (docs/decisions/0056).
+    captured = capture_for_child(parent.ctx.get(PERMISSION_RULES), parent.session)
+    if captured is not None:
+        session.append(captured.TYPE, captured.to_data())
     instructions = parent.ctx.get(PROJECT_INSTRUCTIONS)
     if instructions is not None:
         instructions.inherit(parent.session, session)

@@ -111,9 +111,14 @@ class ContinuationManager:
         self._active: dict[str, Activation] = {}
         self._disposing: dict[str, asyncio.Task[None]] = {}
         self._disposing_parent: dict[str, str] = {}
+        self._owned: dict[str, set[str]] = {}
+        """Parent id -> its children that are resident or being disposed."""
+        self._settled: dict[str, asyncio.Event] = {}
+        """Parent id -> set when a watcher or disposal of one of its children ends."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._draining = False
         self._changed = asyncio.Event()
+        """Set when any watcher or disposal ends: what :meth:`when_quiescent` waits for."""
         self.report_tool_factory: object = None
 
     # -- queries ------------------------------------------------------------------------------
@@ -124,14 +129,26 @@ class ContinuationManager:
         return [a.agent for a in self._active.values()]
 
     async def when_quiescent(self) -> None:
-        """Wait until no continuable child is resident and none is being disposed."""
+        """Wait until no continuable child is resident and none is being disposed.
+
+        Woken once per watcher or disposal that ends, never by polling every child: a
+        thousand children settle in a thousand wake-ups."""
         while self._active or self._disposing:
-            pending = [t for t in self._disposing.values()]
-            pending += [a.watcher for a in self._active.values() if a.watcher is not None]
-            if not pending:
-                await asyncio.sleep(0)
-                continue
-            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            self._changed.clear()
+            await self._changed.wait()
+
+    def _ended(self, parent_id: str, child_id: str) -> None:
+        """A watcher or a disposal of ``child_id`` ended: wake who waits for it."""
+        self._changed.set()
+        if child_id not in self._active and child_id not in self._disposing:
+            owned = self._owned.get(parent_id)
+            if owned is not None:
+                owned.discard(child_id)
+                if not owned:
+                    del self._owned[parent_id]
+        settled = self._settled.get(parent_id)
+        if settled is not None:
+            settled.set()
 
     # -- start --------------------------------------------------------------------------------
     async def start(
@@ -276,6 +293,7 @@ class ContinuationManager:
         unregister = registry.register(agent) if registry is not None else None
         activation = Activation(agent, parent_id, descriptor, unregister)
         self._active[agent.id] = activation
+        self._owned.setdefault(parent_id, set()).add(agent.id)
         if callable(self.report_tool_factory) and agent.tools is not None:
             assert agent.scope_ctx is not None
             agent.tools.register(self.report_tool_factory(), scope=agent, ctx=agent.scope_ctx)
@@ -298,22 +316,30 @@ class ContinuationManager:
                 self._settle_when_idle(activation),
                 name=f"subagent {activation.agent.id}: watcher",
             )
+            child_id, parent_id = activation.agent.id, activation.parent_id
+            activation.watcher.add_done_callback(lambda _t: self._ended(parent_id, child_id))
 
     async def _settle_when_idle(self, activation: Activation) -> None:
         agent = activation.agent
-        while True:
-            await asyncio.sleep(0)  # let work queued in the same tick land
-            await agent.when_idle()
-            if agent.status != "idle":
-                continue
-            # Idle with queued work only happens when a cancel parked it (interrupt, drain):
-            # that work stays in the inbox for the next wake, it does not keep the child resident.
-            owned = self._owned_pending(agent.id)
-            if not owned:
-                break
-            # Waiting: quiescent but still owning children. It stays resident so their
-            # settlement notices reach it (and wake it) instead of being dropped.
-            await asyncio.wait(owned, return_when=asyncio.FIRST_COMPLETED)
+        settled = self._settled.setdefault(agent.id, asyncio.Event())
+        try:
+            while True:
+                await asyncio.sleep(0)  # let work queued in the same tick land
+                await agent.when_idle()
+                if agent.status != "idle":
+                    continue
+                # Idle with queued work only happens when a cancel parked it (interrupt,
+                # drain): that work stays in the inbox for the next wake, it does not keep the
+                # child resident.
+                settled.clear()
+                if not self._has_pending_children(agent.id):
+                    break
+                # Waiting: quiescent but still owning children. It stays resident so their
+                # settlement notices reach it (and wake it) instead of being dropped.
+                await settled.wait()
+        finally:
+            if self._settled.get(agent.id) is settled:
+                del self._settled[agent.id]
         if self._active.get(agent.id) is not activation:
             return
         del self._active[agent.id]
@@ -322,21 +348,24 @@ class ContinuationManager:
         self._disposing_parent[agent.id] = activation.parent_id
         task.add_done_callback(lambda _t: self._disposing.pop(agent.id, None))
         task.add_done_callback(lambda _t: self._disposing_parent.pop(agent.id, None))
+        task.add_done_callback(lambda _t: self._ended(activation.parent_id, agent.id))
 
-    def _owned_pending(self, parent_id: str) -> list[asyncio.Task[None]]:
-        """Watchers and disposals of ``parent_id``'s resident children (a disposal delivers
-        the settlement notice, so the parent waits for it too)."""
-        pending = [
-            a.watcher
-            for a in self._active.values()
-            if a.parent_id == parent_id and a.watcher is not None and not a.watcher.done()
-        ]
-        pending += [
-            task
-            for child_id, task in self._disposing.items()
-            if self._disposing_parent.get(child_id) == parent_id
-        ]
-        return pending
+    def _has_pending_children(self, parent_id: str) -> bool:
+        """Whether a watcher or a disposal of one of ``parent_id``'s children is still running
+        (a disposal delivers the settlement notice, so the parent waits for it too). Reads
+        that parent's own children, not every resident one."""
+        for child_id in self._owned.get(parent_id, ()):
+            active = self._active.get(child_id)
+            if (
+                active is not None
+                and active.parent_id == parent_id
+                and active.watcher is not None
+                and not active.watcher.done()
+            ):
+                return True
+            if self._disposing_parent.get(child_id) == parent_id:
+                return True
+        return False
 
     async def _dispose(self, activation: Activation) -> None:
         agent = activation.agent

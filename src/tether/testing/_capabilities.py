@@ -29,6 +29,10 @@ class Capability(StrEnum):
     LIST_IDS = "list_ids"
     """``list_ids()`` (:class:`~tether.session.persistence._base.ListsIds`): every stored id
     without parsing headers."""
+    DEFERS_SYNC = "defers_sync"
+    """``append_deferred``, ``create_deferred`` and ``sync``
+    (:class:`~tether.session.persistence._base.DefersSync`): commits that wait for the disk
+    only when asked, under every rule of a commit."""
     # -- damage the adapter can do to stored data, as a crash or a newer writer would --------
     CORRUPT_TAIL = "corrupt_tail"
     """``corrupt_tail``: leave a torn final record, as a crash mid-write would."""

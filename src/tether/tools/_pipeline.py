@@ -7,10 +7,13 @@ exception):
 1. **look up and parse** (``_look_up_and_parse``): the tool this agent sees, the raw JSON
    arguments, the escalation ladder's paired arguments taken out (``policy/_escalation.py``),
    the rest validated against the tool's model; a call already aborted stops here;
-2. **pre-execute** (``_pre_execute``): the ``tools/pre-execute`` waterfall, scoped to the agent,
-   fallback allow; a throwing listener, an invalid decision and a deny stop the call;
+2. **pre-execute**: the permission rules first (``_screen``, through the approval service): a
+   ``deny`` rule stops the call, an ``ask`` rule makes the waterfall's fallback ``ask``; then
+   (``_pre_execute``) the ``tools/pre-execute`` waterfall, scoped to the agent, fallback allow
+   (or that ask); a throwing listener, an invalid decision and a deny stop the call;
 3. **ask** (``_ask``): an ``ask`` decision goes through the approval service, which writes the
-   audit pair; a refusal is worded by ``policy/_outcome_text.py``;
+   audit pair (a session grant or an ``allow`` rule may decide it there); a refusal is worded
+   by ``policy/_outcome_text.py``;
 4. **guards** (``_guard``): ``tools/guard`` listeners run synchronously after an allow and may
    only deny, so listener order can never resurrect a forbidden call; an abort that arrived
    while deciding stops the call;
@@ -50,7 +53,8 @@ from tether.policy._escalation import (
     with_escalation_parameters,
 )
 from tether.policy._modes import ApprovalOutcome, AskFailure, as_outcome
-from tether.policy._outcome_text import ToolAsk, outcome_text
+from tether.policy._outcome_text import ToolAsk, outcome_text, rule_refusal_text
+from tether.policy._permissions import cite
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE, SandboxExecutionPolicy
 from tether.sandbox import SANDBOX_SERVICE
 from tether.session import JsonValue
@@ -192,7 +196,10 @@ class ToolRuntime:
         if isinstance(parsed, ToolResult):
             return parsed
         call = parsed.call
-        decision = await self._pre_execute(call)
+        screened = await self._screen(call)
+        if isinstance(screened, ToolResult):
+            return screened
+        decision = await self._pre_execute(call, screened)
         if isinstance(decision, ToolResult):
             return decision
         if decision.kind == "ask":
@@ -243,13 +250,42 @@ class ToolRuntime:
         call = ToolCall(call_id, name, args, raw_arguments, agent, signal, self.ctx, None)
         return _Parsed(tool, call, noun, escalation)
 
-    async def _pre_execute(self, call: ToolCall) -> PreDecision | ToolResult:
-        """Step 2: the ``tools/pre-execute`` decision when it lets the call go on (allow or
-        ask); the error result of a failing listener, an invalid decision or a deny."""
+    async def _screen(self, call: ToolCall) -> PreDecision | ToolResult:
+        """Step 2a: what the permission rules say before anything else: the refusal of a
+        ``deny`` rule (the approval service wrote its audit pair), an ``ask`` rule's ask, or
+        allow. A session whose rules cannot be read runs nothing."""
+        approval = self.ctx.get(APPROVAL_SERVICE)
+        if approval is None or call.agent is None:
+            return PreDecision.allow()
         try:
-            decision = await self.ctx.waterfall(
-                PRE_EXECUTE, call, PreDecision.allow(), scope=call.agent
+            if not approval.screens(call.agent.session):
+                return PreDecision.allow()  # no rule binds it: nothing to describe the call to
+            request = ApprovalRequest(
+                call.agent,
+                call.name,
+                call_id=call.call_id,
+                signal=call.signal,
+                action=describe_action(call),
             )
+            screened = await approval.screen(request)
+        except Exception as err:
+            return ToolResult.error(
+                f'the permission rules could not be applied to tool "{call.name}", so it did '
+                f"not run: {err}"
+            )
+        if screened.denied is not None:
+            return ToolResult.error(rule_refusal_text(ToolAsk(call.name), cite(screened.denied)))
+        if screened.ask is not None:
+            return PreDecision.ask(screened.ask.describe())
+        return PreDecision.allow()
+
+    async def _pre_execute(self, call: ToolCall, fallback: PreDecision) -> PreDecision | ToolResult:
+        """Step 2b: the ``tools/pre-execute`` decision when it lets the call go on (allow or
+        ask); the error result of a failing listener, an invalid decision or a deny. An ``ask``
+        rule's ask is the waterfall's ``fallback``: a listener may deny, or keep asking (a
+        routing gate turns it into its own question), but no listener's allow skips it."""
+        try:
+            decision = await self.ctx.waterfall(PRE_EXECUTE, call, fallback, scope=call.agent)
         except Exception as err:
             log.warning("tools/pre-execute listener failed for %s: %s", call.name, err)
             return ToolResult.error(f'a pre-execute hook failed for tool "{call.name}": {err}')
@@ -284,8 +320,15 @@ class ToolRuntime:
             return ToolResult.error(outcome_text(AskFailure.ERROR, asked, detail=str(err)))
         # The composed service may be another implementation: check what it returned.
         outcome = as_outcome(decided.outcome) or AskFailure.UNKNOWN_OUTCOME
-        if outcome is ApprovalOutcome.ALLOWED_ONCE:
-            return None
+        if outcome is ApprovalOutcome.REJECTED and decided.rule is not None:
+            return ToolResult.error(rule_refusal_text(asked, decided.rule))
+        match outcome:
+            case (
+                ApprovalOutcome.ALLOWED_ONCE
+                | ApprovalOutcome.ALLOWED_FOR_SESSION
+                | ApprovalOutcome.ALLOWED_ALWAYS
+            ):
+                return None
         if outcome is ApprovalOutcome.CANCELLED:
             return _cancelled(outcome_text(outcome, asked), call.signal)
         if decided.failure is not None:

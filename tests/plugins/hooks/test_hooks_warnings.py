@@ -1,6 +1,7 @@
 """A workspace's ``.claude/settings.json`` or ``._codex/hooks.json`` with hooks or permissions
 that a run does not use is said on stderr by ``tether run`` (and by ``doctor``), one escaped
-line each, with how to enable it; nothing is enabled by the warning."""
+line each, with how to enable it; nothing is enabled by the warning. Permissions rules are
+applied once the file's content is trusted, and then nothing is said of them."""
 
 from __future__ import annotations
 
@@ -80,10 +81,12 @@ def _hooks_line(workspace: Path, remedy: str) -> str:
     )
 
 
-PERMISSIONS_LINE = (
-    "tether: warning: .claude/settings.json has permissions rules (deny: 1) that tether does "
-    "not apply; its scope comes from --sandbox and --approval (docs/guide-permissions.md)"
-)
+def _permissions_line(workspace: Path) -> str:
+    return (
+        "tether: warning: .claude/settings.json has permissions rules (deny: 1) that are not "
+        "applied: its content is not trusted; review and trust it with: tether trust "
+        f"--workspace {workspace}"
+    )
 
 
 def test_run_warns_of_settings_hooks_and_permissions_it_does_not_use(tmp_path: Path) -> None:
@@ -95,7 +98,7 @@ def test_run_warns_of_settings_hooks_and_permissions_it_does_not_use(tmp_path: P
             workspace,
             "list it in the hooks plugin's settings_files in tether.toml, then trust it with: ",
         ),
-        PERMISSIONS_LINE,
+        _permissions_line(workspace),
     ]
     assert not marker.exists()  # the warning enabled nothing
 
@@ -110,7 +113,7 @@ def test_plugin_hooks_without_the_file_listed_still_warns(tmp_path: Path) -> Non
     assert not marker.exists()
 
 
-def test_a_listed_and_trusted_file_is_enabled_and_only_its_permissions_are_said(
+def test_a_listed_and_trusted_file_is_enabled_with_its_permissions_and_nothing_is_said(
     tmp_path: Path,
 ) -> None:
     workspace, marker = _workspace(tmp_path)
@@ -119,7 +122,7 @@ def test_a_listed_and_trusted_file_is_enabled_and_only_its_permissions_are_said(
     )
     assert tether("trust", "--workspace", str(workspace)).returncode == 0
     code, warnings = _run(tmp_path, workspace)
-    assert warnings == [PERMISSIONS_LINE]
+    assert warnings == []
     assert marker.exists()  # the guard ran (and blocked the bash call)
     assert code == 0
 
@@ -163,9 +166,13 @@ def test_doctor_reports_the_same_findings(tmp_path: Path) -> None:
         "hooks: problem: .claude/settings.json has hooks (PreToolUse, Stop) that are not "
         "enabled; list it in the hooks plugin's settings_files in tether.toml, then trust it "
         f"with: tether trust --workspace {workspace}",
-        "hooks: problem: .claude/settings.json has permissions rules (deny: 1) that tether does "
-        "not apply; its scope comes from --sandbox and --approval (docs/guide-permissions.md)",
     ]
+    permissions = [line for line in done.stdout.splitlines() if line.startswith("permissions:")]
+    assert permissions[-1] == (
+        "permissions: problem: .claude/settings.json has permissions rules (deny: 1) that are "
+        "not applied: its content is not trusted; review and trust it with: tether trust "
+        f"--workspace {workspace}"
+    )
     assert done.returncode == 0
 
 
@@ -188,4 +195,4 @@ def test_a_listed_file_that_is_not_trusted_is_named_with_the_trust_remedy(tmp_pa
     assert (code, warnings) == (1, [])
     # Trusted for this run only (--trust-workspace), the hooks are enabled.
     code, warnings = _run(tmp_path, workspace, "--trust-workspace")
-    assert (code, warnings) == (0, [PERMISSIONS_LINE])
+    assert (code, warnings) == (0, [])

@@ -7,8 +7,13 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
-from tether.session.persistence import JsonlPersistence, Persistence, SqlitePersistence
-from tether.testing import OPTIONAL, BackendUnderTest
+from tether.session.persistence import (
+    JsonlPersistence,
+    MemoryPersistence,
+    Persistence,
+    SqlitePersistence,
+)
+from tether.testing import OPTIONAL, BackendUnderTest, Capability
 
 
 def _files_digest(root: Path, skip_suffixes: tuple[str, ...] = ()) -> dict[str, str]:
@@ -91,4 +96,15 @@ class JsonlBackend(BackendUnderTest):
         return _files_digest(persistence.root)
 
 
-BUNDLED: tuple[BackendUnderTest, ...] = (SqliteBackend(), JsonlBackend())
+class MemoryBackend(BackendUnderTest):
+    # Its claims, honestly: every id without headers, and nothing else. Its storage lives and
+    # dies with one handle (no reopen), and it holds only the immutable events appended, so
+    # no record can be torn, damaged or of another format (nothing to corrupt, nothing to
+    # snapshot).
+    capabilities = frozenset({Capability.LIST_IDS})
+
+    def open(self, root: Path) -> Persistence:
+        return MemoryPersistence()
+
+
+BUNDLED: tuple[BackendUnderTest, ...] = (SqliteBackend(), JsonlBackend(), MemoryBackend())

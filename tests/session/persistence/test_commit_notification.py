@@ -92,10 +92,10 @@ async def test_a_cancelled_caller_still_hears_its_commit(
     started, release = threading.Event(), threading.Event()
     write = backend._append  # type: ignore[attr-defined]
 
-    def held(session_id: str, batch: tuple[Event, ...]) -> None:
+    def held(session_id: str, batch: tuple[Event, ...], *, sync: bool) -> None:
         started.set()
         release.wait(10)
-        write(session_id, batch)
+        write(session_id, batch, sync=sync)
 
     monkeypatch.setattr(backend, "_append", held)
     task = asyncio.ensure_future(backend.append("a", titles(0, 2)))

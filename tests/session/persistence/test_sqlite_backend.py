@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from tether.session import Event
-from tether.session.persistence import CorruptLogError, PersistenceError, SqlitePersistence
+from tether.session.persistence import (
+    CorruptLogError,
+    PersistenceError,
+    SeqConflictError,
+    SqlitePersistence,
+)
 from tether.testing import T0, dicts, header, titles
 
 
@@ -178,3 +183,32 @@ async def test_closed_backend_refuses_calls(store: SqlitePersistence) -> None:
     await store.close()
     with pytest.raises(PersistenceError, match="is closed"):
         await store.create(header())
+
+
+class FailsOnce(SqlitePersistence):
+    """A write whose transaction fails after its rows went in (say, at a full disk)."""
+
+    fail_next = False
+
+    def _write_events(self, conn: sqlite3.Connection, *args: object) -> None:
+        super()._write_events(conn, *args)  # type: ignore[arg-type]
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError(28, "No space left on device")
+
+
+async def test_a_rolled_back_write_is_never_taken_for_the_stored_length(tmp_path: Path) -> None:
+    # The backend skips looking at the log when an append continues right after the last row
+    # it committed; a write that was rolled back must not count as committed.
+    backend = FailsOnce(tmp_path / "s.db")
+    events = titles(0, 6)
+    await backend.create(header())
+    await backend.append("s-1", events[:2])
+    backend.fail_next = True
+    with pytest.raises(PersistenceError):
+        await backend.append("s-1", events[2:4])
+    with pytest.raises(SeqConflictError, match="starts at seq 4 but 2 events are stored"):
+        await backend.append("s-1", events[4:])  # would leave a gap
+    await backend.append("s-1", events[2:])
+    assert dicts((await backend.load("s-1")).events) == dicts(events)
+    await backend.close()

@@ -7,13 +7,21 @@ from pathlib import Path
 import pytest
 
 from tether.errors import TetherError
+from tether.session._store_files import store_files
 from tether.session.persistence import (
     JsonlPersistence,
+    MemoryPersistence,
+    PersistenceError,
     SqlitePersistence,
     default_store_url,
     open_persistence,
 )
-from tether.session.persistence._factory import InvalidStoreUrlError, sqlite_url, store_location
+from tether.session.persistence._factory import (
+    InvalidStoreUrlError,
+    StoreInMemoryError,
+    sqlite_url,
+    store_location,
+)
 from tether.testing import header
 
 
@@ -90,6 +98,7 @@ def test_percent_escapes_in_the_path_are_decoded() -> None:
         ("jsonl:///%2F", "the path is empty"),
         ("jsonl:relative", "not a URL"),
         ("sqlite:////tmp/x.db?mode=ro", "query strings and fragments are not supported"),
+        ("memory://x", "memory:// takes no path (each one is a new, empty store)"),
     ],
 )
 def test_bad_urls_name_the_accepted_forms(url: str, problem: str) -> None:
@@ -99,8 +108,28 @@ def test_bad_urls_name_the_accepted_forms(url: str, problem: str) -> None:
     assert caught.value.code == "INVALID_STORE_URL"
     assert str(caught.value) == (
         f"invalid store URL {url!r}: {problem}; expected one of "
-        "sqlite:////ABS/PATH.db, sqlite:///REL/PATH.db, jsonl:///ABS/DIR"
+        "sqlite:////ABS/PATH.db, sqlite:///REL/PATH.db, jsonl:///ABS/DIR, memory://"
     )
+
+
+async def test_memory_url_opens_a_new_store_in_this_process_and_has_no_location() -> None:
+    first, second = open_persistence("memory://"), open_persistence("memory://")
+    assert isinstance(first, MemoryPersistence) and isinstance(second, MemoryPersistence)
+    await first.create(header())
+    assert [h.id for h in await first.list()] == ["s-1"]
+    assert await second.list() == []  # each URL opens its own
+    with pytest.raises(StoreInMemoryError) as caught:
+        store_location("memory://")
+    assert caught.value.code == "STORE_IN_MEMORY"
+    assert str(caught.value) == (
+        "the memory:// store keeps sessions in the memory of the process that runs them, so "
+        "no other process can read, answer or lease them; use a sqlite:// or jsonl:// store "
+        "for this"
+    )
+    assert store_files("memory://") == ()  # nothing on disk for the sandbox to hide
+    await first.close()
+    with pytest.raises(PersistenceError, match="the in-memory store is closed"):
+        await first.list()
 
 
 def test_tether_store_wins(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from chat_support import call, open_chat, root_steps, stored_events
 
-from tether.surfaces.cli.chat._prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import chat_answerer
 
 WRITE_THEN_FINISH = [
     root_steps(
@@ -18,41 +18,78 @@ WRITE_THEN_FINISH = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("key", "outcome", "shown", "result"),
-    [
-        ("a", "allowed-once", "  ✔ allowed once", "  → Wrote 1 byte to t.txt"),
-        ("r", "rejected", "  ✘ rejected", '  → Error: the user rejected tool "write"'),
-        ("\r", "rejected", "  ✘ rejected", '  → Error: the user rejected tool "write"'),
-    ],
+GRANT_LINES = [
+    "  grant scopes (s or w, then the scope's number):",
+    "    1. Write(./t.txt)",
+    "    2. Write(./**)",
+    "    3. Write",
+]
+CHOICES_LINE = (
+    "  [a] Allow once   [s] Allow for this session   [w] Always allow in this workspace   "
+    "[r] Reject (default) > "
 )
-async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
-    tmp_path: Path, key: str, outcome: str, shown: str, result: str
+WROTE = "  → Wrote 1 byte to t.txt"
+
+
+REJECTED = '  → Error: the user rejected tool "write"'
+ANSWERS = "allow|allow-session|allow-always|reject"
+
+
+@pytest.mark.parametrize(
+    ("keys", "outcome", "shown", "result", "kind", "rule"),
+    [
+        ("a", "allowed-once", "  ✔ allowed once", WROTE, None, None),
+        ("s1", "allowed-for-session", "  ✔ allowed for this session: Write(./t.txt)", WROTE,
+         "exact", "Write(./t.txt)"),
+        ("S2", "allowed-for-session", "  ✔ allowed for this session: Write(./**)", WROTE,
+         "path", "Write(./**)"),
+        ("w\r", "allowed-always", "  ✔ always allowed in this workspace: Write(./t.txt)", WROTE,
+         "exact", "Write(./t.txt)"),
+        ("w93", "allowed-always", "  ✔ always allowed in this workspace: Write", WROTE,
+         "tool", "Write"),
+        ("r", "rejected", "  ✘ rejected", REJECTED, None, None),
+        ("\r", "rejected", "  ✘ rejected", REJECTED, None, None),
+        ("1s\x1br", "rejected", "  ✘ rejected", REJECTED, None, None),
+    ],
+)  # fmt: skip
+async def test_the_keys_decide_the_write_and_the_audit_pair_is_stored(
+    tmp_path: Path,
+    keys: str,
+    outcome: str,
+    shown: str,
+    result: str,
+    kind: str | None,
+    rule: str | None,
 ) -> None:
     async with open_chat(tmp_path, WRITE_THEN_FINISH) as chat:
         root = chat.app.root.id
         chat.type("go\r")
         question = await chat.wait_for("Reject (default) > ")
-        chat.type(key)
+        for key in keys:  # one at a time, as typed
+            chat.type(key)
+            await asyncio.sleep(0)
         rest = await chat.turn_end()
         events = await stored_events(chat.harness, root)
         await chat.quit()
+    audit = [(t, d) for t, d in events if t in ("approval/asked", "approval/decided")]
+    assert len(audit) == 2
+    (asked_type, asked), (decided_type, decided) = audit
     assert question.splitlines() == [
         "Writing it.",
         '⚙ write path="t.txt" content="t"',
         'Approval needed: tool "write"',
         "  sandbox: workspace-write (the session's mode, unchanged)",
         f"  asked by: this session {root[:8]} (depth 0)",
+        f"  from another terminal: tether approvals answer {asked['id'][:8]} {ANSWERS} "
+        f"--store sqlite:///{tmp_path / 'tether.db'}",
         "  written by the agent (escaped, in full):",
         '  reason: run "write": t.txt',
         "  path: t.txt",
-        "  [a] Allow once   [r] Reject (default) > ",
+        *GRANT_LINES,
+        CHOICES_LINE,
     ]
     assert rest.splitlines()[1:4] == [shown, result, "finished"]
-    assert (chat.workspace / "t.txt").exists() is (outcome == "allowed-once")
-    audit = [(t, d) for t, d in events if t in ("approval/asked", "approval/decided")]
-    assert len(audit) == 2
-    (asked_type, asked), (decided_type, decided) = audit
+    assert (chat.workspace / "t.txt").exists() is (result == WROTE)
     assert asked_type == "approval/asked"
     assert asked == {
         "id": asked["id"],
@@ -62,7 +99,45 @@ async def test_the_key_decides_the_write_and_the_audit_pair_is_stored(
         "action": {"tool": "write", "path": "t.txt"},
     }
     assert decided_type == "approval/decided"
-    assert decided == {"id": asked["id"], "outcome": outcome, "answered_by": answerer_name()}
+    granted = {"scope": {"kind": kind, "rule": rule}} if rule else {}
+    assert decided == {
+        "id": asked["id"],
+        "outcome": outcome,
+        "answered_by": chat_answerer(),
+        **granted,
+    }
+    grants = [d for t, d in events if t == "approval/grant"]
+    assert [(g["outcome"], g["scope"]["rule"]) for g in grants] == (
+        [(outcome, rule)] if granted else []
+    )
+
+
+async def test_a_grants_scope_is_asked_for_in_the_status_line(tmp_path: Path) -> None:
+    async with open_chat(tmp_path, WRITE_THEN_FINISH) as chat:
+        chat.type("go\r")
+        await chat.wait_for("Reject (default) > ")
+
+        async def status_after(key: str) -> str:
+            chat.type(key)
+            for _ in range(2000):
+                shown = "".join(text for _style, text, *_ in chat.app._busy_text())
+                if f"approval for write: {expected[key]} " in shown:
+                    return shown
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"the status line never asked for {expected[key]!r}: {shown}")
+
+        expected = {
+            "w": "Always allow in this workspace: scope 1-3 (Enter: 1, Esc: back)",
+            "\x1b": CHOICES_LINE.strip().removesuffix(" >"),
+        }
+        await status_after("w")
+        await status_after("\x1b")  # back to the choices
+        chat.type("w2")
+        rest = await chat.turn_end()
+        await chat.quit()
+    # the transcript shows the answer only: picking the scope printed nothing
+    assert rest.splitlines()[1] == "  ✔ always allowed in this workspace: Write(./**)"
+    assert (chat.workspace / "t.txt").read_text() == "t"
 
 
 async def test_keys_typed_before_the_question_answer_nothing(tmp_path: Path) -> None:
@@ -142,14 +217,20 @@ async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> Non
         rest = await chat.turn_end()
         child_events = await stored_events(chat.harness, child)
         await chat.quit()
+    asked = next(d for t, d in child_events if t == "approval/asked")
     assert (
         f"  asked by: subagent [alpha] {child[:8]} (depth 1), routed to the root\n"
         f"  lineage: [alpha] {child[:8]} → root {root[:8]}\n"
+        f"  from another terminal: tether approvals answer {asked['id'][:8]} {ANSWERS} "
+        f"--store sqlite:///{tmp_path / 'tether.db'}\n"
         "  written by the agent (escaped, in full):\n"
         '  reason: Subagent approval: run "write" · Arguments: {"content": "from alpha"} · '
         "Path: a.txt\n"
         "  path: a.txt\n"
-        "  [a] Allow once   [r] Reject (default) > "
+        "  grant scopes (s or w, then the scope's number):\n"
+        "    1. Write(./a.txt)\n"
+        "    2. Write(./**)\n"
+        "    3. Write\n" + CHOICES_LINE
     ) in shown
     assert 'Approval needed: tool "write"\n  sandbox: workspace-write (the session' in shown
     assert "│ [alpha] task: Write a.txt." in shown
@@ -166,7 +247,7 @@ async def test_a_childs_routed_question_shows_its_lineage(tmp_path: Path) -> Non
     assert (chat.workspace / "a.txt").read_text() == "from alpha"
     decided = [d for t, d in child_events if t == "approval/decided"]
     assert decided == [
-        {"id": decided[0]["id"], "outcome": "allowed-once", "answered_by": answerer_name()}
+        {"id": decided[0]["id"], "outcome": "allowed-once", "answered_by": chat_answerer()}
     ]
 
 

@@ -14,10 +14,11 @@ from tether.session.persistence import open_persistence
 
 async def test_help_lists_every_command(tmp_path: Path) -> None:
     async with open_chat(tmp_path, [root_steps({"text": "hi"})]) as chat:
-        shown = await chat.command("/help", "Enter rejects.\n")
+        shown = await chat.command("/help", "r or Enter rejects.\n")
         await chat.quit()
     assert shown.splitlines() == [
         "/permission [PRESET]  show the session's permission preset, or switch to PRESET",
+        "/grants [revoke ID]   the grants and permission rules in force, or revoke a grant",
         "/agents               the lineage tree: every subagent of this session and its "
         "recorded scope",
         "/approvals            approvals waiting for an answer (this chat and the whole store)",
@@ -27,7 +28,9 @@ async def test_help_lists_every_command(tmp_path: Path) -> None:
         "/help                 this list",
         "/quit                 leave (also Ctrl-D)",
         "Ctrl-C cancels a running turn (the session goes on); twice within 2s, or at an empty "
-        "prompt, quits. When an approval is asked: a allows once, r or Enter rejects.",
+        "prompt, quits. When an approval is asked: a allows once, s for the session and w "
+        "always (where offered; then the scope's number, Enter for the narrowest), r or Enter "
+        "rejects.",
     ]
 
 
@@ -53,10 +56,22 @@ async def test_permission_switch_is_recorded_and_widens_the_next_turn(tmp_path: 
         first = await chat.turn("write outside")
         assert "[sandbox: file access denied under workspace-write mode]" in first
         assert not outside.exists()
-        shown = await chat.command("/permission", "danger-full-access\n")
+        shown = await chat.command("/permission", "#presets).\n")
         assert shown.splitlines() == [
             "permission preset: workspace-write (sandbox workspace-write, approval ask)",
-            "presets: workspace-write, danger-full-access",
+            "presets (/permission NAME switches to one):",
+            "  * workspace-write     sandbox workspace-write, approval ask: edit the workspace "
+            "and run commands there; ask for anything wider",
+            "    read-only           sandbox read-only, approval ask: read anything, change "
+            "nothing; ask for anything wider",
+            "    plan                sandbox read-only, approval ask: read-only, and the model "
+            "plans the task instead of doing it",
+            "    danger-full-access  sandbox danger-full-access, approval never: no sandbox and "
+            "no questions",
+            "Codex: Read Only = read-only, Auto = workspace-write, Full Access = "
+            "danger-full-access. Claude Code: acceptEdits = workspace-write (default: with the "
+            "ask_tools plugin), plan = plan, bypassPermissions = danger-full-access "
+            "(docs/guide-permissions.md#presets).",
         ]
         before = len(root.session)
         shown = await chat.command("/permission danger-full-access", "delegation.\n")
@@ -79,7 +94,7 @@ async def test_permission_switch_is_recorded_and_widens_the_next_turn(tmp_path: 
         bad = await chat.command("/permission bogus", "\n")
         assert bad == (
             "/permission: unknown permission preset 'bogus' "
-            "(presets: workspace-write, danger-full-access)\n"
+            "(presets: workspace-write, read-only, plan, danger-full-access)\n"
         )
         second = await chat.turn("write outside again")
         assert "  → Wrote 1 byte to ../outside.txt" in second
@@ -154,7 +169,7 @@ async def test_approvals_ends_each_row_with_what_the_ask_would_run(tmp_path: Pat
     )
     await store.close()  # flushed: another process's pending ask, as the chat finds it
     async with open_chat(tmp_path, [root_steps({"text": "hi"})]) as chat:
-        shown = await chat.command("/approvals", "allow|reject\n")
+        shown = await chat.command("/approvals", "allow-always|reject\n")
         await chat.quit()
     heading, row, hint = shown.splitlines()
     assert heading.split() == ["ID", "LINEAGE", "TOOL", "AGE", "HEADLINE", "ACTION"]
@@ -163,7 +178,10 @@ async def test_approvals_ends_each_row_with_what_the_ask_would_run(tmp_path: Pat
         "escalate sandbox to danger-full-access: tidy\\x1b]0;t\\x07  "
         "escalate to danger-full-access · Command: rm -rf ~\\x1b[2K\\r" + "y" * 300
     )
-    assert hint == "Answer one from any terminal: tether approvals answer ID allow|reject"
+    assert (
+        hint
+        == "Answer one from any terminal: tether approvals answer ID allow|allow-session|allow-always|reject"
+    )
 
 
 async def test_resume_switches_to_a_stored_session(tmp_path: Path) -> None:
@@ -245,3 +263,55 @@ async def test_compact_summarises_the_conversation_and_says_so(tmp_path: Path) -
     )
     assert "Still here." in answer
     assert ("context/compacted", data) in stored
+
+
+async def test_grants_lists_what_was_granted_and_revoke_ends_it(tmp_path: Path) -> None:
+    agents = [
+        root_steps(
+            {"tool_calls": [call("write", path="t.txt", content="1")]},
+            {"text": "one"},
+            {"tool_calls": [call("write", path="t.txt", content="2")]},
+            {"text": "two"},
+            {"tool_calls": [call("write", path="t.txt", content="3")]},
+            {"text": "three"},
+        )
+    ]
+    async with open_chat(tmp_path, agents) as chat:
+        root = chat.app.root
+        chat.type("first\r")
+        await chat.wait_for("Reject (default) > ")
+        chat.type("s1")
+        await chat.turn_end()
+        await chat.turn("second")  # decided by the grant: no question
+        grant = next(d for t, d in events_of(chat.harness, root.id) if t == "approval/grant")
+        shown = await chat.command("/grants", "ends a grant.\n")
+        lines = shown.splitlines()
+        assert lines[0].split() == [
+            "ID",
+            "KIND",
+            "DECISION",
+            "RULE",
+            "ESCALATE",
+            "FROM",
+            "SINCE",
+            "BY",
+        ]
+        assert lines[1].split()[:5] == [grant["id"], "session", "allow", "Write(./t.txt)", root.id]
+        revoked = await chat.command(f"/grants revoke {grant['id'][:8]}", "Write(./t.txt)\n")
+        assert revoked == f"revoked session grant {grant['id']}: Write(./t.txt)\n"
+        revoke_event = events_of(chat.harness, root.id)[-1]
+        assert revoke_event[0] == "approval/grant-revoked"
+        assert revoke_event[1]["by"].startswith("/grants in tether chat")
+        missing = await chat.command("/grants revoke nope", "lists them\n")
+        assert missing.startswith("/grants: grant 'nope' is not a grant in force")
+        chat.type("third\r")
+        await chat.wait_for("Reject (default) > ")  # asked again
+        chat.type("r")
+        await chat.turn_end()
+        decided = [d for t, d in events_of(chat.harness, root.id) if t == "approval/decided"]
+        await chat.quit()
+    assert [(d["outcome"], d.get("decided_by")) for d in decided] == [
+        ("allowed-for-session", None),
+        ("allowed-once", "grant"),
+        ("rejected", None),
+    ]

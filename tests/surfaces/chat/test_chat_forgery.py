@@ -80,11 +80,15 @@ def test_chat_shows_model_and_command_text_inert_and_the_mode_line_exact(tmp_pat
         'Approval needed: tool "bash"',
         "  sandbox: escalate from workspace-write to danger-full-access, for this call only",
         "  asked by: this session @@@@@@@@ (depth 0)",
+        f"  from another terminal: tether approvals answer @@@@@@@@ allow|allow-session|allow-always|reject --store "
+        f"sqlite:///{tmp_path / 's.db'}",
         "  written by the agent (escaped, in full):",
         f"  justification: because{SHOWN}",
         f"  command: touch {outside}",
         "",
     ]
     pattern = re.escape("\r\n".join(question_lines).encode()).replace(b"@@@@@@@@", rb"[0-9a-f]{8}")
+    # a line wider than the terminal (160 columns) is wrapped at a space
+    pattern = pattern.replace(rb"\-\-store\ ", rb"\-\-store\ (?:\r\n)?")
     assert re.search(pattern, plain), plain
     assert plain.count(b"  sandbox: ") == 1

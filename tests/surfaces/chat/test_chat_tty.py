@@ -11,7 +11,7 @@ import pytest
 from tty_support import audit_pairs, chat, chat_args
 
 from cli_support import TETHER
-from tether.surfaces.cli.chat._prompts import answerer_name
+from tether.surfaces.cli.chat._prompts import chat_answerer
 
 
 @pytest.mark.timeout(90)
@@ -40,7 +40,7 @@ def test_a_prompt_and_an_approval_answered_at_a_real_terminal(tmp_path: Path) ->
         ("approval/asked", None),
         ("approval/decided", "allowed-once"),
     ]
-    assert audit[1][1]["answered_by"] == answerer_name()
+    assert audit[1][1]["answered_by"] == chat_answerer()
 
 
 def test_chat_needs_a_terminal(tmp_path: Path) -> None:
@@ -55,3 +55,15 @@ def test_chat_needs_a_terminal(tmp_path: Path) -> None:
     assert result.stderr == (
         b"tether: chat: needs a terminal on stdin and stdout (use `tether run` for scripts)\n"
     )
+
+
+@pytest.mark.timeout(90)
+def test_chat_starts_in_the_preset_its_flag_names(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with chat(chat_args(tmp_path, workspace, "--permission", "plan"), tmp_path) as term:
+        term.wait_for("›".encode())
+        term.type(b"/permission\r")
+        shown = term.wait_for(b"#presets).")
+        assert b"permission preset: plan (sandbox read-only, approval ask)" in shown
+        assert b"  * plan " in shown

@@ -99,12 +99,12 @@ def spawn(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen[bytes], int
     return proc, master
 
 
-def chat_args(tmp_path: Path, workspace: Path, *extra: str) -> list[str]:
-    """``tether chat`` over ``workspace`` with the script of :func:`script` and a SQLite store
-    at ``tmp_path / "s.db"``."""
+def chat_args(tmp_path: Path, workspace: Path, *extra: str, model: Path | None = None) -> list[str]:
+    """``tether chat`` over ``workspace`` with the script of :func:`script` (or ``model``)
+    and a SQLite store at ``tmp_path / "s.db"``."""
     return [
         "--model",
-        f"scripted:{script(tmp_path / 's.json')}",
+        f"scripted:{model or script(tmp_path / 's.json')}",
         "--workspace",
         str(workspace),
         "--store",
@@ -131,15 +131,16 @@ def chat(args: list[str], tmp_path: Path) -> Iterator[Terminal]:
         os.close(master)
 
 
-async def audit_pairs(url: str) -> list[tuple[str, dict[str, object]]]:
+async def stored_events(url: str, *types: str) -> list[tuple[str, dict[str, object]]]:
+    """The events of the store's one session (only those of ``types``, when given)."""
     persistence = open_persistence(url)
     try:
         (header,) = await persistence.list()
         stored = await persistence.inspect(header.id)
     finally:
         await persistence.close()
-    return [
-        (e.type, dict(thaw(e.data)))
-        for e in stored.events
-        if e.type in ("approval/asked", "approval/decided")
-    ]
+    return [(e.type, dict(thaw(e.data))) for e in stored.events if not types or e.type in types]
+
+
+async def audit_pairs(url: str) -> list[tuple[str, dict[str, object]]]:
+    return await stored_events(url, "approval/asked", "approval/decided")

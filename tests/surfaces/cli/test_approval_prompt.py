@@ -9,11 +9,22 @@ from tether.policy._approval import ApprovalRequest, RoutedOrigin
 from tether.policy._modes import SandboxMode
 from tether.policy._sandbox_policy import sandbox_policy_plugin
 from tether.session import Session, SessionHeader
-from tether.surfaces.cli._approval_prompt import mode_line, question_lines, session_mode
+from tether.surfaces.cli._approval_prompt import (
+    mode_line,
+    question_lines,
+    session_mode,
+    session_name,
+)
 from tether.surfaces.cli._tty_answerer import describe
 
 FORGED = "ok\x1b[2K\r\x1b[1A  sandbox: read-only\n  command: ls\u202e"
 SHOWN = "ok\\x1b[2K\\r\\x1b[1A  sandbox: read-only\\n  command: ls\\u202e"
+
+
+def named(session_id: str) -> str:
+    """Names as a terminal gives them: the root, and one child with a label (escaped)."""
+    labels = {"child000-y": "alpha\\x1b[2K"}
+    return session_name(session_id, "root0000-x", labels.get(session_id))
 
 
 class Asker:
@@ -39,11 +50,11 @@ def escalation(command: str, agent: Asker | None = None) -> ApprovalRequest:
 
 def test_an_escalation_shows_the_ladders_mode_and_the_agents_text_inert() -> None:
     command = "curl x | sh\x1b]0;t\x07" + "z" * 3000
-    lines = describe(escalation(command), SandboxMode.READ_ONLY)
+    lines = describe(escalation(command), SandboxMode.READ_ONLY, named)
     assert lines == [
         'Approval needed: tool "bash"',
         "  sandbox: escalate from read-only to danger-full-access, for this call only",
-        "  asked by: session a1b2c3d4 (depth 0)",
+        "  asked by: this session a1b2c3d4 (depth 0)",
         "  written by the agent (escaped, in full):",
         f"  justification: {SHOWN}",
         "  command: curl x | sh\\x1b]0;t\\x07" + "z" * 3000,
@@ -82,11 +93,14 @@ def test_a_routed_write_names_the_child_and_ends_with_the_path() -> None:
         action={"tool": "write", "path": "a\nb", "description": FORGED},
         origin=RoutedOrigin(child, "c1", "write", "{}", ("child000-y", "root0000-x")),
     )
-    assert describe(request, SandboxMode.WORKSPACE_WRITE) == [
+    elsewhere = "tether approvals answer 0a1b2c3d allow|reject --store sqlite:///s\x1b.db"
+    assert describe(request, SandboxMode.WORKSPACE_WRITE, named, elsewhere) == [
         'Approval needed: tool "write"',
         "  sandbox: workspace-write (the session's mode, unchanged)",
-        "  asked by: subagent child000 (depth 1), routed to this session root0000",
-        "  lineage: child000 ← root0000",
+        "  asked by: subagent [alpha\\x1b[2K] child000 (depth 1), routed to the root",
+        "  lineage: [alpha\\x1b[2K] child000 → root root0000",
+        "  from another terminal: tether approvals answer 0a1b2c3d allow|reject --store "
+        "sqlite:///s\\x1b.db",
         "  written by the agent (escaped, in full):",
         '  reason: Subagent approval: run "write" · Path: a\\nb',
         f"  description: {SHOWN}",

@@ -167,7 +167,7 @@ def test_a_full_disk_is_one_persistence_error_with_the_space_needed(
     pattern = (
         r"tether: PERSISTENCE_ERROR: session '[0-9a-f-]{36}' could not be stored: "
         + re.escape(f"{name} store {store}")
-        + r": the disk is full \(\d+(\.\d)? (bytes|KiB) free in "
+        + r": the disk is full \(\d+(\.\d)? (bytes|KiB|MiB) free in "
         + re.escape(str(free_in))
         + r"\); this write needs about \d\.\d MiB\. Free some space, then run again: the "
         r"events stored so far are kept"

@@ -22,6 +22,13 @@ def doctor(tmp_path: Path, disable: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+CONTROL_NAMES_LINE = (
+    "  control names: supervisor: makes every new name and every open for writing itself; none "
+    "named like a control file at any depth, nothing changed inside one or inside a git "
+    "directory"
+)
+
+
 def section(lines: list[str], backend: str) -> list[str]:
     """The indented lines below ``sandbox BACKEND: ...``."""
     start = next(i for i, line in enumerate(lines) if line.startswith(f"sandbox {backend}: "))
@@ -47,6 +54,7 @@ def test_doctor_shows_what_bubblewrap_enforces(tmp_path: Path) -> None:
         "  abstract Unix sockets: supervisor: refused (the network namespace's only)",
         "  signals: PID namespace: the command's own processes only",
         "  metadata: read-only mounts",
+        CONTROL_NAMES_LINE,
     ]
     assert section(lines, "landlock") == []  # disabled: it enforces nothing here
 
@@ -67,4 +75,5 @@ def test_doctor_shows_what_landlock_enforces(tmp_path: Path) -> None:
         "  signals: Landlock scope: the command's own processes only",
         "  metadata: seccomp: chmod and utimes inside the writable roots only; chown, xattr "
         "changes and chattr refused",
+        CONTROL_NAMES_LINE,
     ]

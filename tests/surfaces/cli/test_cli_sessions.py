@@ -165,7 +165,7 @@ def test_invalid_store_url_is_a_one_line_error() -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "tether: INVALID_STORE_URL: invalid store URL 'nowhere': not a URL; expected one of "
-        "sqlite:////ABS/PATH.db, sqlite:///REL/PATH.db, jsonl:///ABS/DIR\n"
+        "sqlite:////ABS/PATH.db, sqlite:///REL/PATH.db, jsonl:///ABS/DIR, memory://\n"
     )
 
 

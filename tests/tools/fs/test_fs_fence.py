@@ -18,7 +18,13 @@ import pytest
 from tether.sandbox._paths import default_rules
 from tether.tools._base import Tool, ToolResult
 from tether.tools.fs import EditTool, ReadTool, SandboxDenied, WriteTool
-from tether.tools.fs._fence import existing_entry, open_existing, open_parent, plan_write
+from tether.tools.fs._fence import (
+    CONTROL_NAME_REASON,
+    existing_entry,
+    open_existing,
+    open_parent,
+    plan_write,
+)
 
 from .conftest import RESTRICTED, Host, Swapper, exchange, marker, run_tool
 
@@ -353,7 +359,8 @@ async def test_git_directory_is_protected(host: Host, mode: str, tool: Tool, pat
 
     result = await attempt(tool, host, mode, path)
 
-    assert_denied(result, mode, denied(mode, path, ".git inside the workspace is protected"))
+    component = ".GIT" if path.startswith(".GIT") else ".git"
+    assert_denied(result, mode, denied(mode, path, f"{component} {CONTROL_NAME_REASON}"))
     assert {p: p.read_bytes() for p in host.ws.rglob("*") if p.is_file()} == files_before
     assert not (host.ws / ".git" / "hooks").exists()
 

@@ -19,12 +19,13 @@ import pytest
 
 from hidden_support import TOKENS_AND_HISTORIES as MORE_SECRETS
 from tether.kernel import Context, Runtime
-from tether.sandbox import SANDBOX_SERVICE, SandboxProvider
+from tether.sandbox import SANDBOX_SERVICE, SandboxProvider, control_component
 from tether.sandbox._paths import CREDENTIAL_PATHS, PathRules
 from tether.session._store_files import store_files
 from tether.session.persistence._factory import sqlite_url
 from tether.tools._base import Tool, ToolResult
 from tether.tools.fs import EditTool, GlobTool, GrepTool, LsTool, ReadTool, WriteTool
+from tether.tools.fs._fence import CONTROL_NAME_REASON
 
 from .conftest import RESTRICTED, Host, Swapper, marker, run_tool
 
@@ -317,9 +318,9 @@ async def test_control_paths_are_readable_never_writable(
             EDIT, host.policy("workspace-write"), ctx=ctx, path=rel,
             old_string="true", new_string="false",
         )  # fmt: skip
+    component = rel.split("/")[0]
     assert result.content == (
-        f"Error: cannot write {rel}: it is a control file (tether, git or another tool acts on "
-        f"it outside the sandbox); only the user may change it {marker('workspace-write')}"
+        f"Error: cannot write {rel}: {component} {CONTROL_NAME_REASON} {marker('workspace-write')}"
     )
     assert path.read_text() == "trusted = true\n"
     read = await run_tool(READ, host.policy("workspace-write"), ctx=ctx, path=rel)
@@ -335,15 +336,25 @@ async def test_missing_control_files_cannot_be_created(host: Host, home: Path, r
     assert sorted(os.listdir(host.ws)) == []
 
 
-async def test_control_files_below_the_root_and_other_files_stay_writable(
+async def test_control_names_below_the_root_are_refused_and_other_files_stay_writable(
     host: Host, home: Path
 ) -> None:
     ctx = sandboxed(home)
-    for rel in ("sub/tether.toml", "new.txt", "claude/settings.json"):
+    for rel, component in (("sub/tether.toml", "tether.toml"), ("a/b/.Codex/hooks.json", ".Codex")):
+        result = await run_tool(
+            WRITE, host.policy("workspace-write"), ctx=ctx, path=rel, content="x"
+        )
+        assert result.content == (
+            f"Error: cannot write {rel}: {component} {CONTROL_NAME_REASON} "
+            f"{marker('workspace-write')}"
+        )
+    for rel in ("new.txt", "claude/settings.json", "sub/tether.toml.bak", "sub/x.git/y"):
         result = await run_tool(
             WRITE, host.policy("workspace-write"), ctx=ctx, path=rel, content="x"
         )
         assert not result.is_error, result.content
+    assert not (host.ws / "sub" / "tether.toml").exists()
+    assert not (host.ws / "a").exists()
     danger = await run_tool(
         WRITE, host.policy("danger-full-access"), ctx=ctx, path="tether.toml", content="x"
     )
@@ -492,7 +503,9 @@ async def test_what_git_runs_from_the_worktree_cannot_be_written(
     result = await run_tool(
         WRITE, host.policy("workspace-write"), ctx=sandboxed(home), path=rel, content="pwn"
     )
-    assert result.content.startswith(f"Error: cannot write {rel}: it is a control file")
+    named = control_component(rel.split("/"))
+    reason = "it is a control file" if named is None else f"{named} {CONTROL_NAME_REASON}"
+    assert result.content.startswith(f"Error: cannot write {rel}: {reason}")
     if rel == "shared.gitconfig":
         assert (host.ws / rel).read_text() == "[core]\n\thooksPath = tools/hooks\n"
     else:

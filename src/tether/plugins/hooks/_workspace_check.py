@@ -1,4 +1,4 @@
-"""Hook and permission configuration in a workspace that a run does not use, said out loud.
+"""Hook configuration in a workspace that a run does not use, said out loud.
 
 A user coming from Claude Code or Codex has ``.claude/settings.json`` (or ``._codex/hooks.json``)
 with a guard hook in it and expects it to run. tether runs a workspace's hook files only when
@@ -8,9 +8,8 @@ fails open. :func:`unused_hook_configs` finds such files and :func:`warning_line
 one escaped line each, what is not enabled and how to enable it. The check only reads (with
 the same safe reader as workspace trust) and never enables anything.
 
-Claude Code's ``permissions`` rules (``allow``/``deny``/``ask``) are never applied by tether,
-whose scope comes from the sandbox mode and the approval policy: a file that has them is
-reported too, so a ``deny`` rule the user relies on is not mistaken for a guard.
+Claude Code's ``permissions`` rules in the same files are applied once their content is
+trusted; :func:`tether.policy._rule_sources.unused_settings_lines` says when they are not.
 """
 
 from __future__ import annotations
@@ -40,29 +39,26 @@ CANDIDATES: Final[Mapping[str, Dialect]] = {
 """The workspace files Claude Code and Codex read hooks from, and their dialect."""
 
 _OPTION: Final[Mapping[Dialect, str]] = {CLAUDE_CODE: "settings_files", CODEX: "codex_files"}
-_RULES: Final = ("allow", "deny", "ask")
 
 
 @dataclass(frozen=True, slots=True)
 class UnusedHookConfig:
-    """One workspace file with hooks a run does not run, or permissions it does not apply."""
+    """One workspace file with hooks a run does not run."""
 
     key: str
     """The file, relative to the workspace (``.claude/settings.json``)."""
     dialect: Dialect
     events: tuple[str, ...]
-    """The hook events it configures that this run will not run (none when it is enabled)."""
-    rules: tuple[tuple[str, int], ...]
-    """Claude Code ``permissions`` rules it has, by kind: ``(("deny", 2),)``."""
+    """The hook events it configures that this run will not run."""
     listed: bool = False
     """A ``hooks`` plugin lists it, but its content is not trusted (so it is not used)."""
 
 
 def unused_hook_configs(inspected: InspectedWorkspace) -> list[UnusedHookConfig]:
     """The candidate files of ``inspected``'s workspace that have hooks the composition would
-    not run (not listed for the ``hooks`` plugin, or the workspace's configuration ignored),
-    or ``permissions`` rules. A file that cannot be read or parsed is left out: the run never
-    reads it either, and ``tether trust`` shows it."""
+    not run (not listed for the ``hooks`` plugin, or the workspace's configuration ignored).
+    A file that cannot be read or parsed is left out: the run never reads it either, and
+    ``tether trust`` shows it."""
     listed = _listed(inspected)
     found: list[UnusedHookConfig] = []
     for key, dialect in CANDIDATES.items():
@@ -73,9 +69,8 @@ def unused_hook_configs(inspected: InspectedWorkspace) -> list[UnusedHookConfig]
             continue
         used = listed.get(path)
         events = () if used else _events(parsed.get("hooks"))
-        rules = _rules(parsed.get("permissions")) if dialect == CLAUDE_CODE else ()
-        if events or rules:
-            found.append(UnusedHookConfig(key, dialect, events, rules, listed=used is False))
+        if events:
+            found.append(UnusedHookConfig(key, dialect, events, listed=used is False))
     return found
 
 
@@ -87,28 +82,21 @@ def warning_lines(found: Sequence[UnusedHookConfig], inspected: InspectedWorkspa
     for item in found:
         key = printable(item.key)
         option = _OPTION[item.dialect]
-        if item.events:
-            kind = "Codex hooks" if item.dialect == CODEX else "hooks"
-            if item.listed:
-                how = f"its content is not trusted: review and trust it with: {trust}"
-            elif ignored:
-                how = (
-                    f"this run ignores the workspace's configuration: trust it with: {trust} "
-                    f"(with {key} in the hooks plugin's {option} in tether.toml)"
-                )
-            else:
-                how = (
-                    f"list it in the hooks plugin's {option} in tether.toml, then trust it "
-                    f"with: {trust}"
-                )
-            events = ", ".join(printable(e) for e in item.events)
-            lines.append(f"{key} has {kind} ({events}) that are not enabled; {how}")
-        if item.rules:
-            rules = ", ".join(f"{printable(kind)}: {count}" for kind, count in item.rules)
-            lines.append(
-                f"{key} has permissions rules ({rules}) that tether does not apply; its scope "
-                "comes from --sandbox and --approval (docs/guide-permissions.md)"
+        kind = "Codex hooks" if item.dialect == CODEX else "hooks"
+        if item.listed:
+            how = f"its content is not trusted: review and trust it with: {trust}"
+        elif ignored:
+            how = (
+                f"this run ignores the workspace's configuration: trust it with: {trust} "
+                f"(with {key} in the hooks plugin's {option} in tether.toml)"
             )
+        else:
+            how = (
+                f"list it in the hooks plugin's {option} in tether.toml, then trust it "
+                f"with: {trust}"
+            )
+        events = ", ".join(printable(e) for e in item.events)
+        lines.append(f"{key} has {kind} ({events}) that are not enabled; {how}")
     return lines
 
 
@@ -153,17 +141,6 @@ def _events(hooks: object) -> tuple[str, ...]:
         str(event)
         for event, groups in hooks.items()
         if isinstance(groups, Sequence) and not isinstance(groups, str) and groups
-    )
-
-
-def _rules(permissions: object) -> tuple[tuple[str, int], ...]:
-    if not isinstance(permissions, Mapping):
-        return ()
-    counts = ((kind, permissions.get(kind)) for kind in _RULES)
-    return tuple(
-        (kind, len(rules))
-        for kind, rules in counts
-        if isinstance(rules, Sequence) and not isinstance(rules, str) and rules
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from tether.errors import TetherError
 from tether.session._events import Event
@@ -113,3 +113,34 @@ class CreatesWithEvents(Protocol):
     """
 
     async def create_with_events(self, header: SessionHeader, events: Sequence[Event]) -> None: ...
+
+
+SYNC_WITHIN: Final = 1.0
+"""Seconds within which a backend that :class:`DefersSync` makes a deferred commit durable on
+its own, when nothing asked for it sooner."""
+
+
+@runtime_checkable
+class DefersSync(Protocol):
+    """Optional capability: commit now, wait for the disk only when asked.
+
+    ``append_deferred`` and ``create_deferred`` commit exactly as ``append`` and
+    ``create_with_events`` do (all or nothing, the same seq rules, visible to every other
+    handle and process, kept if this process crashes, reported to ``on_commit``), but return
+    without waiting for the disk, so a power loss or an operating-system crash may still take
+    them. ``sync(session_id)`` returns once every commit of that session is durable against
+    those too (a backend may make more durable with it: SQLite syncs its one log file).
+    Durability is in commit order: a commit that survives means every earlier commit of its
+    session survives. The backend syncs deferred commits on its own within
+    :data:`SYNC_WITHIN` seconds and when it is closed.
+
+    The session store commits its write-behind batches this way and syncs only where it
+    must, so an approval costs one sync: its audit pair, with everything before it, in one
+    durable commit (``decisions/0051-one-sync-per-approval.md``).
+    """
+
+    async def append_deferred(self, session_id: str, events: Sequence[Event]) -> None: ...
+
+    async def create_deferred(self, header: SessionHeader, events: Sequence[Event]) -> None: ...
+
+    async def sync(self, session_id: str) -> None: ...

@@ -31,13 +31,11 @@ from tether.session.persistence._base import CorruptLogError, SeqConflictError
 R = TypeVar("R")
 
 
-def _thaw_proxy(value: object) -> object:
-    # Frozen payloads are read-only mappings (tuples already encode as arrays); copying one
-    # level here lets the C encoder do the rest, about twice as fast as thawing in Python.
-    if isinstance(value, MappingProxyType):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
+_thaw_proxy: Callable[[object], object] = MappingProxyType.copy  # type: ignore[assignment]
+"""The encoder's ``default``: frozen payloads are read-only mappings (tuples already encode as
+arrays); copying one level lets the C encoder do the rest, about four times as fast as thawing
+in Python. A C method, so no Python frame per mapping (half the cost of a function calling
+``dict``); anything else a frozen value cannot hold fails with ``TypeError``."""
 
 _encode_utf8 = json.JSONEncoder(
     separators=(",", ":"), ensure_ascii=False, check_circular=False, default=_thaw_proxy
@@ -86,8 +84,21 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-loads: Callable[[str], object] = json.JSONDecoder(parse_constant=_reject_constant).decode
-"""Parse JSON text, refusing ``NaN`` and ``Infinity``; raises ``ValueError``."""
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_scan: Callable[[str, int], tuple[object, int]] = _decoder.scan_once  # type: ignore[attr-defined]
+
+
+def loads(text: str) -> object:
+    """Parse JSON text, refusing ``NaN`` and ``Infinity``; raises ``ValueError``.
+
+    A stored record is compact JSON: scanned from its first character to its last, it needs
+    none of ``decode``'s whitespace handling, which costs as much again. Anything else (space
+    around it, garbage after it, nothing) is ``decode``'s to accept or refuse."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return _decoder.decode(text)
+    return value if end == len(text) else _decoder.decode(text)
 
 
 def surface_op_text(value: JsonValue) -> str | None:
@@ -115,22 +126,23 @@ INVALID_RECORD = (ValueError, RecursionError, InvalidEventError)
 def decode_log(
     session_id: str,
     records: Sequence[R],
-    parse: Callable[[R], object],
+    decode: Callable[[R], Event],
     where: Callable[[int], str],
 ) -> DecodedLog:
-    """Validate ``records`` in order with :meth:`Event.from_dict`, applying the torn-tail rule.
+    """Validate ``records`` in order with ``decode``, applying the torn-tail rule.
 
-    ``parse`` turns a stored record into the raw envelope (raising ``ValueError`` when it is
-    unreadable); ``where(index)`` names a record's position for error messages.
+    ``decode`` turns a stored record into its event through :meth:`Event.from_dict` (or its
+    fast path, :func:`~tether.session._events.plain_event`), raising one of
+    :data:`INVALID_RECORD` when the record is unreadable or invalid; ``where(index)`` names a
+    record's position for error messages.
     """
     events: list[Event] = []
     append = events.append
-    from_dict = Event.from_dict
     for index, record in enumerate(records):
         try:
-            event = from_dict(parse(record))
+            event = decode(record)
         except INVALID_RECORD as err:
-            _require_torn(session_id, records, index, parse, where, err)
+            _require_torn(session_id, records, index, decode, where, err)
             return DecodedLog(events, len(records) - index)
         if event.seq != index:
             raise CorruptLogError(
@@ -145,13 +157,13 @@ def _require_torn(
     session_id: str,
     records: Sequence[R],
     first_bad: int,
-    parse: Callable[[R], object],
+    decode: Callable[[R], Event],
     where: Callable[[int], str],
     error: BaseException,
 ) -> None:
     for later in range(first_bad + 1, len(records)):
         try:
-            Event.from_dict(parse(records[later]))
+            decode(records[later])
         except UnknownEventTypeError:
             pass  # a complete record all the same
         except INVALID_RECORD:
@@ -215,3 +227,15 @@ def check_contiguous(session_id: str, events: Sequence[Event]) -> None:
                 f"session {session_id!r}: append batch is not contiguous "
                 f"(seq {event.seq} at position {offset}, expected {first + offset})"
             )
+
+
+def check_first_batch(session_id: str, events: Sequence[Event]) -> None:
+    """Refuse a new session's first batch unless it is contiguous from seq 0 (before any
+    storage is touched); an empty one is fine."""
+    if not events:
+        return
+    check_contiguous(session_id, events)
+    if events[0].seq != 0:
+        raise SeqConflictError(
+            f"session {session_id!r}: a new session's first event is seq 0, not {events[0].seq}"
+        )

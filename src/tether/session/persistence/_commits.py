@@ -73,9 +73,11 @@ class CommitFeed:
         callbacks in the order they were queued, which is the worker's commit order, and
         this one is queued before the append's own result, so it is delivered first."""
         if self._listeners:
-            loop.call_soon_threadsafe(self._deliver, commit)
+            loop.call_soon_threadsafe(self.deliver, commit)
 
-    def _deliver(self, commit: Commit) -> None:
+    def deliver(self, commit: Commit) -> None:
+        """Call every listener now (on the loop: a backend without a worker thread calls
+        this itself, before its ``append`` returns)."""
         for listener in tuple(self._listeners):
             try:
                 listener(commit)

@@ -7,7 +7,10 @@ Accepted forms (the ``--store`` flag and ``TETHER_STORE``):
   what follows is the path: a fourth slash makes it absolute, without one it is relative to
   the current directory (resolved when the URL is opened, so a later ``chdir`` or sandbox does
   not move the store);
-- ``jsonl:///ABS/DIR``: :class:`JsonlPersistence` rooted at that directory (absolute only).
+- ``jsonl:///ABS/DIR``: :class:`JsonlPersistence` rooted at that directory (absolute only);
+- ``memory://``: a new, empty :class:`MemoryPersistence`, which keeps sessions in the memory
+  of this process only. It has no location: what needs one (another process answering an
+  approval or reading the sessions, leases) refuses it with :class:`StoreInMemoryError`.
 
 Percent-escapes in paths are decoded.
 """
@@ -17,16 +20,22 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import quote, unquote
 
 from tether._dirs import data_dir
 from tether.errors import TetherError
-from tether.session.persistence._base import Persistence
-from tether.session.persistence._jsonl import JsonlPersistence
-from tether.session.persistence._sqlite import SqlitePersistence
 
-STORE_URL_FORMS: Final = ("sqlite:////ABS/PATH.db", "sqlite:///REL/PATH.db", "jsonl:///ABS/DIR")
+if TYPE_CHECKING:
+    from tether.session.persistence._base import Persistence
+
+MEMORY_URL: Final = "memory://"
+STORE_URL_FORMS: Final = (
+    "sqlite:////ABS/PATH.db",
+    "sqlite:///REL/PATH.db",
+    "jsonl:///ABS/DIR",
+    MEMORY_URL,
+)
 STORE_ENV: Final = "TETHER_STORE"
 
 
@@ -36,9 +45,26 @@ class InvalidStoreUrlError(TetherError):
     code = "INVALID_STORE_URL"
 
 
+class StoreInMemoryError(TetherError):
+    """Something that reaches the store from outside the process running it (another
+    process, a lease, an answer box beside the store) was asked of ``memory://``."""
+
+    code = "STORE_IN_MEMORY"
+
+
 def open_persistence(url: str) -> Persistence:
     """The backend ``url`` names. Nothing is opened or created until its first call."""
+    # The backends (and the event loop they run on) are loaded only to open one: reading a
+    # URL (``store_location``, the answering command's whole use of this module) needs neither.
+    from tether.session.persistence._jsonl import JsonlPersistence
+    from tether.session.persistence._memory import MemoryPersistence
+    from tether.session.persistence._sqlite import SqlitePersistence
+
     scheme, _, rest = url.partition("://")
+    if scheme == "memory":
+        if rest:
+            raise _invalid(url, "memory:// takes no path (each one is a new, empty store)")
+        return MemoryPersistence()
     if scheme == "sqlite":
         return SqlitePersistence(_sqlite_path(url, rest))
     if scheme == "jsonl":
@@ -47,8 +73,15 @@ def open_persistence(url: str) -> Persistence:
 
 
 def store_location(url: str) -> tuple[str, Path]:
-    """The scheme and absolute path a store URL names (``sqlite`` file or ``jsonl`` dir)."""
+    """The scheme and absolute path a store URL names (``sqlite`` file or ``jsonl`` dir);
+    :class:`StoreInMemoryError` for ``memory://``, which has none."""
     scheme, _, rest = url.partition("://")
+    if scheme == "memory":
+        raise StoreInMemoryError(
+            f"the {url} store keeps sessions in the memory of the process that runs them, so "
+            "no other process can read, answer or lease them; use a sqlite:// or jsonl:// "
+            "store for this"
+        )
     if scheme not in ("sqlite", "jsonl"):
         raise _invalid(url, f"unknown scheme {scheme!r}" if rest else "not a URL")
     return scheme, Path(
@@ -106,9 +139,11 @@ def _invalid(url: str, problem: str) -> InvalidStoreUrlError:
 
 
 __all__ = [
+    "MEMORY_URL",
     "STORE_ENV",
     "STORE_URL_FORMS",
     "InvalidStoreUrlError",
+    "StoreInMemoryError",
     "default_store_url",
     "open_persistence",
     "sqlite_url",

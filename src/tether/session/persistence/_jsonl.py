@@ -8,7 +8,11 @@ empty ``session.lock`` used with ``flock``. Design points:
   is then renamed into place, so a half-created session never shows, and of two processes
   creating one id exactly one succeeds.
 - **Durable appends.** Every append is written in one go at the end of the last whole line and
-  fsynced before it returns.
+  fsynced before it returns. A deferred append (``DefersSync``: the session store's
+  write-behind batches) is written the same way and fsynced later: by the session's next
+  durable append or ``sync``, the backend's own sync within ``SYNC_WITHIN`` seconds, or
+  ``close``. A creation is always durable: a rename that reached the disk before the file's
+  content would publish a session whose header is missing.
 - **Several processes.** Appends and repairs hold an exclusive ``flock`` on the session's lock
   file and check the batch continues the stored length, so of two racing writers the loser
   gets :class:`SeqConflictError`. Each instance caches each session's length and file size,
@@ -91,6 +95,7 @@ class JsonlPersistence(WorkerBackend):
         )
         self._need = 0  # bytes the write in progress adds; worker only
         self._tails: dict[str, _Tail] = {}  # worker thread only
+        self._unsynced: set[str] = set()  # sessions with deferred appends; worker only
 
     def __repr__(self) -> str:
         return f"JsonlPersistence({str(self.root)!r})"
@@ -111,17 +116,37 @@ class JsonlPersistence(WorkerBackend):
     # -- worker-thread side ---------------------------------------------------------------
     def _release(self) -> None:
         self._tails.clear()
+        self._unsynced.clear()
 
-    def _create(self, header: SessionHeader, first: tuple[Event, ...]) -> None:
+    def _sync(self, session_id: str) -> None:
+        if session_id not in self._unsynced:
+            return
+        fd = os.open(self.log_path(session_id), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unsynced.discard(session_id)
+
+    def _sync_all(self) -> None:
+        for session_id in list(self._unsynced):
+            self._sync(session_id)
+
+    def _open(self) -> None:
         if not self.root.is_dir():
             self.root.mkdir(parents=True, exist_ok=True)
             _fsync_dir(self.root.parent)  # the new root's own entry must survive a crash too
+
+    def _create(self, header: SessionHeader, first: tuple[Event, ...], *, sync: bool) -> None:
+        del sync  # always durable (module docstring)
+        self._open()
         final = self.session_dir(header.id)
         if (final / LOG_NAME).exists():
             raise SessionExistsError(f"session {header.id!r} already exists")
         # The first events go into the staged file too: the rename publishes both or neither.
         line = (dumps(header.to_dict()) + "\n").encode("utf-8")
         line += b"".join(event_line(event) for event in first)
+        self._need = len(line)
         staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
         try:
             fd = os.open(staging / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -147,7 +172,7 @@ class JsonlPersistence(WorkerBackend):
         _fsync_dir(self.root)
         self._tails[header.id] = _Tail(inode, len(line), len(first))
 
-    def _append(self, session_id: str, events: Sequence[Event]) -> None:
+    def _append(self, session_id: str, events: Sequence[Event], *, sync: bool) -> None:
         payload = b"".join(event_line(event) for event in events)
         self._need = len(payload)
         directory = self.session_dir(session_id)
@@ -163,16 +188,17 @@ class JsonlPersistence(WorkerBackend):
                         f"session {session_id!r}: append starts at seq {first} but {length} "
                         "events are stored (another writer appended, or this session is stale)"
                     )
-                self._write_durably(session_id, fd, end, payload, length + len(events))
+                self._write(session_id, fd, end, payload, length + len(events), sync=sync)
             finally:
                 os.close(fd)
 
-    def _write_durably(
-        self, session_id: str, fd: int, end: int, payload: bytes, length: int
+    def _write(
+        self, session_id: str, fd: int, end: int, payload: bytes, length: int, *, sync: bool
     ) -> None:
         try:
             _write_at(fd, payload, end)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)  # every deferred write before it too: one file per session
         except BaseException:
             # Leave no partial batch behind: all or nothing.
             self._tails.pop(session_id, None)
@@ -180,6 +206,10 @@ class JsonlPersistence(WorkerBackend):
                 os.ftruncate(fd, end)
                 os.fsync(fd)
             raise
+        if sync:
+            self._unsynced.discard(session_id)
+        else:
+            self._unsynced.add(session_id)
         self._tails[session_id] = _Tail(os.fstat(fd).st_ino, end + len(payload), length)
 
     def _stored_tail(self, session_id: str, fd: int) -> tuple[int, int]:
@@ -213,7 +243,7 @@ class JsonlPersistence(WorkerBackend):
             header = _parse_header(session_id, data[: header_end - 1])
             lines = data[header_end:].split(b"\n")
             fragment = lines.pop()  # empty when the file ends with a newline
-            decoded = decode_log(session_id, lines, _parse_line, lambda i: f"line {i + 2}")
+            decoded = decode_log(session_id, lines, _line_event, lambda i: f"line {i + 2}")
             torn = decoded.torn + (1 if fragment else 0)
             closers, report = plan_repair(decoded.events, torn)
             if repair and report.changed:
@@ -223,7 +253,7 @@ class JsonlPersistence(WorkerBackend):
                 fd = os.open(path, os.O_RDWR)
                 try:
                     os.ftruncate(fd, end)
-                    self._write_durably(session_id, fd, end, payload, kept + len(closers))
+                    self._write(session_id, fd, end, payload, kept + len(closers), sync=True)
                 finally:
                     os.close(fd)
         return StoredSession(header, (*decoded.events, *closers), report)
@@ -321,6 +351,10 @@ def _parse_header(session_id: str | None, line: bytes, where: str | None = None)
 
 def _parse_line(line: bytes) -> object:
     return loads(line.decode("utf-8"))
+
+
+def _line_event(line: bytes) -> Event:
+    return Event.from_dict(_parse_line(line))
 
 
 def _scan_tail(session_id: str, data: bytes, header_end: int) -> tuple[int, int]:

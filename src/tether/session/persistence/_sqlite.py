@@ -9,10 +9,16 @@ keyed by ``(session_id, seq)``. Design points:
   takes the write lock up front (``BEGIN IMMEDIATE``) and waits for it up to ``busy_timeout``,
   so two processes appending to one session serialise, and the loser sees the winner's rows
   and gets :class:`SeqConflictError` (a primary-key violation maps to the same error).
-- **Durability.** ``synchronous=FULL`` by default: a commit is fsynced before ``append``
-  returns, so an approval decision flushed before its action survives power loss, not only a
-  process crash, matching the JSONL backend's fsync per commit. ``NORMAL`` (durable against
-  process crash; the newest commits may roll back on power loss) is available for speed.
+- **Durability.** ``synchronous=FULL`` by default: ``append`` and ``create_with_events``
+  commit and fsync the write-ahead log before they return, so an approval decision flushed
+  before its action survives power loss, not only a process crash. The deferred forms
+  (``DefersSync``: the session store's write-behind batches) commit at ``synchronous=NORMAL``,
+  kept if the process crashes, and become durable with the next fsync of the log: the next
+  durable commit (which syncs the whole log, every earlier commit with it), ``sync``, the
+  backend's own sync within ``SYNC_WITHIN`` seconds, or ``close``. The log is one file
+  written in commit order, so what survives a power loss is always a prefix of the commits.
+  ``NORMAL`` (durable against process crash; the newest commits may roll back on power loss)
+  makes every commit deferred and never syncs but at SQLite's own checkpoints.
 - **Repair.** Transactions are atomic, so a torn row cannot happen through this module; the
   shared torn-tail rule still applies to rows damaged otherwise. ``load`` closes an interrupted
   turn and writes the closers in one transaction; ``inspect`` computes the same view and never
@@ -29,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final, Literal
 
-from tether.session._events import Event
+from tether.session._events import Event, plain_event
 from tether.session._header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._base import (
     CorruptLogError,
@@ -156,6 +162,8 @@ class SqlitePersistence(WorkerBackend):
         )
         self._need = 0  # bytes the write in progress adds; worker only
         self._conn: sqlite3.Connection | None = None  # worker thread only
+        self._level: Synchronous = synchronous  # the connection's level now; worker only
+        self._unsynced = False  # a deferred commit since the log was last synced; worker only
         self._intact: dict[str, int] = {}  # session -> last seq known intact; worker only
 
     def __repr__(self) -> str:
@@ -171,12 +179,18 @@ class SqlitePersistence(WorkerBackend):
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 _enter_wal(conn, self.busy_timeout_ms / 1000)
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                self._level = self.synchronous
                 self._ensure_schema(conn)
             except BaseException:
                 conn.close()
                 raise
             self._conn = conn
         return self._conn
+
+    def _open(self) -> None:
+        # The database, its write-ahead log and shared-memory file exist while a connection
+        # is open; making a new one also passes through a transient rollback journal.
+        self._connection()
 
     @staticmethod
     def _ensure_schema(conn: sqlite3.Connection) -> None:
@@ -207,8 +221,41 @@ class SqlitePersistence(WorkerBackend):
             self._conn.close()
             self._conn = None
 
-    def _create(self, header: SessionHeader, first: tuple[Event, ...]) -> None:
+    def _durability(self, conn: sqlite3.Connection, sync: bool) -> None:
+        """Set the level of the next commit: the configured one to sync, else ``NORMAL``."""
+        level: Synchronous = self.synchronous if sync else "NORMAL"
+        if level != self._level:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._level = level
+
+    def _committed(self, sync: bool) -> None:
+        # A FULL commit syncs the whole log file, every deferred commit before it included.
+        if self.synchronous == "FULL":
+            self._unsynced = not sync
+
+    def _sync(self, session_id: str) -> None:
+        self._sync_all()  # one log file holds every session
+
+    def _sync_all(self) -> None:
+        if not self._unsynced:
+            return
+        try:
+            fd = os.open(self.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            # Only the last connection's close removes the log, after a checkpoint that
+            # synced everything into the database file.
+            self._unsynced = False
+            return
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        self._unsynced = False
+
+    def _create(self, header: SessionHeader, first: tuple[Event, ...], *, sync: bool) -> None:
+        rows = self._rows(header.id, first)
         conn = self._connection()
+        self._durability(conn, sync)
         try:
             with _write_transaction(conn):
                 conn.execute(
@@ -225,26 +272,45 @@ class SqlitePersistence(WorkerBackend):
                         header.agent_preset,
                     ),
                 )
-                if first:
-                    rows = [_event_row(header.id, event) for event in first]
-                    self._write_events(conn, header.id, 0, rows)
+                if rows:
+                    # The header row just went in: the session is new, its log empty.
+                    conn.executemany(_INSERT_EVENT, rows)
         except sqlite3.IntegrityError as err:
             raise SessionExistsError(f"session {header.id!r} already exists") from err
+        if rows:
+            self._intact[header.id] = len(rows) - 1
+        self._committed(sync)
 
-    def _append(self, session_id: str, events: Sequence[Event]) -> None:
+    def _append(self, session_id: str, events: Sequence[Event], *, sync: bool) -> None:
+        rows = self._rows(session_id, events)
+        conn = self._connection()
+        self._durability(conn, sync)
+        try:
+            with _write_transaction(conn):
+                self._write_events(conn, session_id, events[0].seq, rows)
+        except BaseException:
+            self._intact.pop(session_id, None)  # what it says of the log is not committed
+            raise
+        self._committed(sync)
+
+    def _rows(self, session_id: str, events: Sequence[Event]) -> list[_EventRow]:
+        """The rows of ``events``, noting what the write will need on disk."""
         rows = [_event_row(session_id, event) for event in events]
         # SQLite's own pages and the WAL copy each row again: twice the text is the estimate.
         self._need = 2 * sum(len(row[4]) + len(row[2]) + 64 for row in rows)
-        conn = self._connection()
-        with _write_transaction(conn):
-            self._write_events(conn, session_id, events[0].seq, rows)
+        return rows
 
     def _write_events(
         self, conn: sqlite3.Connection, session_id: str, first: int, rows: Sequence[_EventRow]
     ) -> None:
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        last = self._intact.get(session_id)
+        if last is None and (
+            conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None
+        ):  # a session this instance wrote is there: sessions are never removed
             raise SessionNotFoundError(f"session {session_id!r} not found")
-        stored = self._intact_length(conn, session_id)
+        # Continuing right after the last row this instance committed needs no look at the
+        # log: a writer that got there first holds seq ``first``, and the insert says so.
+        stored = first if last == first - 1 else self._intact_length(conn, session_id)
         if first != stored:
             raise SeqConflictError(
                 f"session {session_id!r}: append starts at seq {first} but {stored} events "
@@ -293,7 +359,8 @@ class SqlitePersistence(WorkerBackend):
             if not repair or not report.changed:
                 return StoredSession(header, (*decoded.events, *closers), report)
             # Repair under the write lock, re-reading so a writer that raced the first read
-            # cannot be overwritten or truncated.
+            # cannot be overwritten or truncated; durably, like any repair.
+            self._durability(conn, True)
             with _write_transaction(conn):
                 header, decoded = self._read_snapshot(conn, session_id)
                 closers, report = plan_repair(decoded.events, decoded.torn)
@@ -303,6 +370,7 @@ class SqlitePersistence(WorkerBackend):
                         (session_id, len(decoded.events)),
                     )
                 conn.executemany(_INSERT_EVENT, [_event_row(session_id, e) for e in closers])
+            self._committed(True)
             self._intact.pop(session_id, None)
             return StoredSession(header, (*decoded.events, *closers), report)
 
@@ -341,7 +409,7 @@ def read_snapshot(conn: sqlite3.Connection, session_id: str) -> tuple[SessionHea
         raise SessionNotFoundError(f"session {session_id!r} not found")
     header = _header(row)
     rows: builtins.list[_Row] = conn.execute(_SELECT_EVENTS, (session_id,)).fetchall()
-    decoded = decode_log(session_id, rows, _parse_row, _where(rows))
+    decoded = decode_log(session_id, rows, _row_event, _where(rows))
     if decoded.torn and rows[len(decoded.events)][0] != len(decoded.events):
         # Deleting from the first damaged row's seq must not reach an intact row.
         kept = len(decoded.events)
@@ -382,9 +450,26 @@ def _event_row(session_id: str, event: Event) -> _EventRow:
     )
 
 
+def _row_event(row: _Row) -> Event:
+    """The event of a stored row: straight from its columns when they are plain
+    (:func:`plain_event`), else through the record :meth:`Event.from_dict` validates."""
+    seq, event_type, time, data, ignorable, surface_op = row
+    if (
+        type(data) is str
+        and (ignorable == 0 or ignorable == 1)
+        and type(ignorable) is int
+        and (surface_op is None or surface_op == '"append"')
+    ):
+        op = None if surface_op is None else "append"
+        event = plain_event(event_type, seq, time, loads(data), ignorable == 1, op)
+        if event is not None:
+            return event
+    return Event.from_dict(_parse_row(row))
+
+
 def _parse_row(row: _Row) -> object:
     seq, event_type, time, data, ignorable, surface_op = row
-    if not isinstance(data, str) or not isinstance(surface_op, str | None):
+    if type(data) is not str or (surface_op is not None and type(surface_op) is not str):
         raise ValueError("payload columns must hold JSON text")
     raw: dict[str, object] = {"type": event_type, "seq": seq, "time": time, "data": loads(data)}
     if ignorable:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,11 +19,16 @@ from typing import TypeVar
 from tether.errors import TetherError
 from tether.session._events import Event
 from tether.session._header import SessionHeader
-from tether.session.persistence._base import PersistenceError, SeqConflictError, StoredSession
-from tether.session.persistence._codec import check_contiguous
+from tether.session.persistence._base import (
+    SYNC_WITHIN,
+    PersistenceError,
+    StoredSession,
+)
+from tether.session.persistence._codec import check_contiguous, check_first_batch
 from tether.session.persistence._commits import Commit, CommitFeed, CommitListener
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class Worker:
@@ -73,13 +79,19 @@ class Worker:
 class WorkerBackend(ABC):
     """The async side of a backend whose storage work runs on one :class:`Worker`.
 
-    Subclasses implement the blocking half (``_create``, ``_append``, ``_read``, ``_list``,
-    ``_list_ids``, ``_release``); every protocol call hops to the worker thread here, in one
-    place, so the two shipped backends cannot drift apart in how they validate and dispatch.
+    Subclasses implement the blocking half (``_create``, ``_append``, ``_sync``,
+    ``_sync_all``, ``_read``, ``_list``, ``_list_ids``, ``_release``); every protocol call
+    hops to the worker thread here, in one place, so the two shipped backends cannot drift
+    apart in how they validate and dispatch. Every backend built on it reports its commits
+    (``ReportsCommits``), writes a new session's first events with its header
+    (``CreatesWithEvents``) and defers syncs (``DefersSync``).
     """
 
     _worker: Worker
     _commits: CommitFeed | None = None
+    _sync_timer: asyncio.TimerHandle | None = None
+    _sync_loop: asyncio.AbstractEventLoop | None = None
+    _sync_task: asyncio.Task[None] | None = None
 
     def on_commit(self, listener: CommitListener) -> Callable[[], None]:
         """Call ``listener`` with each batch once it is committed (see :mod:`._commits`)."""
@@ -88,28 +100,54 @@ class WorkerBackend(ABC):
         return self._commits.subscribe(listener)
 
     async def create(self, header: SessionHeader) -> None:
-        await self._worker.run(lambda: self._create(header, ()))
+        await self._worker.run(lambda: self._create(header, (), sync=True))
 
     async def create_with_events(self, header: SessionHeader, events: Sequence[Event]) -> None:
         """Store a new header and its first events (seq 0 on) in one commit (``CreatesWithEvents``)."""
+        await self._create_committed(header, events, sync=True)
+
+    async def create_deferred(self, header: SessionHeader, events: Sequence[Event]) -> None:
+        """:meth:`create_with_events`, without waiting for the disk (``DefersSync``)."""
+        await self._create_committed(header, events, sync=False)
+        self._sync_later()
+
+    async def append(self, session_id: str, events: Sequence[Event]) -> None:
+        await self._append_committed(session_id, events, sync=True)
+
+    async def append_deferred(self, session_id: str, events: Sequence[Event]) -> None:
+        """:meth:`append`, without waiting for the disk (``DefersSync``)."""
+        if events:
+            await self._append_committed(session_id, events, sync=False)
+            self._sync_later()
+
+    async def sync(self, session_id: str) -> None:
+        """Return once every commit of ``session_id`` is durable (``DefersSync``)."""
+        await self._worker.run(lambda: self._sync(session_id))
+
+    async def open(self) -> None:
+        """Make the storage's files exist now, as they will while this handle is open.
+        Otherwise they appear at the first commit, which the write-behind may run while a
+        command is starting: the sandbox hides what exists when a command starts
+        (``tether._harness``). Idempotent."""
+        await self._worker.run(self._open)
+
+    async def _create_committed(
+        self, header: SessionHeader, events: Sequence[Event], *, sync: bool
+    ) -> None:
         batch = tuple(events)
-        if batch:
-            check_contiguous(header.id, batch)
-            if batch[0].seq != 0:
-                raise SeqConflictError(
-                    f"session {header.id!r}: a new session's first event is seq 0, not "
-                    f"{batch[0].seq}"
-                )
+        check_first_batch(header.id, batch)
         loop = asyncio.get_running_loop()
 
         def commit() -> None:
-            self._create(header, batch)
+            self._create(header, batch, sync=sync)
             if batch and self._commits is not None:
                 self._commits.committed(loop, Commit(header.id, batch))
 
         await self._worker.run(commit)
 
-    async def append(self, session_id: str, events: Sequence[Event]) -> None:
+    async def _append_committed(
+        self, session_id: str, events: Sequence[Event], *, sync: bool
+    ) -> None:
         if not events:
             return
         batch = tuple(events)
@@ -117,13 +155,35 @@ class WorkerBackend(ABC):
         loop = asyncio.get_running_loop()
 
         def commit() -> None:
-            self._append(session_id, batch)
+            self._append(session_id, batch, sync=sync)
             # Announced from the worker, not after the await: a caller cancelled while the
-            # write ran would otherwise drop the notice of a batch that is durable.
+            # write ran would otherwise drop the notice of a batch that is committed.
             if self._commits is not None:
                 self._commits.committed(loop, Commit(session_id, batch))
 
         await self._worker.run(commit)
+
+    def _sync_later(self) -> None:
+        """Make sure deferred commits are synced within ``SYNC_WITHIN`` seconds (a timer of
+        the running loop: one armed by a loop that has ended since is armed again)."""
+        loop = asyncio.get_running_loop()
+        if self._worker.closed or (self._sync_timer is not None and self._sync_loop is loop):
+            return
+        self._sync_loop = loop
+        self._sync_timer = loop.call_later(SYNC_WITHIN, self._start_sync, loop)
+
+    def _start_sync(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._sync_timer = None
+        if self._sync_task is None or self._sync_task.done():
+            self._sync_task = loop.create_task(self._sync_in_background())
+
+    async def _sync_in_background(self) -> None:
+        try:
+            await self._worker.run(self._sync_all)
+        except PersistenceError as err:
+            # The next durable write or sync meets the same failure and raises it where a
+            # caller can act on it; here it can only be said.
+            log.warning("%s", err)
 
     async def load(self, session_id: str) -> StoredSession:
         return await self._worker.run(lambda: self._read(session_id, repair=True))
@@ -139,15 +199,39 @@ class WorkerBackend(ABC):
         return await self._worker.run(self._list_ids)
 
     async def close(self) -> None:
-        await self._worker.close(self._release)
+        """Sync what is deferred, then release the worker's resources. Idempotent."""
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
+        task = self._sync_task
+        try:
+            if (
+                task is not None
+                and not task.done()
+                and task.get_loop() is asyncio.get_running_loop()
+            ):
+                await asyncio.shield(task)
+            if not self._worker.closed:
+                await self._worker.run(self._sync_all)
+        finally:
+            await self._worker.close(self._release)
 
     # -- the blocking half (worker thread) ----------------------------------------------
     @abstractmethod
-    def _create(self, header: SessionHeader, first: tuple[Event, ...]) -> None:
-        """Store ``header`` and ``first`` (seq 0 on, possibly none) atomically."""
+    def _create(self, header: SessionHeader, first: tuple[Event, ...], *, sync: bool) -> None:
+        """Store ``header`` and ``first`` (seq 0 on, possibly none) atomically; durably when
+        ``sync``."""
 
     @abstractmethod
-    def _append(self, session_id: str, batch: tuple[Event, ...]) -> None: ...
+    def _append(self, session_id: str, batch: tuple[Event, ...], *, sync: bool) -> None: ...
+
+    @abstractmethod
+    def _sync(self, session_id: str) -> None:
+        """Make every commit of ``session_id`` durable."""
+
+    @abstractmethod
+    def _sync_all(self) -> None:
+        """Make every commit durable."""
 
     @abstractmethod
     def _read(self, session_id: str, *, repair: bool) -> StoredSession: ...
@@ -157,6 +241,10 @@ class WorkerBackend(ABC):
 
     @abstractmethod
     def _list_ids(self) -> builtins.list[str]: ...
+
+    @abstractmethod
+    def _open(self) -> None:
+        """What :meth:`open` does on the worker thread."""
 
     @abstractmethod
     def _release(self) -> None:

@@ -1,93 +1,25 @@
-"""The ``tether`` command: a thin registry of command groups.
+"""The ``tether`` command's entry point (``tether = tether.surfaces.cli._app:main``).
 
-Each group lives in its own module and is registered here with one line, so adding a command
-never touches another's code. Groups are imported only when needed: ``tether approvals answer``
-(run from another terminal while an agent waits) must not pay for importing the agent, the
-sandbox and the chat UI. ``main`` registers just the group named on the command line (all of
-them for ``--help`` or an unknown name); the module attribute ``app`` is the full app.
+``tether approvals answer ID DECISION`` is typed in another terminal while an agent waits,
+so when an approval waits under that id it is answered on a fast path that loads no
+command-line framework (:mod:`._answer_command`). Every other command line goes to the app
+(:mod:`._typer_app`), imported only then.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-from collections.abc import Callable
-from types import ModuleType
-from typing import Annotated
 
-import typer
-
-from tether import __version__
-
-GROUPS: dict[str, str] = {"sessions": "_sessions", "approvals": "_approvals"}
-"""Sub-command groups: name → module under ``tether.surfaces.cli`` exposing ``app``."""
-COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("_run", "run_command"),
-    "chat": ("chat._app", "chat_command"),
-    "demo": ("_demo", "demo_command"),
-    "doctor": ("_doctor", "doctor_command"),
-    "trust": ("_trust", "trust_command"),
-}
-"""Single commands: name → (module, function)."""
-
-
-def _module(name: str) -> ModuleType:
-    return importlib.import_module(f"tether.surfaces.cli.{name}")
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"tether {__version__}")
-        raise typer.Exit()
-
-
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            callback=_print_version,
-            is_eager=True,
-            help="Print the version and exit.",
-        ),
-    ] = False,
-) -> None:
-    """tether: durable, permission-scoped agent sessions."""
-
-
-def build_app(only: str | None = None) -> typer.Typer:
-    """The app with every command, or only ``only`` when it names one."""
-    app = typer.Typer(
-        name="tether",
-        help="An agent harness whose subagents act only within the scope fixed at delegation.",
-        no_args_is_help=True,
-        add_completion=False,
-        context_settings={"help_option_names": ["-h", "--help"]},
-        # Plain help and errors: no <bool> metavars on flags, no markup shown literally, and
-        # an error's lines kept as written (a rich panel re-wraps them).
-        rich_markup_mode=None,
-        # Locals in a traceback can hold prompts, payloads or credentials.
-        pretty_exceptions_show_locals=False,
-    )
-    app.callback()(_root)
-    known = only in GROUPS or only in COMMANDS
-    for name, module in GROUPS.items():
-        if not known or name == only:
-            app.add_typer(_module(module).app, name=name)
-    for name, (module, function) in COMMANDS.items():
-        if not known or name == only:
-            command: Callable[..., None] = getattr(_module(module), function)
-            app.command(name)(command)
-    return app
-
-
-def __getattr__(name: str) -> typer.Typer:
-    if name == "app":
-        return build_app()
-    raise AttributeError(name)
+from tether.surfaces.cli._answer_command import answer_from_command_line
 
 
 def main() -> None:
-    """Console-script entry point (``tether = tether.surfaces.cli._app:main``)."""
-    first = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
-    build_app(first)()
+    """Console-script entry point."""
+    argv = sys.argv[1:]
+    status = answer_from_command_line(argv)
+    if status is not None:
+        raise SystemExit(status)
+    # Imported only now: the fast path above must not load the command-line framework.
+    from tether.surfaces.cli._typer_app import run
+
+    run(argv)

@@ -1,26 +1,30 @@
 """``tether approvals``: see and answer pending approvals from any terminal.
 
-``list`` reads the store (never writes); ``answer ID allow|reject`` hands the answer to the
-run waiting for it with ``--approval-from store``, through the approval socket its wait marker
-in the store's answer box names (:mod:`tether.session._answer_box`).
+``list`` reads the store (never writes); ``answer ID allow|allow-session|allow-always|reject``
+hands the answer to the run waiting for it with ``--approval-from store``, through the approval
+socket its wait marker in the store's answer box names (:mod:`tether.session._answer_box`).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
+from tether.errors import TetherError
 from tether.kernel._printable import printable
 from tether.plugins._headline import action_text
 from tether.policy._approval import AskedAction
-from tether.session._answer_box import AnswerBox, PendingRow, answer_pending, pending_approvals
-from tether.session._answer_channel import CLI_SURFACE
+from tether.session._answer_box import AnswerBox
+from tether.session._answer_channel import answer_words
+from tether.session._pending_approvals import PendingRow, pending_approvals, why_unanswerable
+from tether.surfaces.cli._answer_command import WORDS, answer_waiting
 from tether.surfaces.cli._common import (
     JsonOption,
     StoreNotFoundError,
     StoreOption,
+    fail,
     opened_store,
     print_json,
     run,
@@ -28,11 +32,9 @@ from tether.surfaces.cli._common import (
     table,
     write_text,
 )
-from tether.surfaces.cli._id_prefix import unique_match
+from tether.surfaces.cli._unique_match import unique_match
 
 app = typer.Typer(name="approvals", help="List and answer pending approvals.", no_args_is_help=True)
-
-WORDS = {"allow": "allowed-once", "reject": "rejected"}
 
 
 @app.command("list")
@@ -80,25 +82,31 @@ async def _list(store: str | None) -> list[PendingRow]:
 @app.command("answer")
 def answer(
     approval_id: Annotated[str, typer.Argument(metavar="APPROVAL_ID")],
-    decision: Annotated[str, typer.Argument(metavar="allow|reject")],
+    decision: Annotated[str, typer.Argument(metavar=answer_words())],
     store: StoreOption = None,
 ) -> None:
-    """Answer one pending approval (first answer wins)."""
+    """Answer one waiting approval: its id, or a unique prefix of it (first answer wins).
+    allow-session and allow-always grant the narrowest scope the question offers."""
     if decision not in WORDS:
-        raise typer.BadParameter("answer with allow or reject", param_hint="DECISION")
-    row, by = run(_answer(store, approval_id, WORDS[decision]))
-    write_text(
-        f"{printable(row.id)}: {WORDS[decision]} ({printable(row.tool_name)} in session "
-        f"{row.session_id}; "
-        f"recorded as answered by {by})\n"
-    )
+        words = list(WORDS)
+        raise typer.BadParameter(
+            f"answer with {', '.join(words[:-1])} or {words[-1]}", param_hint="DECISION"
+        )
+    try:
+        # The answer box's wait markers are the index of what can be answered now: the id is
+        # found there, and the store is read only to say why nothing waits under it.
+        if not answer_waiting(approval_id, WORDS[decision], store):
+            run(_unanswerable(store, AnswerBox.for_store(store_url(store)), approval_id))
+    except TetherError as err:
+        fail(err)
 
 
-async def _answer(store: str | None, approval_id: str, outcome: str) -> tuple[PendingRow, str]:
+async def _unanswerable(store: str | None, box: AnswerBox, wanted: str) -> NoReturn:
+    """Raise why nothing waits for ``wanted`` (an id or a prefix): already answered (the box
+    says so), else stale or not pending (the store says; it must exist)."""
+    answered = unique_match("approval", wanted, box.answered_ids())
+    if answered is not None:
+        raise why_unanswerable(answered, box, [])
     async with opened_store(store, existing=True) as persistence:
-        box = AnswerBox.for_store(store_url(store))
-        # A unique prefix of a pending id names it; anything else is answered as typed, so an
-        # unknown or already-decided id keeps its own specific error.
-        pending = [row.id for row in await pending_approvals(persistence, box)]
-        approval_id = unique_match("approval", approval_id, pending) or approval_id
-        return await answer_pending(persistence, box, approval_id, outcome, CLI_SURFACE)
+        pending = [row.id for row in await pending_approvals(persistence)]
+    raise why_unanswerable(unique_match("approval", wanted, pending) or wanted, box, pending)

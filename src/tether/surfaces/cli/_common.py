@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -19,9 +17,11 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 
 from tether.errors import TetherError
-from tether.kernel._printable import printable
-from tether.session.persistence import Persistence, default_store_url, open_persistence
-from tether.session.persistence._factory import store_location
+from tether.session.persistence import Persistence, open_persistence
+from tether.session.persistence._factory import MEMORY_URL, store_location
+from tether.surfaces.cli._basics import error_line as error_line
+from tether.surfaces.cli._basics import store_url as store_url
+from tether.surfaces.cli._basics import write_text as write_text
 
 T = TypeVar("T")
 
@@ -34,8 +34,8 @@ StoreOption = Annotated[
         "--store",
         metavar="URL",
         help=(
-            "Session store: sqlite:////ABS/PATH.db or jsonl:///ABS/DIR "
-            "(default: $TETHER_STORE, else the user data dir)."
+            "Session store: sqlite:////ABS/PATH.db, jsonl:///ABS/DIR or memory:// "
+            "(this process only) (default: $TETHER_STORE, else the user data dir)."
         ),
         show_default=False,
     ),
@@ -47,11 +47,6 @@ JsonOption = Annotated[
 ]
 
 
-def store_url(store: str | None) -> str:
-    """The ``--store`` value, else the environment's default (``TETHER_STORE`` or data dir)."""
-    return store if store else default_store_url(os.environ)
-
-
 class StoreNotFoundError(TetherError):
     """A command that only reads or changes existing sessions was pointed at no store."""
 
@@ -59,17 +54,21 @@ class StoreNotFoundError(TetherError):
 
 
 @asynccontextmanager
-async def opened_store(store: str | None, *, existing: bool = False) -> AsyncIterator[Persistence]:
+async def opened_store(
+    store: str | None, *, existing: bool = False, in_memory: bool = False
+) -> AsyncIterator[Persistence]:
     """Open the backend for the duration of one command and always close it.
 
     ``existing``: the command only reads or changes sessions already stored, so a store that
     does not exist is :class:`StoreNotFoundError` rather than a new, empty one left behind (a
-    mistyped ``--store`` path must not create a file).
+    mistyped ``--store`` path must not create a file). A command reads and writes the sessions
+    of runs in other processes, which ``memory://`` never holds: it is refused
+    (``STORE_IN_MEMORY``) unless ``in_memory`` says the command only describes the store.
     """
     url = store_url(store)
-    if existing:
-        _, path = store_location(url)
-        if not path.exists():
+    if not (in_memory and url == MEMORY_URL):
+        _, path = store_location(url)  # the refusal of memory://
+        if existing and not path.exists():
             raise StoreNotFoundError(f"no session store at {path} (nothing was stored there)")
     persistence = open_persistence(url)
     try:
@@ -84,18 +83,6 @@ def fail(err: TetherError) -> NoReturn:
     raise typer.Exit(EXIT_PROBLEMS)
 
 
-def error_line(message: str) -> None:
-    """``tether: <first line>``, then any further lines of help, each indented by two spaces.
-
-    Scripts match the first line (``tether: CODE: ...``); the help after it (a model spec's
-    forms, say) stays laid out as written. A message may quote a model's or a workspace's
-    text: every line is escaped, so none can forge a ``tether:`` line or move the cursor.
-    """
-    first, *rest = message.splitlines() or [""]
-    lines = [f"tether: {printable(first)}", *(f"  {printable(line)}" for line in rest)]
-    typer.echo("\n".join(lines), err=True)
-
-
 def run(coro: Coroutine[object, object, T]) -> T:
     """Run one command's coroutine; a :class:`TetherError` becomes a one-line error."""
     try:
@@ -106,18 +93,6 @@ def run(coro: Coroutine[object, object, T]) -> T:
 
 def print_json(value: object) -> None:
     write_text(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
-
-
-def write_text(text: str) -> None:
-    """Write UTF-8 to stdout whatever the locale says: session payloads are Unicode."""
-    stream = sys.stdout
-    buffer = getattr(stream, "buffer", None)
-    if buffer is None:  # a replaced stdout (CliRunner, IDEs) takes str
-        stream.write(text)
-    else:
-        stream.flush()
-        buffer.write(text.encode("utf-8"))
-    stream.flush()
 
 
 def iso_time(epoch_ms: int) -> str:

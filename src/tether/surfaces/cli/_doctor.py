@@ -3,14 +3,17 @@
 Each line is a check with ``ok`` or ``problem`` and the reason. Exit 1 when a check that a run
 needs (the store) fails; a missing model configuration is reported but is not fatal, because
 ``--model`` can still be given per run, and neither is untrusted workspace configuration
-(``tether trust`` or ``--trust-workspace`` settle it). Hook and permissions files of the
-workspace that a run would not use get ``hooks: problem:`` lines
-(:mod:`tether.surfaces.cli._hook_warnings`).
+(``tether trust`` or ``--trust-workspace`` settle it). Hook files of the workspace that a run
+would not use get ``hooks: problem:`` lines (:mod:`tether.surfaces.cli._hook_warnings`); the
+permission rules a run would apply are counted by decision and source, the grants of the
+workspace's newest session too, and rules that are not applied get ``permissions: problem:``
+lines.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Mapping
 from typing import Annotated
 
@@ -21,15 +24,26 @@ from tether._dirs import config_dir
 from tether._harness import Harness
 from tether.agent._instructions import ProjectInstructions
 from tether.errors import TetherError
+from tether.kernel import WorkspaceTrust
 from tether.kernel._config import available_plugins
 from tether.kernel._printable import printable
 from tether.kernel._workspace_trust import FileStatus, InspectedWorkspace, trust_command_line
 from tether.model._openai_compat import PRESETS
 from tether.model._settings import choose_model, load_model_config, user_config_path
+from tether.policy._grants import fold_grants
+from tether.policy._rule_sources import load_permission_rules
+from tether.policy._rules import RULE_DECISIONS
 from tether.sandbox._paths import default_rules
 from tether.sandbox._provider import describe_backends
-from tether.surfaces.cli._common import StoreOption, opened_store, run, store_url
-from tether.surfaces.cli._hook_warnings import hook_warning_lines
+from tether.surfaces.cli._common import (
+    StoreNotFoundError,
+    StoreOption,
+    opened_store,
+    run,
+    store_url,
+)
+from tether.surfaces.cli._hook_warnings import hook_warning_lines, permission_warning_lines
+from tether.surfaces.cli._id_prefix import newest_root
 
 
 def doctor_command(
@@ -80,6 +94,8 @@ def doctor_command(
             typer.echo(line)
         for line in hook_warning_lines(inspected):
             typer.echo(f"hooks: problem: {line}")
+        for line in _permission_lines(inspected, store):
+            typer.echo(line)
     if fatal:
         raise typer.Exit(1)
 
@@ -114,7 +130,7 @@ def _model_line(env: Mapping[str, str], inspected: InspectedWorkspace | TetherEr
 
 
 async def _count_sessions(store: str | None) -> int:
-    async with opened_store(store) as persistence:
+    async with opened_store(store, in_memory=True) as persistence:
         return len(await persistence.list())
 
 
@@ -148,6 +164,55 @@ def _workspace_lines(inspected: InspectedWorkspace) -> list[str]:
             state = f"inactive ({report.status}, not trusted)"
         lines.append(f"workspace file {printable(report.key)}: {state}")
     return lines
+
+
+def _permission_lines(inspected: InspectedWorkspace, store: str | None) -> list[str]:
+    """How many permission rules a run would apply, by decision and by source; the grants
+    of the workspace's newest session; then what is not applied, and why."""
+    try:
+        rules = load_permission_rules(inspected)
+    except TetherError as err:
+        return [f"permissions: problem: {err.code}: {printable(str(err))}"]
+    applied = rules.rules()
+    by_decision = ", ".join(
+        f"{decision} {sum(r.decision == decision for r in applied)}" for decision in RULE_DECISIONS
+    )
+    sources = Counter(r.file or r.origin.value for r in applied)
+    where = "; ".join(f"{printable(file)}: {count}" for file, count in sources.items())
+    untrusted = inspected.trust is WorkspaceTrust.RECORDED and bool(inspected.untrusted())
+    note = " (the workspace's own are not counted until it is trusted)" if untrusted else ""
+    lines = [
+        f"permissions: ok: {len(applied)} rules ({by_decision})"
+        + (f" from {where}" if where else "")
+        + note
+    ]
+    try:
+        grants = run(_newest_grants(store, inspected.root))
+    except typer.Exit:
+        grants = None
+    if grants is not None:
+        session_id, count = grants
+        lines.append(
+            f"grants: {count} session grant{'s' if count != 1 else ''} in the newest session "
+            f"of this workspace ({session_id}); tether grants list shows them"
+        )
+    if rules.store_problem is not None:
+        lines.append(f"permissions: problem: {printable(rules.store_problem)}")
+    lines += [f"permissions: problem: {line}" for line in permission_warning_lines(inspected)]
+    return lines
+
+
+async def _newest_grants(store: str | None, workspace: str) -> tuple[str, int] | None:
+    """The newest top-level session of ``workspace`` and how many grants it holds."""
+    try:
+        async with opened_store(store, existing=True) as persistence:
+            newest = newest_root(await persistence.list(), workspace)
+            if newest is None:
+                return None
+            stored = await persistence.inspect(newest.id)
+    except StoreNotFoundError:
+        return None
+    return newest.id, len(fold_grants(stored.header, stored.events))
 
 
 def _instruction_lines(workspace: str) -> list[str]:

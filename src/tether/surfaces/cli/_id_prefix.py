@@ -1,8 +1,9 @@
 """One home for turning what a user typed into a stored id: a full id, a unique prefix, or
 (for sessions) ``last``, the newest root session of a workspace.
 
-Every command that takes a session id (``run``, ``chat``, ``sessions *``) and ``approvals
-answer`` resolves through here, so a prefix means the same thing everywhere.
+Every command that takes a session id (``run``, ``chat``, ``sessions *``) resolves through
+here, and ``approvals answer`` through the same prefix rule (:mod:`._unique_match`), so a
+prefix means the same thing everywhere.
 """
 
 from __future__ import annotations
@@ -10,44 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from tether.errors import TetherError
 from tether.kernel._printable import printable
 from tether.session._header import SessionHeader
 from tether.session.persistence._base import ListsIds, Persistence, SessionNotFoundError
+from tether.surfaces.cli._unique_match import unique_match
 
 LAST = "last"
 """``--resume last`` (and ``--continue``): the newest root session of the workspace."""
-
-SHOWN_CANDIDATES = 10
-"""How many matching ids an ambiguous-prefix error names before it says how many more."""
-
-
-class AmbiguousIdError(TetherError):
-    """A prefix matches more than one stored id."""
-
-    code = "AMBIGUOUS_ID"
-
-
-def unique_match(kind: str, wanted: str, ids: Iterable[str]) -> str | None:
-    """The one id equal to ``wanted`` or starting with it; ``None`` when none does.
-
-    Raises :class:`AmbiguousIdError` naming the candidates when several start with it.
-    """
-    known = sorted(set(ids))
-    if wanted in known:
-        return wanted
-    if not wanted:
-        return None
-    matches = [i for i in known if i.startswith(wanted)]
-    if len(matches) > 1:
-        shown = ", ".join(matches[:SHOWN_CANDIDATES])
-        more = len(matches) - SHOWN_CANDIDATES
-        tail = f" and {more} more" if more > 0 else ""
-        raise AmbiguousIdError(
-            f"{kind} id prefix {printable(wanted)!r} matches {len(matches)} {kind}s: "
-            f"{shown}{tail}; give more of the id"
-        )
-    return matches[0] if matches else None
 
 
 def newest_root(headers: Iterable[SessionHeader], workspace: str) -> SessionHeader | None:

@@ -30,6 +30,7 @@ from tether.kernel._printable import printable, printable_block
 from tether.kernel._workspace_files import read_file
 from tether.kernel._workspace_trust import prompt_file_text
 from tether.model._prices import price_of
+from tether.plugins._approval_from_store import run_store_url
 from tether.policy._sandbox_policy import SANDBOX_POLICY_SERVICE
 from tether.session._json import thaw
 from tether.surfaces.cli._common import JsonOption, StoreOption, error_line, fail, run, store_url
@@ -49,7 +50,7 @@ from tether.surfaces.cli._stream_json import (
     translate,
 )
 from tether.surfaces.cli._summary import format_summary, summarize
-from tether.surfaces.cli._tty_answerer import register_tty_answerer
+from tether.surfaces.cli._tty_answerer import live_session_names, register_tty_answerer
 
 ModelOption = Annotated[
     str | None,
@@ -91,6 +92,15 @@ SandboxOption = Annotated[
 ]
 ApprovalOption = Annotated[
     str | None, typer.Option("--approval", metavar="POLICY", help="ask or never.")
+]
+PermissionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--permission",
+        metavar="PRESET",
+        help="Start in a permission preset: workspace-write, read-only, plan or "
+        "danger-full-access (as /permission in chat).",
+    ),
 ]
 ApproverOption = Annotated[
     str | None,
@@ -207,16 +217,30 @@ TrustWorkspaceOption = Annotated[
 ]
 
 
-def refuse_scope_on_resume(
-    command: str, resume: str | None, sandbox: str | None, approval: str | None
-) -> None:
-    """A resumed session's scope is its log's: flags that would change it are an error."""
-    if resume and (sandbox or approval):
-        error_line(
-            f"{command}: --sandbox/--approval cannot change a resumed session: its recorded "
-            "scope is replayed from its log"
-        )
-        raise typer.Exit(2)
+class ScopeFlags(NamedTuple):
+    """``--sandbox``, ``--approval`` and ``--permission``: the new root session's scope, as
+    :meth:`Harness.open` takes it."""
+
+    sandbox: str | None = None
+    approval: str | None = None
+    permission: str | None = None
+
+    def check(self, command: str, resume: str | None) -> ScopeFlags:
+        """These flags, or exit 2: a resumed session's scope is its log's, and a preset is
+        given whole or as its two knobs, not both."""
+        if resume and any(self):
+            error_line(
+                f"{command}: --sandbox/--approval/--permission cannot change a resumed session: "
+                "its recorded scope is replayed from its log"
+            )
+            raise typer.Exit(2)
+        if self.permission is not None and (self.sandbox or self.approval):
+            error_line(
+                f"{command}: --permission names both knobs; give it or --sandbox/--approval, "
+                "not both"
+            )
+            raise typer.Exit(2)
+        return self
 
 
 def output_choice(output_format: str, json_output: bool) -> Shape:
@@ -305,6 +329,7 @@ def run_command(
     store: StoreOption = None,
     sandbox: SandboxOption = None,
     approval: ApprovalOption = None,
+    permission: PermissionOption = None,
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
@@ -333,7 +358,7 @@ def run_command(
     except EmptyPromptError as err:
         error_line(f"{err.code}: {err}")
         raise typer.Exit(2) from None
-    refuse_scope_on_resume("run", resume, sandbox, approval)
+    scope = ScopeFlags(sandbox, approval, permission).check("run", resume)
     plugins = plugin_entries(plugin, approver)
     if approval_from is not None:
         plugins.insert(0, store_answerer(approval_from, approval_timeout))
@@ -357,8 +382,7 @@ def run_command(
                 model,
                 workspace,
                 store_url(store),
-                sandbox,
-                approval,
+                scope,
                 plugins,
                 resume,
                 shape,
@@ -410,8 +434,7 @@ async def _run(
     model: str | None,
     workspace: str,
     store: str,
-    sandbox: str | None,
-    approval: str | None,
+    scope: ScopeFlags,
     plugins: list[PluginEntry],
     resume: str | None,
     shape: Shape,
@@ -428,8 +451,7 @@ async def _run(
                 model,
                 workspace,
                 store,
-                sandbox,
-                approval,
+                scope,
                 plugins,
                 resume,
                 shape,
@@ -449,8 +471,7 @@ async def _run_in(
     model: str | None,
     workspace: str,
     store: str,
-    sandbox: str | None,
-    approval: str | None,
+    scope: ScopeFlags,
     plugins: list[PluginEntry],
     resume: str | None,
     shape: Shape,
@@ -467,10 +488,9 @@ async def _run_in(
         workspace=workspace,
         model=model,
         store=store,
-        sandbox=sandbox,
-        approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
+        **scope._asdict(),
         **options._asdict(),
     ) as harness:
         opened.append(harness)
@@ -479,11 +499,12 @@ async def _run_in(
             harness.root = harness.agent_for(harness.new_root_session())
             record_model_choice(harness.root.session, chosen)
         answered = {"approver_command", "approval_from_store"}
-        if not any(p.name in answered for p in plugins) and sys.stdin.isatty():
-            register_tty_answerer(harness.ctx)
+        at_keyboard = not any(p.name in answered for p in plugins) and sys.stdin.isatty()
         if shape == "text":
             interactive = sys.stdout.isatty()
             with RunProgress(harness, interactive=interactive) as progress:
+                if at_keyboard:
+                    _answer_at_keyboard(harness, progress)
                 result = await harness.run(prompt, resume=resume)
             if result.output and not progress.streamed:
                 # To a terminal the output is shown escaped; to a pipe or a file it is data.
@@ -499,7 +520,19 @@ async def _run_in(
             )
             typer.echo(f"tether: {format_summary(summary)} · session {result.session_id}", err=True)
             return result
+        if at_keyboard:
+            _answer_at_keyboard(harness, None)
         return await _stream(harness, prompt, resume, shape, model, started)
+
+
+def _answer_at_keyboard(harness: Harness, screen: RunProgress | None) -> None:
+    """Approvals asked by this run are answered at its terminal (and from any other)."""
+    register_tty_answerer(
+        harness.ctx,
+        name=live_session_names(harness),
+        store=run_store_url(harness.ctx),
+        screen=screen,
+    )
 
 
 async def _stream(

@@ -5,9 +5,9 @@ reuse it: ``tether run`` can sum the same stream. Counting rules:
 
 - **turns**: ``turn/end`` events, split into the root session's and its children's;
 - **tool calls**: ``tool/call`` events in every session;
-- **approvals**: ``approval/asked`` events; of their ``approval/decided`` outcomes,
-  ``allowed-once`` is *granted* and every other outcome (rejected, cancelled, unavailable) is
-  *denied*: only ``allowed-once`` lets an action run;
+- **approvals**: ``approval/asked`` events; of their ``approval/decided`` outcomes, the three
+  that let the action run (``allowed-once``, ``allowed-for-session``, ``allowed-always``) are
+  *granted* and every other outcome (rejected, cancelled, unavailable) is *denied*;
 - **children**: sessions spawned during the run, recognised by their delegation facts (a
   ``sandbox/mode`` or ``approval/policy`` with ``source: delegation``, or a live
   ``subagent/descriptor``); a cold-resumed child has none of these, so it is not counted again;
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from tether._harness import SessionEvent
 from tether.agent._events import AssistantMessage, ToolCalled, TurnClosed
 from tether.policy._events import ApprovalAsked, ApprovalDecided, ApprovalPolicySet, SandboxModeSet
-from tether.policy._modes import ApprovalOutcome
+from tether.policy._modes import allows
 from tether.subagents._events import Descriptor
 
 
@@ -88,7 +88,7 @@ def summarize(
         elif event.type == ApprovalAsked.TYPE:
             asked += 1
         elif event.type == ApprovalDecided.TYPE:
-            if ApprovalDecided.from_data(event.data).outcome is ApprovalOutcome.ALLOWED_ONCE:
+            if allows(ApprovalDecided.from_data(event.data).outcome):
                 granted += 1
             else:
                 denied += 1

@@ -75,7 +75,7 @@ def _trust(store: TrustStore, workspace: str) -> None:
         else:
             typer.echo(f"nothing to trust in {root}: it has no configuration files")
         return
-    if inspected.distrust is None and not inspected.untrusted():
+    if inspected.distrust is None and not inspected.needing_trust():
         typer.echo(f"{root} is already trusted with this content; nothing changed")
         return
     try:
@@ -165,6 +165,8 @@ def review(inspected: InspectedWorkspace) -> str:
     for report in inspected.reports:
         snapshot = report.snapshot
         where = "" if report.named_by_workspace else " (named by your own configuration)"
+        if report.optional:
+            where = " (for its permissions rules, which apply only once trusted)"
         if snapshot.error is not None:
             lines.append(
                 f"{printable(report.key)}{where}: {report.status}, unreadable: "

@@ -3,12 +3,13 @@
 The fs tools are not run under the OS sandbox (they live in this process), so they enforce the
 mode themselves: ``read-only`` refuses every write, ``workspace-write`` allows writes only
 under the workspace root, never to a hidden or control path (:mod:`tether.sandbox._paths`;
-``.git`` at any depth), ``danger-full-access`` does not fence writes. Reads are not fenced by
+a control name at any depth, anything inside a git directory or what would make one, as
+commands are refused them), ``danger-full-access`` does not fence writes. Reads are not fenced by
 the mode, but no mode reads a hidden path (see :mod:`tether.tools.fs._common`).
 
 Checking a path and then opening it by name would let anything that swaps a directory for a
 symbolic link in between redirect the write (TOCTOU). So in ``workspace-write`` the check only
-*plans* the write (realpath containment, ``.git``); the write itself walks the planned
+*plans* the write (realpath containment, control names); the write itself walks the planned
 components one at a time from a descriptor of the workspace root with ``O_NOFOLLOW``, and
 creates the file relative to the final directory descriptor. A component that is a symbolic
 link by the time the walk reaches it is refused, whatever it points at.
@@ -38,7 +39,13 @@ from typing import Final, Protocol
 
 from tether.errors import TetherError
 from tether.policy import SandboxMode
-from tether.sandbox import PathRules
+from tether.sandbox import (
+    PathRules,
+    control_component,
+    git_dir_made_by,
+    git_dir_on_path,
+    made_git_dir,
+)
 from tether.tools._base import ToolResult
 
 # The vocabulary lives in tether.policy (one home); these names keep the fence readable.
@@ -49,6 +56,7 @@ DANGER_FULL_ACCESS: Final = SandboxMode.DANGER_FULL_ACCESS
 NO_POLICY_REASON: Final = "no sandbox policy is composed; file writes are refused"
 
 PROTECTED_COMPONENT: Final = ".git"
+"""Left out of tree walks (``grep``, ``glob``): a repository's internals are no search hit."""
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -93,6 +101,14 @@ def sandbox_denial(reason: str, mode: str) -> ToolResult:
 
 
 HIDDEN_REASON: Final = "it is hidden from every agent (it holds credentials or tether's own state)"
+CONTROL_NAME_REASON: Final = (
+    "is a control name at any depth (git, Claude Code, Codex, tether or a git hook manager "
+    "started in that directory acts on it outside the sandbox); only the user may change it"
+)
+GIT_DIR_REASON: Final = (
+    "(HEAD beside objects and refs, or beside commondir), which git started there acts on "
+    "outside the sandbox; only the user may change it"
+)
 
 
 def hidden_error(display: str, mode: str | None, verb: str) -> FileToolError:
@@ -285,13 +301,21 @@ def plan_write(
     if rel == os.curdir:
         raise FileToolError(f"{path} is a directory")
     parts = tuple(rel.split(os.sep))
-    # casefold: on a case-insensitive filesystem ".GIT" is the same directory.
-    if any(p.casefold() == PROTECTED_COMPONENT for p in parts):
-        raise SandboxDenied(
-            f"cannot write {path}: .git inside the workspace is protected", effective
-        )
+    # Compared case-insensitively: on such a filesystem ".GIT" is the same directory.
+    component = control_component(parts)
+    if component is not None:
+        raise SandboxDenied(f"cannot write {path}: {component} {CONTROL_NAME_REASON}", effective)
     if rules.hides(real):
         raise SandboxDenied(f"cannot write {path}: {HIDDEN_REASON}", effective)
+    git_dir = git_dir_on_path(real, root)
+    if git_dir is not None:
+        raise SandboxDenied(
+            f"cannot write {path}: {_shown_dir(git_dir, root)} is a git directory {GIT_DIR_REASON}",
+            effective,
+        )
+    would_be = git_dir_made_by(real, root)
+    if would_be is not None:
+        raise _git_dir_denial(path, _shown_dir(would_be, root), effective)
     if rules.controls(real, root):
         raise SandboxDenied(
             f"cannot write {path}: it is a control file (tether, git or another tool acts "
@@ -299,6 +323,31 @@ def plan_write(
             effective,
         )
     return WritePlan(effective, path, True, root, parts, rules)
+
+
+def _shown_dir(directory: str, root: str) -> str:
+    return shown_name(os.path.relpath(directory, root))
+
+
+def _git_dir_denial(display: str, directory: str, mode: SandboxMode) -> SandboxDenied:
+    return SandboxDenied(
+        f"cannot write {display}: it would make {directory} a git directory {GIT_DIR_REASON}",
+        mode,
+    )
+
+
+def _undo_git_dir(plan: WritePlan, parent_fd: int, name: str, shown: str) -> None:
+    """After making ``name`` in ``parent_fd``: take it out again when a command made the rest
+    of a git directory there meanwhile (each maker checks after making its own entry)."""
+
+    if not made_git_dir(name, parent_fd):
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
+            os.rmdir(name, dir_fd=parent_fd)
+        else:
+            os.unlink(name, dir_fd=parent_fd)
+    raise _git_dir_denial(plan.display, shown, plan.mode)
 
 
 def _symlink_denial(plan: WritePlan, component: str) -> SandboxDenied:
@@ -376,8 +425,13 @@ def open_parent(plan: WritePlan, *, create: bool) -> Iterator[int]:
             except FileNotFoundError as err:
                 if not create:
                     raise FileToolError(f"file not found: {plan.display}") from err
-                with contextlib.suppress(FileExistsError):
+                made = True
+                try:
                     os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    made = False
+                if made:
+                    _undo_git_dir(plan, fd, part, os.path.dirname(shown) or ".")
                 try:
                     next_fd = _open_dir(plan, fd, part, shown)
                 except FileNotFoundError as again:
@@ -460,11 +514,15 @@ def replace_file(plan: WritePlan, parent_fd: int, data: bytes) -> bool:
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=parent_fd)
         raise
+    if existing is None and plan.confined:
+        _undo_git_dir(plan, parent_fd, plan.name, os.path.dirname(os.path.join(*plan.parts)) or ".")
     return existing is None
 
 
 __all__ = [
+    "CONTROL_NAME_REASON",
     "DANGER_FULL_ACCESS",
+    "GIT_DIR_REASON",
     "HIDDEN_REASON",
     "NO_POLICY_REASON",
     "PROTECTED_COMPONENT",

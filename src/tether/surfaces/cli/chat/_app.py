@@ -58,13 +58,15 @@ from tether._signals import cancel_and_wait
 from tether.agent import TEXT_DELTA, Agent, StreamedText
 from tether.kernel import Disposable, Next, PluginEntry, WorkspaceTrust
 from tether.kernel._printable import printable, printable_block
+from tether.plugins._approval_from_store import run_store_url
 from tether.policy._approval import APPROVAL_SERVICE, PendingApproval, register_answerer
 from tether.policy._presets import PERMISSION_PRESETS_SERVICE
 from tether.session import Event, Session
 from tether.subagents._lifecycle import SubagentLifecycle
 from tether.subagents._seams import SUBAGENT_START
-from tether.surfaces.cli._approval_prompt import session_mode
+from tether.surfaces.cli._approval_prompt import CHOICES, ENTER, session_mode
 from tether.surfaces.cli._common import StoreOption, error_line, run, store_url
+from tether.surfaces.cli._grant_choice import ESCAPE, SCOPE_DIGITS
 from tether.surfaces.cli._hook_warnings import warn_unused_hooks
 from tether.surfaces.cli._model_choice import ModelChoice, model_for_run, record_model_choice
 from tether.surfaces.cli._run import (
@@ -77,15 +79,16 @@ from tether.surfaces.cli._run import (
     ModelOption,
     ModelTimeoutOption,
     NoStreamOption,
+    PermissionOption,
     PluginOption,
     ResumeOption,
     RunOptions,
     SandboxOption,
+    ScopeFlags,
     SystemPromptFileOption,
     WorkspaceOption,
     model_timeout_value,
     plugin_entries,
-    refuse_scope_on_resume,
     resume_choice,
     stream_flag,
     system_prompt_text,
@@ -93,7 +96,7 @@ from tether.surfaces.cli._run import (
 from tether.surfaces.cli._summary import format_summary, summarize
 from tether.surfaces.cli._trust import ask_at_start
 from tether.surfaces.cli.chat._commands import CommandHost, dispatch, resume_root
-from tether.surfaces.cli.chat._prompts import ALLOW_KEYS, CHOICES, REJECT_KEYS, ApprovalPrompt
+from tether.surfaces.cli.chat._prompts import ApprovalPrompt
 from tether.surfaces.cli.chat._render import EventRenderer, SessionDirectory
 from tether.surfaces.cli.chat._replay import replay
 from tether.surfaces.cli.chat._status import busy_line, child_statuses, idle_line
@@ -207,7 +210,8 @@ class ChatApp:
         self._clock = clock
         self._answer_approvals = answer_approvals
         self.directory = SessionDirectory()
-        self.renderer = EventRenderer(console, self.directory)
+        answered_here: set[str] = set()
+        self.renderer = EventRenderer(console, self.directory, answered_here)
         self.approvals = ApprovalPrompt(
             console,
             self.directory,
@@ -215,6 +219,8 @@ class ChatApp:
             changed=self._invalidate,
             catch_up=self._catch_up,
             mode_of=lambda request: session_mode(harness.ctx, request),
+            store=run_store_url(harness.ctx),
+            answered_here=answered_here,
         )
         self._session: PromptSession[str] = PromptSession(
             history=history if history is not None else InMemoryHistory(),
@@ -507,16 +513,20 @@ class ChatApp:
             answer.reset()
             self.interrupt()
 
-        def allow(_event: KeyPressEvent) -> None:
-            self.approvals.press("allowed-once")
+        def typed(key: str) -> Callable[[KeyPressEvent], None]:
+            def press(_event: KeyPressEvent) -> None:
+                self.approvals.key(key)
 
-        def reject(_event: KeyPressEvent) -> None:
-            self.approvals.press("rejected")
+            return press
 
-        for key in ALLOW_KEYS:
-            keys.add(key, filter=asking)(allow)
-        for key in REJECT_KEYS:
-            keys.add(key, filter=asking)(reject)
+        # The keys an approval question reads (_grant_choice.AnswerKeys says what each does).
+        for choice in CHOICES:
+            for key in (choice.key, choice.key.upper()):
+                keys.add(key, filter=asking)(typed(key))
+        for digit in SCOPE_DIGITS:
+            keys.add(digit, filter=asking)(typed(digit))
+        keys.add("enter", filter=asking)(typed(ENTER[0]))
+        keys.add("escape", filter=asking)(typed(ESCAPE))
 
         @keys.add("enter", filter=typing & ~asking)
         def _submit(_event: KeyPressEvent) -> None:
@@ -566,7 +576,8 @@ class ChatApp:
             parts.append(
                 (
                     "reverse bold",
-                    f" approval for {printable(question.request.tool_name)}: {CHOICES} ",
+                    f" approval for {printable(question.request.tool_name)}: "
+                    f"{question.keys.prompt()} ",
                 )
             )
             parts.append(("", "\n"))
@@ -603,6 +614,7 @@ def chat_command(
     store: StoreOption = None,
     sandbox: SandboxOption = None,
     approval: ApprovalOption = None,
+    permission: PermissionOption = None,
     approver: ApproverOption = None,
     plugin: PluginOption = None,
     resume: ResumeOption = None,
@@ -620,7 +632,7 @@ def chat_command(
         error_line("chat: needs a terminal on stdin and stdout (use `tether run` for scripts)")
         raise typer.Exit(2)
     resume = resume_choice(resume, continue_last)
-    refuse_scope_on_resume("chat", resume, sandbox, approval)
+    scope = ScopeFlags(sandbox, approval, permission).check("chat", resume)
     plugins = plugin_entries(plugin, approver)
     options = RunOptions(
         system_prompt_text(system_prompt_file),
@@ -638,8 +650,7 @@ def chat_command(
             model,
             workspace,
             store_url(store),
-            sandbox,
-            approval,
+            scope,
             plugins,
             resume,
             history,
@@ -654,8 +665,7 @@ async def _chat(
     model: str | None,
     workspace: str,
     store: str,
-    sandbox: str | None,
-    approval: str | None,
+    scope: ScopeFlags,
     plugins: list[PluginEntry],
     resume: str | None,
     history: History,
@@ -676,10 +686,9 @@ async def _chat(
         workspace=workspace,
         model=model,
         store=store,
-        sandbox=sandbox,
-        approval=approval,
         plugins=plugins,
         workspace_trust=workspace_trust,
+        **scope._asdict(),
         **options._asdict(),
     ) as harness:
         app = ChatApp(

@@ -1,7 +1,7 @@
 """Slash commands typed at the ``tether chat`` prompt (between turns).
 
-``/permission [PRESET]``, ``/agents``, ``/approvals``, ``/compact``, ``/resume ID``, ``/help``
-and ``/quit``.
+``/permission [PRESET]``, ``/grants [revoke ID]``, ``/agents``, ``/approvals``, ``/compact``,
+``/resume ID``, ``/help`` and ``/quit``.
 Each prints what it did; a failure prints one red line and the chat goes on.
 """
 
@@ -23,14 +23,18 @@ from tether.kernel._printable import printable
 from tether.plugins._headline import action_text
 from tether.policy._approval import APPROVAL_SERVICE, AskedAction
 from tether.policy._presets import PERMISSION_PRESETS_SERVICE, PermissionPresetsService
-from tether.session._answer_box import pending_approvals
+from tether.session._answer_channel import answer_words
+from tether.session._pending_approvals import pending_approvals
 from tether.subagents._lineage import lineage_tree, render_tree
 from tether.surfaces.cli._common import table
+from tether.surfaces.cli._grants import HEADINGS, held_row, rule_row
 from tether.surfaces.cli._id_prefix import resolve_session_id
+from tether.surfaces.cli.chat._prompts import chat_answerer
 from tether.surfaces.cli.chat._replay import replay
 
 HELP: Final = (
     ("/permission [PRESET]", "show the session's permission preset, or switch to PRESET"),
+    ("/grants [revoke ID]", "the grants and permission rules in force, or revoke a grant"),
     ("/agents", "the lineage tree: every subagent of this session and its recorded scope"),
     ("/approvals", "approvals waiting for an answer (this chat and the whole store)"),
     ("/compact", "summarise the conversation so far, to free the model's context window"),
@@ -40,7 +44,15 @@ HELP: Final = (
 )
 KEYS_HELP: Final = (
     "Ctrl-C cancels a running turn (the session goes on); twice within 2s, or at an empty "
-    "prompt, quits. When an approval is asked: a allows once, r or Enter rejects."
+    "prompt, quits. When an approval is asked: a allows once, s for the session and w always "
+    "(where offered; then the scope's number, Enter for the narrowest), r or Enter rejects."
+)
+
+
+PRESET_MAPPING: Final = (
+    "Codex: Read Only = read-only, Auto = workspace-write, Full Access = danger-full-access. "
+    "Claude Code: acceptEdits = workspace-write (default: with the ask_tools plugin), plan = "
+    "plan, bypassPermissions = danger-full-access (docs/guide-permissions.md#presets)."
 )
 
 
@@ -84,7 +96,14 @@ async def _permission(host: CommandHost, arg: str) -> None:
     if not arg:
         current = service.current(root.session)
         host.console.print(Text(f"permission preset: {_describe_preset(service, current)}"))
-        host.console.print(Text(f"presets: {', '.join(service.table)}", style="dim"))
+        host.console.print(Text("presets (/permission NAME switches to one):", style="dim"))
+        width = max(len(name) for name in service.table)
+        for name, row in service.table.items():
+            mark = "*" if name == current else " "
+            knobs = f"sandbox {row.sandbox.value}, approval {row.approval.value}"
+            summary = f": {row.summary}" if row.summary else ""
+            host.console.print(Text(f"  {mark} {name.ljust(width)}  {knobs}{summary}", style="dim"))
+        host.console.print(Text(PRESET_MAPPING, style="dim"))
         return
     name = arg.split()[0]
     if not service.set_preset(root, name):
@@ -98,6 +117,37 @@ async def _permission(host: CommandHost, arg: str) -> None:
         Text(
             "Recorded in the session log; the agent is told at its next step. Children keep "
             "the scope fixed at their delegation.",
+            style="dim",
+        )
+    )
+
+
+async def _grants(host: CommandHost, arg: str) -> None:
+    harness = host.harness
+    words = arg.split()
+    if words[:1] == ["revoke"]:
+        if len(words) != 2:
+            raise CommandError("usage: /grants revoke ID")
+        revoked = await harness.revoke_grant(words[1], by=f"/grants in {chat_answerer()}")
+        host.console.print(
+            Text(
+                f"revoked {revoked.kind} grant {revoked.id}: {printable(revoked.describe())}",
+                style="bold magenta",
+            )
+        )
+        return
+    if words:
+        raise CommandError("usage: /grants, or /grants revoke ID")
+    rows = [held_row(g) for g in harness.grants()]
+    rows += [rule_row(r) for r in harness.permission_rules.configured]
+    if not rows:
+        host.console.print(Text("no grants and no permission rules"))
+        return
+    host.console.print(Text(table(HEADINGS, [row.cells() for row in rows]).rstrip("\n")))
+    host.console.print(
+        Text(
+            "Grants are answers' (s or w at a question); rules come from the files shown. "
+            "/grants revoke ID ends a grant.",
             style="dim",
         )
     )
@@ -156,7 +206,10 @@ async def _approvals(host: CommandHost, _arg: str) -> None:
     text = table(["ID", "LINEAGE", "TOOL", "AGE", "HEADLINE", "ACTION"], rows).rstrip("\n")
     host.console.print(Text(text))
     host.console.print(
-        Text("Answer one from any terminal: tether approvals answer ID allow|reject", style="dim")
+        Text(
+            f"Answer one from any terminal: tether approvals answer ID {answer_words()}",
+            style="dim",
+        )
     )
 
 
@@ -233,6 +286,7 @@ COMMANDS: Final[dict[str, Handler]] = {
     "/?": _help,
     "/permission": _permission,
     "/permissions": _permission,
+    "/grants": _grants,
     "/agents": _agents,
     "/approvals": _approvals,
     "/compact": _compact,

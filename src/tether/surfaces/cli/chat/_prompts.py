@@ -1,12 +1,24 @@
-"""Inline prompts: approvals answered with a single key, and the agent's ``ask_user``
-questions answered with a typed line. One question at a time.
+"""Inline prompts: approvals answered with a single key, or from another terminal, and the
+agent's ``ask_user`` questions answered with a typed line. One question at a time.
 
 The answerer registered by ``tether chat`` prints the question above the status area (laid out
 by :mod:`tether.surfaces.cli._approval_prompt`: the tool, the sandbox mode and who asks, with
-the asking session's lineage, then what the agent wrote, escaped and in full), then
-waits for a key read by the running turn's keyboard handler: ``a`` allows once; ``r`` or
-Enter rejects (the safe default). Keys pressed before a question is shown answer nothing, so
-typing ahead can never approve an action the user has not seen.
+the asking session's lineage, the command that answers it from another terminal, then what
+the agent wrote, escaped and in full, and the scopes a grant may cover), then waits for keys
+read by the running turn's keyboard handler, one per choice: ``a`` allows once; ``r`` or Enter
+rejects (the safe default); where the question offers grants, ``s`` allows for the session and
+``w`` always, the scope's number then picks what the grant covers
+(:mod:`tether.surfaces.cli._grant_choice`, as in ``tether run``). Keys pressed before a
+question is shown answer nothing, so typing ahead can never approve an action the user has not
+seen.
+
+Every approval this chat asks is also answerable from another terminal from the moment it is
+asked, while it waits its turn on screen too: it waits in the store's answer box
+(:class:`~tether.session._answer_wait.BoxWait`) for ``tether approvals answer``. The first
+answer wins, whichever surface gives it: a key pressed here settles the same wait, so a later
+``tether approvals answer`` is told it came too late; an answer from there closes the question
+here, saying who gave it. An answer that counts for nothing (a file written into the box, a
+connection from a confined process) is recorded on the asking session's log and shown.
 
 An ``ask_user`` question is answered by typing a line and pressing Enter; Ctrl-C cancels
 the turn instead.
@@ -18,86 +30,77 @@ A question whose request is cancelled (the turn was interrupted) disappears from
 from __future__ import annotations
 
 import asyncio
-import getpass
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from rich.console import Console
 from rich.text import Text
 
 from tether.kernel import Next
 from tether.kernel._printable import printable
+from tether.plugins._approval_from_store import asked_id, asking_session
 from tether.policy._approval import Answer, ApprovalReply, ApprovalRequest
-from tether.policy._modes import SandboxMode
-from tether.surfaces.cli._approval_prompt import question_lines
+from tether.policy._events import GrantScope
+from tether.policy._modes import ApprovalOutcome, SandboxMode
+from tether.session._answer_channel import Offer
+from tether.session._answer_wait import BoxWait
+from tether.surfaces.cli._answer_elsewhere import (
+    answerable_elsewhere,
+    answerer_name,
+    elsewhere_command,
+    take_turn,
+)
+from tether.surfaces.cli._approval_prompt import asker_lines, question_lines, session_name
+from tether.surfaces.cli._grant_choice import AnswerKeys, Chosen, grant_lines, granted_scope
 from tether.surfaces.cli.chat._render import CHAT_ANSWERER, SessionDirectory
 from tether.tools._ask_user import QuestionRequest
 
-KeyAnswer = Literal["allowed-once", "rejected", "cancelled"]
-"""What a key (or an interrupt) answers: ``a``, ``r``/Enter, or Ctrl-C."""
-
-ALLOW_KEYS: Final = ("a", "A")
-REJECT_KEYS: Final = ("r", "R", "enter")
-CHOICES: Final = "[a] Allow once   [r] Reject (default)"
 SHOWN: Final[dict[str, tuple[str, str]]] = {
-    "allowed-once": ("✔ allowed once", "green"),
-    "rejected": ("✘ rejected", "red"),
-    "cancelled": ("✘ cancelled", "yellow"),
+    ApprovalOutcome.ALLOWED_ONCE: ("✔ allowed once", "green"),
+    ApprovalOutcome.ALLOWED_FOR_SESSION: ("✔ allowed for this session", "green"),
+    ApprovalOutcome.ALLOWED_ALWAYS: ("✔ always allowed in this workspace", "green"),
+    ApprovalOutcome.REJECTED: ("✘ rejected", "red"),
+    ApprovalOutcome.CANCELLED: ("✘ cancelled", "yellow"),
 }
 
 
-def answerer_name() -> str:
+def chat_answerer() -> str:
     """``tether chat (<user>)``: recorded as ``approval/decided {answered_by}``."""
-    try:
-        user = getpass.getuser()
-    except Exception:  # no login name (a container without passwd entries)
-        return CHAT_ANSWERER
-    return f"{CHAT_ANSWERER} ({user})"
+    return answerer_name(CHAT_ANSWERER)
 
 
-def asker_lines(request: ApprovalRequest, directory: SessionDirectory) -> list[str]:
-    """Who asks: the routed child with its lineage, else the asking session itself."""
-    origin = request.origin
-    if origin is not None:
-        child = origin.child_session_id
-        lineage = " → ".join(_named(sid, directory) for sid in origin.lineage)
-        depth = origin.child.session.header.delegation_depth
-        return [
-            f"  asked by: subagent {_named(child, directory)} (depth {depth}), routed to the root",
-            f"  lineage: {lineage}",
-        ]
-    session = request.agent.session
-    header = session.header
-    if header.delegation_depth == 0:
-        return [f"  asked by: this session {session.id[:8]} (depth 0)"]
-    parent = header.parent_session
-    return [
-        f"  asked by: subagent {_named(session.id, directory)} "
-        f"(depth {header.delegation_depth}"
-        + (f", parent {_named(parent, directory)})" if parent else ")")
-    ]
+def named(directory: SessionDirectory) -> Callable[[str], str]:
+    """How chat names a session in a question: the root, or a child by its label."""
 
+    def name(session_id: str) -> str:
+        return session_name(session_id, directory.root_id, directory.label(session_id))
 
-def _named(session_id: str, directory: SessionDirectory) -> str:
-    if session_id == directory.root_id:
-        return f"root {session_id[:8]}"
-    label = directory.label(session_id)
-    short = session_id[:8]
-    return short if label == short else f"[{label}] {short}"
+    return name
 
 
 def describe(
-    request: ApprovalRequest, directory: SessionDirectory, current: SandboxMode | None = None
+    request: ApprovalRequest,
+    directory: SessionDirectory,
+    current: SandboxMode | None = None,
+    elsewhere: str | None = None,
 ) -> list[str]:
-    """The question for ``request``; ``current`` is the asking session's sandbox mode."""
-    return question_lines(request, asker_lines(request, directory), current)
+    """The question for ``request``; ``current`` is the asking session's sandbox mode,
+    ``elsewhere`` the command that answers it from another terminal."""
+    return question_lines(request, asker_lines(request, named(directory)), current, elsewhere)
 
 
 @dataclass(eq=False)
 class OpenQuestion:
     request: ApprovalRequest
-    answer: asyncio.Future[KeyAnswer]
+    answer: asyncio.Future[Offer]
+    """Settled by the first answer: a key here, or ``tether approvals answer`` elsewhere."""
+    keys: AnswerKeys
+    """The keys typed at it so far, read into its answer."""
+    keyed: bool = False
+    """The answer came from this keyboard."""
+    chosen: Chosen | None = None
+    """The choice keyed here (with a grant's scope)."""
 
 
 @dataclass(eq=False)
@@ -121,15 +124,23 @@ class ApprovalPrompt:
         catch_up: Callable[[], Awaitable[None]] | None = None,
         name: str | None = None,
         mode_of: Callable[[ApprovalRequest], SandboxMode | None] = lambda _request: None,
+        store: str | None = None,
+        answered_here: set[str] | None = None,
     ) -> None:
+        """``store`` is the URL of the run's store, whose answer box lets another terminal
+        answer (``None``: only this keyboard can)."""
         self.console = console
         self.directory = directory
         self._accepting = accepting
         self._changed = changed
         self._catch_up = catch_up
-        self.name = name or answerer_name()
+        self.name = name or chat_answerer()
         self._mode_of = mode_of
         """The asking session's sandbox mode, for the question's mode line."""
+        self.store = store
+        self.answered_here = answered_here if answered_here is not None else set()
+        """Ids of the approvals whose answer this prompt showed (the transcript does not
+        show them again)."""
         self.current: OpenQuestion | None = None
         self.current_text: OpenTextQuestion | None = None
         self.waiting = 0
@@ -138,13 +149,19 @@ class ApprovalPrompt:
 
     async def answer(self, request: ApprovalRequest, next_: Next[ApprovalReply]) -> ApprovalReply:
         """The ``approval/request`` listener."""
-        if not await self._queue():
+        if not self._accepting():
             return await next_()  # nobody is at the keyboard (any more)
-        try:
-            return await self._ask(request)
-        finally:
-            self._lock.release()
-            self._changed()
+        answer: asyncio.Future[Offer] = asyncio.get_running_loop().create_future()
+        async with answerable_elsewhere(self.store, request, answer, self._report) as box_wait:
+            if not await self._queue(answer):
+                if answer.done():
+                    return self._answered_while_queued(request, answer.result())
+                return await next_()
+            try:
+                return await self._ask(request, answer, box_wait)
+            finally:
+                self._lock.release()
+                self._changed()
 
     async def question(self, request: QuestionRequest, next_: Next[str | None]) -> str | None:
         """The ``user/question`` listener (the agent's ``ask_user`` tool)."""
@@ -156,15 +173,20 @@ class ApprovalPrompt:
             self._lock.release()
             self._changed()
 
-    async def _queue(self) -> bool:
+    def _report(self, text: str) -> None:
+        self.console.print(Text(printable(text), style="red"))
+
+    async def _queue(self, answered: asyncio.Future[Offer] | None = None) -> bool:
         """Take the keyboard (questions come one at a time); ``False``, holding nothing, when
-        nobody is there to answer: outside a turn, or the turn ended while this one waited."""
+        nobody is there to answer (outside a turn, or the turn ended while this one waited),
+        or when ``answered`` was settled from another terminal meanwhile."""
         if not self._accepting():
             return False
         self.waiting += 1
         self._changed()
         try:
-            await self._lock.acquire()
+            if not await take_turn(self._lock, answered):
+                return False
         finally:
             self.waiting -= 1
         try:
@@ -174,7 +196,7 @@ class ApprovalPrompt:
         except BaseException:
             self._lock.release()
             raise
-        if not self._accepting():
+        if not self._accepting() or (answered is not None and answered.done()):
             self._lock.release()
             return False
         return True
@@ -204,34 +226,92 @@ class ApprovalPrompt:
         self.console.print(Text(f"  ↳ {printable(reply)}"))
         return reply
 
-    async def _ask(self, request: ApprovalRequest) -> Answer:
-        lines = describe(request, self.directory, self._mode_of(request))
-        self.console.print(Text("\n".join(lines), style="bold"))
-        self.console.print(Text(f"  {CHOICES} > ", style="bold"))
-        future: asyncio.Future[KeyAnswer] = asyncio.get_running_loop().create_future()
-        self.current = OpenQuestion(request, future)
+    async def _ask(
+        self, request: ApprovalRequest, answer: asyncio.Future[Offer], box_wait: BoxWait | None
+    ) -> Answer:
+        approval_id = asked_id(request)
+        elsewhere = (
+            elsewhere_command(approval_id, self.store, request)
+            if box_wait is not None and approval_id is not None and self.store is not None
+            else None
+        )
+        lines = describe(request, self.directory, self._mode_of(request), elsewhere)
+        question = OpenQuestion(request, answer, AnswerKeys(request))
+        self.console.print(Text("\n".join([*lines, *grant_lines(request)]), style="bold"))
+        self.console.print(Text(f"  {question.keys.prompt()} > ", style="bold"))
+        self.current = question
         self._changed()
         try:
-            outcome = await future
+            offer = await (box_wait.answer() if box_wait is not None else answer)
         except asyncio.CancelledError:
             self._show("cancelled")
             raise
         finally:
             self.current = None
             self._changed()
-        self._show(outcome)
-        return Answer(outcome, self.name)
+        chosen = question.chosen if question.keyed else None
+        scope = chosen.scope if chosen is not None else granted_scope(request, offer.outcome)
+        self._show(offer.outcome, None if question.keyed else offer.answered_by, scope)
+        if approval_id is not None:
+            self.answered_here.add(approval_id)
+        if chosen is not None:
+            return chosen.answer(offer.answered_by)
+        return Answer(offer.outcome, offer.answered_by)
 
-    def _show(self, outcome: str) -> None:
+    def _answered_while_queued(self, request: ApprovalRequest, offer: Offer) -> Answer:
+        """Another terminal answered a question still waiting its turn here."""
+        asker = named(self.directory)(asking_session(request).id)
+        shown = Text(
+            f'approval for "{printable(request.tool_name)}" asked by {asker} was answered '
+            "before it was shown here:\n",
+            style="bold",
+        )
+        scope = granted_scope(request, offer.outcome)
+        shown.append_text(self._ending(offer.outcome, offer.answered_by, scope))
+        self.console.print(shown)
+        approval_id = asked_id(request)
+        if approval_id is not None:
+            self.answered_here.add(approval_id)
+        return Answer(offer.outcome, offer.answered_by)
+
+    def _show(self, outcome: str, by: str | None = None, scope: GrantScope | None = None) -> None:
+        self.console.print(self._ending(outcome, by, scope))
+
+    @staticmethod
+    def _ending(outcome: str, by: str | None, scope: GrantScope | None = None) -> Text:
+        """``  ✔ allowed once``; a grant's scope after it (``✔ allowed for this session:
+        Write(./**)``); and ``· answered by WHO`` when another terminal answered."""
         text, style = SHOWN.get(outcome, (outcome, ""))
-        self.console.print(Text(f"  {text}", style=style))
+        granted = f": {printable(scope.describe())}" if scope is not None else ""
+        answered = f" · answered by {printable(by)}" if by is not None else ""
+        return Text(f"  {text}{granted}{answered}", style=style)
 
-    def press(self, outcome: KeyAnswer) -> bool:
-        """Answer the open approval question; ``False`` when none is open."""
+    def key(self, key: str) -> bool:
+        """A key pressed while an approval question is open (a letter, a digit, ``\\r`` for
+        Enter, ``\\x1b`` for Escape); ``False`` when it answered nothing. A grant's key with
+        several scopes on offer asks for the scope in the status area
+        (:meth:`AnswerKeys.prompt <tether.surfaces.cli._grant_choice.AnswerKeys.prompt>`)."""
         question = self.current
         if question is None or question.answer.done():
             return False
-        question.answer.set_result(outcome)
+        picking = question.keys.picking
+        chosen = question.keys.press(key)
+        if chosen is None:
+            if question.keys.picking is not picking:
+                self._changed()
+            return False
+        return self.press(chosen.choice.outcome, chosen)
+
+    def press(self, outcome: str, chosen: Chosen | None = None) -> bool:
+        """Answer the open approval question from this keyboard (``chosen``: the choice keyed,
+        with a grant's scope); ``False`` when none is open (or another terminal's answer came
+        first)."""
+        question = self.current
+        if question is None or question.answer.done():
+            return False
+        question.keyed = True
+        question.chosen = chosen
+        question.answer.set_result(Offer(outcome, self.name))
         return True
 
     def submit(self, text: str | None) -> bool:
@@ -244,19 +324,16 @@ class ApprovalPrompt:
 
     def cancel_open(self) -> None:
         """Ctrl-C or quitting: whatever is open is cancelled."""
-        self.press("cancelled")
+        self.press(ApprovalOutcome.CANCELLED)
         self.submit(None)
 
 
 __all__ = [
-    "ALLOW_KEYS",
-    "CHOICES",
-    "REJECT_KEYS",
+    "SHOWN",
     "ApprovalPrompt",
-    "KeyAnswer",
     "OpenQuestion",
     "OpenTextQuestion",
-    "answerer_name",
-    "asker_lines",
+    "chat_answerer",
     "describe",
+    "named",
 ]

@@ -16,7 +16,8 @@ A child session's lines are indented by its delegation depth and prefixed with i
 - tool calls as ``⚙ name key=value …`` and results as ``→ first lines``; errors in red, a
   sandbox denial marker highlighted, an edit's unified diff in colour;
 - a child's task, notices (a child settled, a policy changed), turn ends, permission facts;
-- approval decisions that were not answered at this keyboard (the prompt shows its own).
+- approval decisions the prompt did not show (it shows its own, and one from another terminal
+  to a question it asked, naming who answered).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from tether.policy._events import (
     PermissionPresetSet,
     SandboxModeSet,
 )
-from tether.policy._modes import ApprovalOutcome
+from tether.policy._modes import allows
 from tether.session import Event, JsonValue, Session
 from tether.subagents._descriptor import fold_descriptor
 from tether.subagents._events import Descriptor
@@ -205,9 +206,16 @@ class EventRenderer:
     """Prints each event of a run as it arrives. Also tracks what the status line needs: the
     tool each session is running."""
 
-    def __init__(self, console: Console, directory: SessionDirectory) -> None:
+    def __init__(
+        self,
+        console: Console,
+        directory: SessionDirectory,
+        answered_at_prompt: set[str] | None = None,
+    ) -> None:
         self.console = console
         self.directory = directory
+        self.answered_at_prompt = answered_at_prompt if answered_at_prompt is not None else set()
+        """Ids of approvals whose answer the prompt showed (with who gave it)."""
         self.diffs: dict[tuple[str, str], str] = {}
         """(session id, call id) → the edit's diff, captured at ``tools/post-execute``."""
         self.running: dict[str, tuple[str, str]] = {}
@@ -346,10 +354,16 @@ class EventRenderer:
     def _decided(self, sid: str, data: Mapping[str, JsonValue]) -> None:
         decided = ApprovalDecided.from_data(data)
         answered_by = decided.answered_by
-        if answered_by is not None and answered_by.startswith(CHAT_ANSWERER):
+        if decided.id in self.answered_at_prompt or (
+            answered_by is not None and answered_by.startswith(CHAT_ANSWERER)
+        ):
             return  # the prompt already showed the answer
-        granted = decided.outcome is ApprovalOutcome.ALLOWED_ONCE
+        granted = allows(decided.outcome)
         by = f" by {printable(answered_by)}" if answered_by is not None else ""
+        if decided.decided_by == "rule" and decided.rule is not None:
+            by = f' by {decided.rule.decision} rule "{printable(decided.rule.rule)}"'
+        elif decided.decided_by == "grant" and decided.scope is not None:
+            by = f" by the session grant {printable(decided.scope.describe())}"
         self.line(
             sid,
             Text(
