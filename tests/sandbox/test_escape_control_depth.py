@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from sandbox_support import (
+    PREPARED,
     PYTHON,
     VARIANTS,
     Host,
@@ -346,7 +347,12 @@ print(done, refused)
 """
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize(
+    # Two commands at once: a prepared pair takes one command of its plan, the other goes the
+    # usual way, so the -prepared variants (which require a prepared pair) do not apply.
+    "variant",
+    [v for v in VARIANTS if not str(v.id).endswith(PREPARED)],
+)
 async def test_a_directory_swapped_for_a_link_by_another_command_never_leads_into_git(
     host: Host, variant: str
 ) -> None:
