@@ -7,9 +7,12 @@ machine noise hits them alike. bubblewrap and Landlock are measured through thei
 can only spawn an argv gets).
 
 After a fork-server sample the script waits until the server has forked the next pair of that
-kind, and :data:`SETTLE` more for the pair to set itself up (a bubblewrap pair's network
-namespace, its filter, its supervisor's rehearsal), so that work (done between commands, off a
-spawn's critical path) is not charged to whichever sample runs next.
+kind and prepared it for the next command (``ForkServer.ready``: a bubblewrap pair has run
+bwrap, a Landlock pair has entered its domain; tether/sandbox/_prepared.py), and
+:data:`SETTLE` more, so that work (done between commands, off a spawn's critical path, as
+between two ``bash`` calls of an agent) is not charged to whichever sample runs next. The
+script counts the samples a prepared pair served, and those it could not (something it was
+prepared from had changed): a figure is a ``bash`` call's only when prepared pairs served it.
 
 The median is the figure the targets are read from. On a machine shared with other work the
 lower tail (``p10``: the fastest tenth of the samples, and the added time measured there) is
@@ -20,10 +23,13 @@ than this script, and any design that forks the harness per command gets slower 
 
 The workspace is a realistic one: a dozen top-level entries and a ``.git``, so the cost of
 granting the workspace root entry by entry (docs/sandbox.md, "The workspace root") is in
-every sample.
+every sample. It is left alone for :data:`~tether.sandbox._listings.FRESH_NS` before the
+first sample, as a real workspace is: what the sandbox derived from a directory changed that
+recently is derived again at every command. ``--dir`` says where it is made (default
+``/var/tmp``; a directory other processes keep changing costs every sample a derivation).
 
 Run: ``.venv/bin/python bench/sandbox.py [--runs N] [--mode read-only|workspace-write]
-[--ballast MB]``
+[--ballast MB] [--dir DIR]``
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from pathlib import Path
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import SandboxProvider, spawn, unconfined
+from tether.sandbox import _listings as listings
 from tether.sandbox._command import ConfinedCommand
 from tether.sandbox._landlock_client import fork_server, kind_of
 
@@ -78,10 +85,11 @@ def populate(ws: Path) -> None:
     (ws / ".git" / "config").write_text("[core]\n")
 
 
-async def main(runs: int, mode: str) -> None:
-    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir="/var/tmp") as ws:
+async def main(runs: int, mode: str, where: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="tether-bench-", dir=where) as ws:
         populate(Path(ws))
         assert len(os.listdir(ws)) == len(TOP_LEVEL_FILES) + len(TOP_LEVEL_DIRS) + 1
+        await asyncio.sleep(listings.FRESH_NS / 1e9 + 0.5)
         policy = SandboxExecutionPolicy(SandboxMode(mode), ws)
         argv = ["true"]
         variants: dict[str, Callable[[], ConfinedCommand]] = {
@@ -105,9 +113,14 @@ async def main(runs: int, mode: str) -> None:
             for _ in range(5):
                 await sample(make, ws)
         times: dict[str, list[float]] = {label: [] for label in variants}
+        served: dict[str, list[int]] = {label: [0, 0] for label in variants}
+        server = fork_server()
         for _ in range(runs):
             for label, make in variants.items():
+                before = (server.prepared_taken, server.prepared_stale)
                 times[label].append(await sample(make, ws))
+                served[label][0] += server.prepared_taken - before[0]
+                served[label][1] += server.prepared_stale - before[1]
 
     base = statistics.median(times["unconfined"])
     base_p10 = statistics.quantiles(times["unconfined"], n=10)[0]
@@ -124,6 +137,9 @@ async def main(runs: int, mode: str) -> None:
             f"{(median - base) * 1000:>10.2f}{median / base:>8.1f}x"
             f"{p10 * 1000:>9.2f}{(p10 - base_p10) * 1000:>11.2f}"
         )
+    for label, (taken, stale) in served.items():
+        if taken or stale:
+            print(f"{label}: {taken} of {runs} samples served by a prepared pair, {stale} not")
 
 
 if __name__ == "__main__":
@@ -133,6 +149,7 @@ if __name__ == "__main__":
         "--mode", choices=["read-only", "workspace-write"], default="workspace-write"
     )
     parser.add_argument("--ballast", type=int, default=0, help="MB of heap to hold first")
+    parser.add_argument("--dir", default="/var/tmp", help="where to make the workspace")
     args = parser.parse_args()
     ballast = [bytearray(1 << 20) for _ in range(args.ballast)]
-    asyncio.run(main(args.runs, args.mode))
+    asyncio.run(main(args.runs, args.mode, args.dir))

@@ -9,7 +9,6 @@ model-facing can widen a session (by design), and ``tether run --resume`` refuse
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -145,19 +144,10 @@ def test_parallel_background_children_with_settlement_notices(env: dict[str, Any
     alpha, beta = run.by_label(env, "alpha"), run.by_label(env, "beta")
     started = [r["content"] for r in run.of_type(run.root, "tool/result")]
     assert sorted(started) == sorted([f"started subagent {alpha}", f"started subagent {beta}"])
-    # Both ran in the background: each child's turn began before the root's turn ended.
-    root_end = next(
-        i
-        for i, line in enumerate(run.proc.stdout.splitlines())
-        if json.loads(line).get("type") == "turn/end" and json.loads(line)["session"] == run.root
-    )
+    # Both ran in the background: the delegation returned at once ("started subagent"). Where
+    # their lines fall against the root's is commit order (docs/cli.md, --json), which the
+    # write-behind batch decides, so it proves nothing about when they ran.
     for child in (alpha, beta):
-        first = next(
-            i
-            for i, line in enumerate(run.proc.stdout.splitlines())
-            if json.loads(line).get("session") == child
-        )
-        assert first < root_end
         assert run.of_type(child, "turn/end")[-1]["reason"] == "completed"
         # A default root is pinned to the workspace-write preset; children get it delegated.
         assert run.policy(child) == [

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +23,27 @@ import pytest
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode
 from tether.sandbox import ConfinedCommand, SandboxProvider, spawn
+from tether.sandbox import _listings as listings
+from tether.sandbox._landlock_client import fork_server, kind_of
+from tether.sandbox._prepared import plan_of
+from tether.sandbox._supervisor import Rules
+from tether.sandbox._temp_dirs import temp_dirs
 
 RESTRICTED = ("read-only", "workspace-write")
 
-# Backend variants: the two backends, and Landlock through its launcher argv instead of the
+# Backend variants: the two backends, each through a fork-server pair confined once the
+# command is known and through one prepared for it before (what most commands of a session
+# get: tether/sandbox/_prepared.py), and Landlock through its launcher argv instead of the
 # fork server (what a caller that can only spawn an argv gets).
 VARIANTS = (
     pytest.param("bwrap", marks=pytest.mark.bwrap, id="bwrap"),
+    pytest.param("bwrap-prepared", marks=pytest.mark.bwrap, id="bwrap-prepared"),
     pytest.param("landlock", id="landlock"),
+    pytest.param("landlock-prepared", id="landlock-prepared"),
     pytest.param("landlock-launcher", id="landlock-launcher"),
 )
+PREPARED = "-prepared"
+"""The suffix of the variants whose commands :func:`run_confined` hands to a prepared pair."""
 
 SECRET_ENV = {
     "DEEPSEEK_API_KEY": "sk-deepseek-must-not-leak",
@@ -126,8 +138,11 @@ def make_host(root: Path) -> Host:
     return Host(top, ws, outside, home)
 
 
+_prepared_providers: weakref.WeakSet[SandboxProvider] = weakref.WeakSet()
+
+
 def make_provider(variant: str, host: Host | None = None, **options: Any) -> SandboxProvider:
-    backend = "landlock" if variant.startswith("landlock") else variant
+    backend = "landlock" if variant.startswith("landlock") else variant.removesuffix(PREPARED)
     extra: dict[str, Any] = {}
     if host is not None:
         extra = {"home": str(host.home), "protected_paths": [str(host.ws / ".tether-data")]}
@@ -139,6 +154,8 @@ def make_provider(variant: str, host: Host | None = None, **options: Any) -> San
     )
     if provider.backend_name() != backend:
         pytest.fail(f"backend {backend} is not usable here: {provider.reasons()}")
+    if variant.endswith(PREPARED):
+        _prepared_providers.add(provider)
     return provider
 
 
@@ -158,15 +175,67 @@ async def run_confined(
     network: bool = False,
     timeout: float = 30.0,
 ) -> Ran:
-    command = provider.confine(["bash", "-c", script], policy, network=network)
+    """Run ``bash -c script`` confined. For a ``-prepared`` variant's provider, through a pair
+    prepared for it: a command like it runs first, then the fork server prepares its next
+    pair, and the test fails unless that pair took the command (or was let go because a
+    directory it was prepared from changed meanwhile: another process's work in /tmp, say,
+    where the XDG directories of the tests lie; then the command ran the usual way)."""
+    prepared = provider in _prepared_providers
+    fresh = listings.FRESH_NS
     try:
-        process = await spawn(command, cwd=policy.workspace_root)
-        out, err = await asyncio.wait_for(process.communicate(), timeout)
+        if prepared:
+            await _prepare_for(provider, policy, network)
+        server = fork_server()
+        served = server.prepared_taken + server.prepared_stale
+        command = provider.confine(["bash", "-c", script], policy, network=network)
+        try:
+            process = await spawn(command, cwd=policy.workspace_root)
+            out, err = await asyncio.wait_for(process.communicate(), timeout)
+        finally:
+            command.close()
     finally:
-        command.close()
+        listings.FRESH_NS = fresh
+    if prepared and command.fast_path:
+        taken = server.prepared_taken + server.prepared_stale
+        assert taken == served + 1, "no prepared pair took the command"
     return Ran(
         process.returncode, out.decode(errors="replace"), err.decode(errors="replace"), command
     )
+
+
+async def _prepare_for(
+    provider: SandboxProvider, policy: SandboxExecutionPolicy, network: bool
+) -> None:
+    """Run a command under ``policy`` and wait until a pair is prepared for the next. What it
+    was prepared from is trusted at once (``FRESH_NS`` 0: the host was made a moment ago,
+    and a test does not change it while its command runs)."""
+    command = provider.confine(["true"], policy, network=network)
+    try:
+        process = await spawn(command, cwd=policy.workspace_root)
+        await process.communicate()
+    finally:
+        command.close()
+    if command.fast_path:
+        listings.FRESH_NS = 0
+        await wait_prepared(command, policy.workspace_root)
+
+
+async def wait_prepared(command: ConfinedCommand, cwd: str) -> None:
+    """Wait until a pair prepared for commands like ``command`` (which ran in ``cwd``)
+    stands. Its private temp directory is removed first, and the next one made, not while the
+    next command is handed over: the tests' HOME and XDG directories lie under /tmp, and a
+    change there changes a directory Landlock's read layer was listed from. Other processes
+    change /tmp too: ``ready`` prepares again until one stands (each round a few ms)."""
+    server = fork_server()
+    rules = Rules((), command.sockets).encode() if command.landlock is None else b""
+    plan = plan_of(command, cwd, rules)
+    assert plan is not None
+    for _ in range(100):
+        temp_dirs.drain()
+        assert await server.ready(kind_of(command))
+        if plan.profile in server._prepared:
+            return
+    pytest.fail("no pair prepared for the command stood for long enough")
 
 
 def compile_preload(directory: Path, target: Path) -> Path | None:

@@ -5,6 +5,7 @@ processes that try to outlive the call. Each checks the host afterwards."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import socket
@@ -149,31 +150,77 @@ async def test_background_process_does_not_outlive_the_call(
     assert not late_out.exists()
 
 
-async def test_the_users_terminals_cannot_be_read(
-    host: Host, variant: str, mode: str, request: pytest.FixtureRequest
-) -> None:
+async def test_the_users_terminals_cannot_be_read(host: Host, variant: str, mode: str) -> None:
     """A terminal of the user's (here a pty the harness holds, as a shell in another window
     would) is no device of the command's: it cannot open it and read what is typed there, a
-    password at a ``sudo`` prompt or the key that answers tether's own question."""
-    if variant.startswith("landlock"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="Landlock grants /dev/pts whole (sandbox/_landlock_exec.DEVICES): a "
-                "confined command reads every pty of its uid",
-            )
-        )
+    password at a ``sudo`` prompt or the key that answers tether's own question; not even
+    after making a terminal of its own (under Landlock its supervisor opens the other end
+    of the command's own by name, never another)."""
     master, slave = os.openpty()
     try:
         name = os.ttyname(slave)
         script = (
-            f"{PYTHON} -c \"import os; fd = os.open('{name}', os.O_RDONLY | os.O_NOCTTY); "
-            "print('opened', flush=True); print(os.read(fd, 64))\""
+            f'{PYTHON} -c "import os\n'
+            "try:\n"
+            "    own = os.openpty()  # (not under the Landlock launcher)\n"
+            "except OSError:\n"
+            "    pass\n"
+            "for flags in (os.O_RDONLY, os.O_RDWR):\n"
+            "    try:\n"
+            f"        fd = os.open('{name}', flags | os.O_NOCTTY | os.O_NONBLOCK)\n"
+            "    except OSError as err:\n"
+            "        print('refused', err.errno, flush=True); continue\n"
+            "    try:\n"
+            "        print('read', os.read(fd, 64), flush=True)\n"
+            "    except BlockingIOError:\n"
+            "        print('nothing typed', flush=True)\""
         )
         os.write(master, b"hunter2\n")  # typed, waiting in the terminal for its reader
         ran = await run_confined(make_provider(variant, host), host.policy(mode), script)
     finally:
         os.close(master)
         os.close(slave)
+    assert ran.returncode == 0, ran.stderr
     assert "hunter2" not in ran.stdout
-    assert "opened" not in ran.stdout
+    if variant.startswith("landlock"):
+        assert ran.stdout == f"refused {errno.EACCES}\n" * 2
+    else:  # a devpts of its own: the name is missing there, or one of its own terminals
+        assert set(ran.stdout.splitlines()) <= {f"refused {errno.ENOENT}", "nothing typed"}
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        pytest.param(
+            f"{PYTHON} -c \"import os; m, s = os.openpty(); os.write(m, b'typed\\n'); "
+            'print(os.ttyname(s), os.read(s, 64))"',
+            id="openpty",
+        ),
+        pytest.param(
+            f"{PYTHON} -c \"import pty, sys; sys.exit(pty.spawn(['echo', 'in-a-pty']) >> 8)\""
+            " </dev/null",
+            id="pty.spawn",
+        ),
+        pytest.param("script -qec 'echo in-a-pty' /dev/null </dev/null", id="script"),
+    ],
+)
+async def test_a_command_can_make_and_use_a_terminal_of_its_own(
+    host: Host, variant: str, mode: str, use: str, request: pytest.FixtureRequest
+) -> None:
+    if use.startswith("script") and shutil.which("script") is None:
+        pytest.skip("no script(1) here")
+    if variant == "landlock-launcher":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="the launcher's supervisor is confined by the read layer too, so it "
+                "cannot open the other end by name for the command (the fork server's can)",
+            )
+        )
+    ran = await run_confined(make_provider(variant, host), host.policy(mode), use)
+    assert ran.returncode == 0, ran.stderr
+    if "openpty" in use:
+        tty, typed = ran.stdout.split(" ", 1)
+        assert tty.startswith("/dev/pts/") and typed.strip() == "b'typed\\n'"
+    else:
+        assert ran.stdout.replace("\r", "") == "in-a-pty\n"

@@ -12,11 +12,13 @@ without them it would reuse the first's.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 from sandbox_support import SSH_KEY, VARIANTS, Host, make_provider, run_confined
 
+from tether.sandbox import SandboxError
 from tether.sandbox import _landlock_exec as landlock_exec
 from tether.sandbox import _listings as listings
 from tether.sandbox._bwrap_exec import SHARE_NET
@@ -146,3 +148,92 @@ async def test_a_bubblewrap_pair_runs_bwrap_in_a_network_namespace_of_its_own(ho
     assert interfaces == ["lo"] and loopback == "loopback"
     networked = provider.confine(["true"], policy, network=True)
     assert not networked.fast_path and networked.bwrap_pair_argv == ()
+
+
+# -- real paths (runners, the workspace) ---------------------------------------------------------
+def test_a_resolution_follows_links_and_names_every_entry_it_looked_up(tmp_path: Path) -> None:
+    (tmp_path / "real" / "bin").mkdir(parents=True)
+    (tmp_path / "real" / "bin" / "tool").write_text("")
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "dir").symlink_to(tmp_path / "real")
+    (tmp_path / "links" / "tool").symlink_to("dir/bin/../bin/tool")
+    for path in (f"{tmp_path}/links/tool", f"{tmp_path}/links/dir/missing/x", f"{tmp_path}/.."):
+        assert listings.resolved(path)[0] == os.path.realpath(path)
+    _, looked = listings.resolved(f"{tmp_path}/links/tool")
+    assert {
+        (f"{tmp_path}/links/tool", "dir/bin/../bin/tool"),
+        (f"{tmp_path}/links/dir", str(tmp_path / "real")),
+        (f"{tmp_path}/real/bin", ""),
+        (f"{tmp_path}/real/bin/tool", ""),
+    } <= set(looked)
+    _, looked = listings.resolved(f"{tmp_path}/links/dir/missing/x")
+    assert looked[-1] == (f"{tmp_path}/real/missing", None)
+
+
+def test_a_real_path_is_resolved_again_only_when_an_entry_on_its_way_changed(
+    tmp_path: Path,
+) -> None:
+    """A busy directory on the way (new files beside the workspace, every second) does not
+    make the workspace's real path be looked for again; a link put in its place does."""
+    projects = tmp_path / "projects"
+    (projects / "ws").mkdir(parents=True)
+    path = str(projects / "ws")
+    assert listings.real_path(path) == path
+    before = listings.resolutions
+    for n in range(20):  # another process's work beside the workspace
+        (projects / f"scratch-{n}").write_text("")
+        assert listings.real_path(path) == path
+    (projects / "scratch-0").unlink()
+    assert listings.real_path(path) == path
+    assert listings.resolutions == before
+    (projects / "ws").rename(projects / "elsewhere")
+    (projects / "ws").symlink_to(projects / "elsewhere")
+    assert listings.real_path(path) == str(projects / "elsewhere")
+    assert listings.resolutions == before + 1
+
+
+def test_a_runner_link_pointed_into_the_workspace_is_refused_at_the_next_command(
+    quiet: Host,
+) -> None:
+    real = shutil.which("bwrap")
+    assert real is not None
+    runner = quiet.outside / "bwrap"
+    runner.symlink_to(real)
+    provider = make_provider("bwrap", quiet, bwrap_path=str(runner))
+    policy = quiet.policy("read-only")
+    provider.confine(["true"], policy)  # checked, and the check kept
+    planted = quiet.ws / "src" / "bwrap"
+    shutil.copy(real, planted)
+    runner.unlink()
+    runner.symlink_to(planted)  # its directory changed: the check is made again
+    with pytest.raises(SandboxError, match="lies inside the workspace") as raised:
+        provider.confine(["true"], policy)
+    assert raised.value.code == "SANDBOX_CONFIG"
+
+
+def test_within_one_moment_a_path_is_stamped_once(quiet: Host) -> None:
+    directory = str(quiet.ws / "src")
+    with listings.one_moment():
+        first = listings.stamp(directory)
+        (quiet.ws / "src" / "new").write_text("")
+        assert listings.stamp(directory) == first  # the moment's view
+    assert listings.stamp(directory) != first
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_busy_directories_around_the_workspace_rebuild_nothing(quiet: Host, variant: str) -> None:
+    """Another process's work beside the workspace and beside the hidden paths (a busy
+    ``/tmp`` or directory of projects) changes nothing a command's confinement was derived
+    from: no derivation is made again. A new top-level entry of the workspace is relevant."""
+    provider = make_provider(variant, quiet)
+    policy = quiet.policy("workspace-write")
+    provider.confine(["true"], policy).close()
+    before = listings.taken
+    for n in range(5):
+        (quiet.top / f"scratch-{n}").write_text("")  # beside the workspace and $HOME
+        (quiet.outside / f"scratch-{n}").mkdir()
+        provider.confine(["true"], policy).close()
+    assert listings.taken == before
+    (quiet.ws / "added").mkdir()
+    provider.confine(["true"], policy).close()
+    assert listings.taken > before

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal, Protocol
 
 from tether.policy import SandboxMode
+from tether.sandbox import _listings as listings
 from tether.sandbox._bwrap_exec import PROGRAM_FD, SHARE_NET
 from tether.sandbox._command import BackendName, ConfinedCommand, Enforcement, RunnerFailureRule
 from tether.sandbox._control_names import DENIAL_NOTE
@@ -40,6 +41,7 @@ from tether.sandbox._paths import below, canonical, harness_paths
 from tether.sandbox._socket_calls import SocketRules
 from tether.sandbox._supervisor import LAUNCHER_EXIT, LAUNCHER_PREFIX
 from tether.sandbox._syscalls import machine
+from tether.sandbox._temp_dirs import temp_dirs
 
 CLOSED_ROOT_NOTE: Final = (
     "[sandbox: commands cannot create, remove or rename entries directly in the workspace "
@@ -54,27 +56,43 @@ CLOSED_ROOT_NOTE: Final = (
 def closed_root_note(profile: Profile) -> str:
     """:data:`CLOSED_ROOT_NOTE`, naming also the directories of the harness's import path
     inside the workspace, which are closed the same way (their names Python acts on are
-    control paths: :data:`~tether.sandbox._paths.IMPORT_NAMES`)."""
-    ws = profile.workspace
+    control paths: :data:`~tether.sandbox._paths.IMPORT_NAMES`). Kept while the directories
+    it names stand as they were."""
+    key = (profile.workspace, profile.control)
+    cached = _notes.get(key)
+    if cached is not None and cached[1].unchanged():
+        return cached[0]
+    built = listings.started()
+    note, looked_at = _closed_root_note(*key)
+    _notes[key] = (note, listings.snapshot(looked_at, built))
+    while len(_notes) > _NOTES_CACHE:
+        _notes.pop(next(iter(_notes)), None)
+    return note
+
+
+_NOTES_CACHE: Final = 8
+_notes: dict[tuple[str, tuple[str, ...]], tuple[str, listings.Snapshot]] = {}
+
+
+def _closed_root_note(ws: str, control: tuple[str, ...]) -> tuple[str, list[str]]:
+    """The note, and the paths looked at for it."""
     closed = dict.fromkeys(
         os.path.relpath(os.path.dirname(p), ws)
-        for p in profile.control
+        for p in control
         if is_pattern(p) and below(os.path.dirname(p), ws) and os.path.dirname(p) != ws
     )
-    shown = [
-        d
-        for d in closed
-        if os.path.basename(d) != "__pycache__" and os.path.isdir(os.path.join(ws, d))
-    ]
+    candidates = [d for d in closed if os.path.basename(d) != "__pycache__"]
+    looked_at = [os.path.join(ws, d) for d in candidates]
+    shown = [d for d, path in zip(candidates, looked_at, strict=True) if os.path.isdir(path)]
     if not shown:
-        return CLOSED_ROOT_NOTE
+        return CLOSED_ROOT_NOTE, looked_at
     return CLOSED_ROOT_NOTE.replace(
         "directly in the workspace root; its existing files and everything inside its "
         "existing directories stay writable.",
         f"directly in the workspace root, nor in {', '.join(shown)} (on the harness's Python "
         "import path); their existing files and everything inside their other existing "
         "directories stay writable.",
-    )
+    ), looked_at
 
 
 def denial_note(profile: Profile, *, closed: bool) -> str | None:
@@ -146,9 +164,9 @@ def check_runner(files: Sequence[str], workspace: str) -> None:
     """Refuse a runner that a confined command could rewrite: one of ``files`` (the runner's
     program and what it loads) resolves inside the workspace, outside the harness's own code
     (:func:`~tether.sandbox._paths.harness_paths`, which commands can never change)."""
-    kept = _kept(harness_paths())
+    kept = _kept(sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
     for path in files:
-        real = os.path.realpath(path)
+        real = listings.real_path(os.path.abspath(path))
         if below(real, workspace) and not any(below(real, p) for p in kept):
             raise SandboxError(
                 f"the sandbox runner {real} lies inside the workspace {workspace}, where a "
@@ -160,9 +178,10 @@ def check_runner(files: Sequence[str], workspace: str) -> None:
 
 
 @functools.lru_cache(maxsize=4)
-def _kept(paths: tuple[str, ...]) -> tuple[str, ...]:
-    # The harness's code, resolved once: checked at every confine.
-    return canonical(paths)
+def _kept(*prefixes: str) -> tuple[str, ...]:
+    """The harness's code (:func:`~tether.sandbox._paths.harness_paths`), resolved once per
+    set of ``sys`` prefixes it is found from: checked at every confine."""
+    return canonical(harness_paths())
 
 
 Aspect = Literal[
@@ -355,6 +374,13 @@ class BwrapBackend:
             # could read as that flag: the options there take absolute paths).
             at = bwrap.index("--unshare-all") + 1
             pair = (*bwrap[:at], SHARE_NET, *bwrap[at:])
+        # Where a mount's path would change: its directory, but for the workspace root
+        # itself, whose own change time moves when it is renamed (away and back, say) and
+        # whose directory (any directory of projects) changes too often to be watched.
+        ws = profile.workspace
+        watch = tuple(
+            dict.fromkeys(p if p == ws else os.path.dirname(p) for p in mount_points(bwrap))
+        )
         roots = (*_writable_in_workspace(profile), "/tmp")
         return ConfinedCommand(
             argv=tuple(self._supervised(bwrap, rules, roots)),
@@ -371,8 +397,39 @@ class BwrapBackend:
             sockets=rules,
             bwrap_argv=tuple(bwrap) if rules is not None else (),
             bwrap_pair_argv=pair,
+            bwrap_watch=watch if rules is not None else (),
             fast_path=rules is not None,
         )
+
+
+_MOUNT_OPTIONS: Final = {
+    "--bind": 2, "--bind-try": 2, "--ro-bind": 2, "--ro-bind-try": 2,
+    "--dev": 1, "--proc": 1, "--tmpfs": 1, "--remount-ro": 1,
+}  # fmt: skip
+"""The options of :meth:`BwrapBackend.build` that mount, and how many paths each takes."""
+_OTHER_OPTIONS: Final = {
+    "--setenv": 2, "--seccomp": 1, "--unshare-all": 0, "--share-net": 0,
+    "--die-with-parent": 0, "--new-session": 0, "--cap-drop": 1, "--clearenv": 0,
+}  # fmt: skip
+"""Its other options, and how many values each takes."""
+
+
+def mount_points(bwrap: Sequence[str]) -> tuple[str, ...]:
+    """Every path a bwrap command line of :meth:`BwrapBackend.build` mounts on or binds from,
+    in order (the runner first, the command after ``--`` not read). ``ValueError`` for an
+    option ``build`` does not use: a mount it does not know of would go unwatched."""
+    points: list[str] = []
+    at = 1
+    while at < len(bwrap) and bwrap[at] != "--":
+        option = bwrap[at]
+        if option in _MOUNT_OPTIONS:
+            points += bwrap[at + 1 : at + 1 + _MOUNT_OPTIONS[option]]
+            at += 1 + _MOUNT_OPTIONS[option]
+        elif option in _OTHER_OPTIONS:
+            at += 1 + _OTHER_OPTIONS[option]
+        else:
+            raise ValueError(f"unknown bwrap option {option}")
+    return tuple(points)
 
 
 def _writable_in_workspace(profile: Profile) -> tuple[str, ...]:
@@ -445,6 +502,24 @@ _LANDLOCK_PROBE = (
     'exec 2>/dev/null; true > "$1/ok" || exit 4; if true > "$2"; then exit 3; fi; '
     'chmod 600 "$1/ok" || exit 5; if chmod 777 "$3"; then exit 6; fi; exit 0'
 )
+
+
+@functools.lru_cache(maxsize=8)
+def _launcher_rules(
+    hidden: tuple[str, ...], readonly: tuple[str, ...], rules: SocketRules | None
+) -> tuple[str, ...]:
+    """The launcher's options for the hidden and read-only paths and the socket rules: the
+    same for every command of a harness, some two hundred arguments."""
+    out: list[str] = []
+    for path in hidden:
+        out += ["--hide", path]
+    for path in readonly:
+        out += ["--ro", path]
+    if rules is None:
+        out.append("--net")
+    else:
+        out += ["--sockets", json.dumps(rules.to_json())]
+    return tuple(out)
 
 
 def _probe_landlock(python: str) -> str | None:
@@ -544,8 +619,9 @@ class LandlockBackend:
         writable: tuple[str, ...] = ()
         temp_dir = None
         if profile.mode is SandboxMode.WORKSPACE_WRITE:
-            # A private temp directory instead of the host's /tmp (removed after the call).
-            temp_dir = os.path.realpath(tempfile.mkdtemp(prefix="tether-sbx-"))
+            # A private temp directory instead of the host's /tmp (removed after the call),
+            # made ahead of time.
+            temp_dir = temp_dirs.take()
             writable = (profile.workspace, temp_dir)
             env["TMPDIR"] = temp_dir
         else:
@@ -555,14 +631,7 @@ class LandlockBackend:
         launcher = [self.python, "-I", "-S", LAUNCHER_PATH]
         for path in spec.writable:
             launcher += ["--rw", path]
-        for path in spec.hidden:
-            launcher += ["--hide", path]
-        for path in spec.readonly:
-            launcher += ["--ro", path]
-        if rules is None:
-            launcher.append("--net")
-        else:
-            launcher += ["--sockets", json.dumps(rules.to_json())]
+        launcher += _launcher_rules(spec.hidden, spec.readonly, rules)
         for key, value in env.items():
             launcher += ["--setenv", key, value]
         enforcement: Enforcement = "full" if self.abi >= FULL_ENFORCEMENT_ABI else "partial"
@@ -586,8 +655,7 @@ class LandlockBackend:
             )
         except BaseException:
             if temp_dir is not None:
-                with contextlib.suppress(OSError):
-                    os.rmdir(temp_dir)
+                temp_dirs.release(temp_dir)
             raise
 
 
@@ -606,4 +674,5 @@ __all__ = [
     "check_runner",
     "closed_root_note",
     "denial_note",
+    "mount_points",
 ]

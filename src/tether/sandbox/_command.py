@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -12,6 +10,7 @@ from tether.policy import SandboxMode
 from tether.sandbox._errors import SandboxUnavailableError
 from tether.sandbox._landlock_exec import LandlockSpec
 from tether.sandbox._socket_calls import SocketRules
+from tether.sandbox._temp_dirs import temp_dirs
 
 BackendName = Literal["bwrap", "landlock", "none"]
 """A confinement backend.
@@ -85,10 +84,16 @@ class ConfinedCommand:
     """What a fork-server pair execs instead: ``bwrap_argv`` joining the network namespace
     the pair made ahead of time (:func:`tether.sandbox._bwrap_exec.private_network`) rather
     than making one. Only such a pair may run it."""
+    bwrap_watch: tuple[str, ...] = ()
+    """The directories holding the paths ``bwrap_pair_argv`` mounts on or binds from. A
+    sandbox the fork server set up ahead of time with the same command line serves this
+    command only if none of them has changed since before it was set up: a bind mount holds
+    the file it found then, so an entry replaced since would be the old one inside."""
     fast_path: bool = False
     """Spawn through the fork server instead of the launcher in ``argv``."""
     temp_dir: str | None = field(default=None, compare=False)
-    """A private temp directory made for this command (removed by :meth:`close`)."""
+    """A private temp directory made for this command (released by :meth:`close`). A pair
+    prepared ahead (:mod:`._prepared`) gives the command it takes its own instead."""
     denial_note: str | None = None
     """What to tell the model after a denial, beyond the marker (set while the workspace
     root is not writable itself: nothing can be created, removed or renamed directly in it)."""
@@ -125,10 +130,10 @@ class ConfinedCommand:
         return any(sig in stderr for sig in self.denial_signatures)
 
     def close(self) -> None:
-        """Release what was made for this command (its private temp directory)."""
+        """Release what was made for this command: its private temp directory, removed in
+        the background (:mod:`._temp_dirs`)."""
         if self.temp_dir is not None:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(self.temp_dir, ignore_errors=True)
+            temp_dirs.release(self.temp_dir)
 
 
 __all__ = ["BackendName", "ConfinedCommand", "Enforcement", "RunnerFailureRule"]

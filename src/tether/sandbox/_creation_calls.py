@@ -35,7 +35,7 @@ workspace inside ``~/.codex/...`` is not refused whole. What the supervisor perf
 inside what the sandbox grants: under bubblewrap it acts through the caller's own mounts
 (read-only binds and masks refuse as they would refuse the command); under Landlock, whose
 domain the fork server's supervisor is not in, it changes only what lies beneath the
-writable roots (or ``/dev/null``), as Landlock would.
+writable roots (or :data:`WRITABLE_DEVICES`), as Landlock would.
 
 bubblewrap sets its sandbox up below the same filter: its own calls (``mkdir`` of its mount
 points, ``/dev``) come from its one clone before that has forked the command's process, when
@@ -51,10 +51,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import re
 import secrets
 import stat
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,6 +99,60 @@ _SYMLINK_HOPS = 40
 _CALLER_FD = re.compile(rb"/(?:dev/fd|proc/(?:self|thread-self)/fd)/(\d+)")
 _STDIO: Final = {b"/dev/stdin": 0, b"/dev/stdout": 1, b"/dev/stderr": 2}
 _UNLINKED = " (deleted)"
+PTY_MULTIPLEXERS: Final = ("/dev/ptmx", "/dev/pts/ptmx")
+"""Where a new pseudo-terminal is made, opened for reading and writing (``posix_openpt``).
+Its other end comes by ``ioctl(TIOCGPTPEER)`` on the new one (glibc's ``openpty``, and so
+Python's ``os.openpty``, ``pty`` and ``script``), never by a path: Landlock does not grant
+``/dev/pts`` itself, where every terminal of the user's uid is (a shell in another window, a
+``sudo`` prompt)."""
+WRITABLE_DEVICES: Final = ("/dev/null", *PTY_MULTIPLEXERS)
+"""What a Landlock command may open for writing outside its writable roots (and the other
+ends of the pseudo-terminals it made: :class:`_Terminals`)."""
+_TIOCGPTN: Final = 0x80045430
+_PTY_SLAVE_MAJORS: Final = range(136, 144)
+"""The device numbers of the other ends of Unix 98 pseudo-terminals (``/dev/pts/N``)."""
+
+
+class _Terminals:
+    """The pseudo-terminals a Landlock command made through :data:`PTY_MULTIPLEXERS` (this
+    supervisor serves one command). Landlock refuses the other end's ``ioctl(TIOCGPTPEER)``
+    (the kernel opens the peer by its path in ``/dev/pts``, which is not granted), and glibc
+    then opens ``/dev/pts/N`` by name, for writing: that open comes here, and is performed
+    only if ``/dev/pts/N`` is the other end of one of the command's own (the same ``devpts``
+    and number), never a terminal of the user's. The new one's own end is held while the
+    command runs, so that its number cannot pass to another terminal; at most :data:`LIMIT`
+    (the oldest let go first: its other end can then no longer be opened by name)."""
+
+    LIMIT: Final = 64
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[int, int], int] = {}
+
+    def made(self, master: int, devpts: int) -> None:
+        """``master``, just opened for the command on the ``devpts`` (its ``st_dev``)."""
+        number = bytearray(4)
+        try:
+            fcntl.ioctl(master, _TIOCGPTN, number)
+        except OSError:
+            return  # not a multiplexer after all: nothing to open by name
+        key = (devpts, int.from_bytes(number, sys.byteorder))
+        old = self._held.pop(key, None)
+        if old is not None:
+            os.close(old)
+        self._held[key] = os.dup(master)
+        while len(self._held) > self.LIMIT:
+            os.close(self._held.pop(next(iter(self._held))))
+
+    def owns(self, info: os.stat_result) -> bool:
+        """``info`` is the other end of one the command made."""
+        major, minor = os.major(info.st_rdev), os.minor(info.st_rdev)
+        if not stat.S_ISCHR(info.st_mode) or major not in _PTY_SLAVE_MAJORS:
+            return False
+        number = (major - _PTY_SLAVE_MAJORS.start) * 256 + minor
+        return (info.st_dev, number) in self._held
+
+
+_terminals: Final = _Terminals()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +164,8 @@ class Places:
     lies in; a path in none is the backend's to refuse (or a private one: bubblewrap's
     ``/dev``)."""
     writable: tuple[str, ...] | None
-    """Landlock: what the supervisor may change (beneath these and ``/dev/null`` only);
-    ``None`` under bubblewrap, whose mounts refuse the rest."""
+    """Landlock: what the supervisor may change (beneath these and :data:`WRITABLE_DEVICES`
+    only); ``None`` under bubblewrap, whose mounts refuse the rest."""
     refusal: int
     """The errno of a refusal: ``EROFS`` (bubblewrap) or ``EACCES`` (Landlock)."""
     setup: RunnerSetup | None = None
@@ -273,6 +329,9 @@ class _Opening:
     target: int = -1
     opened: int = -1
     blocks: bool = False
+    devpts: int = -1
+    """A new pseudo-terminal (:data:`PTY_MULTIPLEXERS`, under Landlock): the ``st_dev`` of
+    the ``devpts`` it is made on (:class:`_Terminals`)."""
 
 
 def _finish_open(listener: int, nid: int, call: _Call, opening: _Opening) -> None:
@@ -281,6 +340,8 @@ def _finish_open(listener: int, nid: int, call: _Call, opening: _Opening) -> Non
         if fd < 0:
             call.caller.check()
             fd = os.open(f"/proc/self/fd/{opening.target}", opening.flags)
+            if opening.devpts >= 0:
+                _terminals.made(fd, opening.devpts)
     except OSError as err:
         call.close()
         seccomp_filter.respond(listener, nid, err.errno or errno.EACCES)
@@ -417,7 +478,7 @@ class _Call:
         control path or a git directory below the writable root it lies in."""
         places = self.places
         if places.writable is not None and not (
-            beneath(where, places.writable) or (directory is None and where == "/dev/null")
+            beneath(where, places.writable) or (directory is None and where in WRITABLE_DEVICES)
         ):
             raise OSError(errno.EACCES, "outside the writable roots")
         root = _root_of(where, places.roots)
@@ -525,9 +586,10 @@ class _Call:
         caller's ``flags``, once the rules allow changing it."""
         info = os.fstat(target)
         where = os.readlink(f"/proc/self/fd/{target}")
+        landlock = self.places.writable is not None
         if stat.S_ISDIR(info.st_mode):
             self.check_inside(where, target)
-        elif where.startswith("/"):
+        elif where.startswith("/") and not (landlock and _terminals.owns(info)):
             self.check_inside(where, None, parent)
         if where.startswith("/proc/") and not where.startswith(f"/proc/{self.status.tgid}/"):
             # Through the caller's /proc another process's files (the supervisor's own, under
@@ -536,7 +598,11 @@ class _Call:
         blocks = (stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode)) and not (
             flags & os.O_NONBLOCK
         )
-        return _Opening(flags, cloexec, target=target, blocks=blocks)
+        devpts = -1
+        if landlock and where in PTY_MULTIPLEXERS and stat.S_ISCHR(info.st_mode):
+            # /dev/ptmx makes one on the devpts at /dev/pts; /dev/pts/ptmx on its own.
+            devpts = os.stat("/dev/pts").st_dev if where == "/dev/ptmx" else info.st_dev
+        return _Opening(flags, cloexec, target=target, blocks=blocks, devpts=devpts)
 
     def reopen_caller_fd(self, number: int, flags: int, cloexec: bool) -> _Opening:
         """``/dev/fd/N`` and its kind: the caller's own descriptor ``N``, opened again."""
@@ -748,4 +814,4 @@ def _remove(parent: int, name: bytes) -> None:
         os.rename(name, aside, src_dir_fd=parent, dst_dir_fd=parent)
 
 
-__all__ = ["Places", "RunnerSetup", "serve"]
+__all__ = ["PTY_MULTIPLEXERS", "WRITABLE_DEVICES", "Places", "RunnerSetup", "serve"]

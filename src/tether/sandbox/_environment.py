@@ -60,7 +60,7 @@ def confined_env(
     """The environment of a command in a restricted mode: the allowlist (defaults plus
     ``allow``) taken from ``source``, then ``extra``, minus every secret-looking name."""
     allowed = _allowlist((*DEFAULT_ENV_ALLOW, *allow)).match
-    env = {k: v for k, v in source.items() if allowed(k)}
+    env = {k: source[k] for k in source if allowed(k)}  # (os.environ decodes what it gives)
     env.update(extra or {})
     env.setdefault("PATH", FALLBACK_PATH)
     return {k: v for k, v in env.items() if not is_secret_name(k)}

@@ -22,12 +22,14 @@ spawn starts a fresh server.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import contextlib
 import errno
 import fcntl
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -40,10 +42,12 @@ from dataclasses import dataclass, replace
 from typing import IO, Any, Final
 
 from tether.sandbox import _landlock_server as landlock_server
+from tether.sandbox import _waiter
 from tether.sandbox._command import ConfinedCommand
 from tether.sandbox._errors import SandboxError
 from tether.sandbox._landlock_exec import LandlockError, build_rulesets, writable_roots
 from tether.sandbox._landlock_server import BWRAP, LANDLOCK, LANDLOCK_NET
+from tether.sandbox._prepared import Plan, Preparation, Profile, plan_of, preparation
 from tether.sandbox._supervisor import Rules, recv_with_fds
 
 SERVER_PATH: Final = os.path.abspath(landlock_server.__file__)
@@ -55,6 +59,12 @@ SPARE_PAIRS: Final = 1
 TOP_UP_DELAY: Final = 0.02
 """Seconds after a spawn before the server forks its replacement pair (sooner if the command
 exits first): forking at once would compete for the CPU with the command's own start."""
+READY_ROUNDS: Final = 5
+"""How often :meth:`ForkServer.ready` prepares a pair again that no longer stands (a directory
+it was prepared from changes under it: another process's work in it, say)."""
+PREPARED_PLANS: Final = 2
+"""Plans (:mod:`._prepared`) the harness keeps a pair prepared for: the most recently used
+(a session's own, and its children's in another mode, say)."""
 _PAIR_GONE: Final = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ECONNREFUSED})
 UNREPORTED: Final = -int(signal.SIGKILL)
 """``returncode`` when the supervisor died without reporting (it was killed outright)."""
@@ -88,6 +98,13 @@ class _Pair:
     def __post_init__(self) -> None:
         _held.add(self)
 
+    def alive(self) -> bool:
+        """Its supervisor has not exited (its pidfd is not readable yet)."""
+        if self.pidfd < 0:
+            return False
+        readable, _, _ = select.select([self.pidfd], [], [], 0)
+        return not readable
+
     def discard(self) -> None:
         """Let the pair go (the command-to-be of an unused pair sees end of file and exits; a
         running command's supervisor stops it). Idempotent."""
@@ -96,6 +113,21 @@ class _Pair:
             os.close(self.pidfd)
             self.pidfd = -1
         _held.discard(self)
+
+
+@dataclass(slots=True, eq=False)
+class _Prepared:
+    """A pair told to prepare itself (``PREPARE``)."""
+
+    pair: _Pair
+    preparation: Preparation
+    ready: bool = False
+    """Its waiter said READY: the pair is confined and waits for its command."""
+
+    def discard(self) -> None:
+        """Let it go unused (its temp directory, still empty, goes back to the pool)."""
+        self.pair.discard()
+        self.preparation.release(used=False)
 
 
 class ForkedProcess:
@@ -183,6 +215,17 @@ class ForkServer:
         }
         self._asked = _no_pairs_asked()
         self._watching: asyncio.AbstractEventLoop | None = None
+        self._plans: collections.OrderedDict[Profile, Plan] = collections.OrderedDict()
+        """The recent plans by their template, most recently used last."""
+        self._prepared: dict[Profile, _Prepared] = {}
+        """A pair prepared for each plan (by its template)."""
+        self._unpreparable: set[Profile] = set()
+        """Templates whose pairs could not be prepared (not tried again)."""
+        self.prepared_taken = 0
+        """Commands a prepared pair took (what tests and ``bench/sandbox.py`` count)."""
+        self.prepared_stale = 0
+        """Prepared pairs let go when their command came, since something they were prepared
+        from had changed."""
         _made.add(self)
 
     # -- server process ---------------------------------------------------------------------
@@ -228,6 +271,9 @@ class ForkServer:
             self._spares[kind].clear()
             self._waiters[kind].clear()
         self._watching = None
+        self._plans.clear()
+        self._prepared.clear()
+        self._unpreparable.clear()
 
     def close(self) -> None:
         """Stop the server and let the spare pairs go. Running commands are not affected:
@@ -242,6 +288,9 @@ class ForkServer:
         self._control = None
         self.pid = None
         self._asked = _no_pairs_asked()
+        for prepared in self._prepared.values():
+            prepared.discard()
+        self._prepared.clear()
         for kind in landlock_server.KINDS:
             while self._spares[kind]:
                 self._spares[kind].popleft().discard()
@@ -300,6 +349,12 @@ class ForkServer:
                 self._spares[kind].append(pair)
         self._unwatch()
 
+    def _arrived(self) -> None:
+        """The loop's reader of the control socket: :meth:`_receive`, then prepare spares
+        (never while a spawn takes its pair: it would take a spare the spawn needs)."""
+        self._receive()
+        self._prepare_spares()
+
     def _give(self, kind: bytes, outcome: _Pair | _Unreachable) -> bool:
         """Hand a pair (or the failure to make one) to the oldest spawn waiting for ``kind``."""
         waiters = self._waiters[kind]
@@ -314,7 +369,7 @@ class ForkServer:
         return False
 
     def _unwatch(self) -> None:
-        waiting = any(self._waiters.values())
+        waiting = any(self._waiters.values()) or any(self._asked.values())
         if self._watching is not None and not waiting and self._control is not None:
             with contextlib.suppress(RuntimeError, ValueError):
                 self._watching.remove_reader(self._control.fileno())
@@ -332,13 +387,7 @@ class ForkServer:
             missing = len(self._waiters[kind]) - self._asked[kind]
             if missing > 0:
                 self._ask(kind, missing)
-            control = self._start()
-            if self._watching is not loop:
-                if self._watching is not None:
-                    with contextlib.suppress(RuntimeError, ValueError):
-                        self._watching.remove_reader(control.fileno())
-                loop.add_reader(control.fileno(), self._receive)
-                self._watching = loop
+            self._watch(loop, self._start())
             try:
                 pair = await asyncio.wait_for(waiter, PAIR_TIMEOUT)
             except TimeoutError:
@@ -352,12 +401,28 @@ class ForkServer:
         return pair
 
     async def ready(self, kind: bytes = LANDLOCK) -> bool:
-        """Start the server if needed and wait until a pair of ``kind`` is ready, so the next
-        spawn waits for nothing. False when the server cannot start (spawns then fail
-        closed)."""
+        """Start the server if needed and wait until a pair of ``kind`` is ready, and every
+        recent plan of that kind has a prepared pair ready, so the next spawn waits for
+        nothing. False when the server cannot start (spawns then fail closed)."""
         try:
             self._start()
             self._receive()
+            for _ in range(READY_ROUNDS):
+                for plan in self._unprepared(kind):
+                    self._prepare(plan, await self._take_pair(kind))
+                stale = False
+                for template, prepared in list(self._prepared.items()):
+                    if template.kind != kind:
+                        continue
+                    if not await self._settle(template, prepared):
+                        self._prepared.pop(template, None)
+                        prepared.discard()
+                    elif not prepared.preparation.stands():
+                        self._prepared.pop(template, None)
+                        prepared.discard()
+                        stale = True  # prepared again in the next round
+                if not stale:
+                    break
             if not self._spares[kind]:
                 self._spares[kind].appendleft(await self._take_pair(kind))
         except _Unreachable:
@@ -365,13 +430,170 @@ class ForkServer:
         return True
 
     def top_up(self, kind: bytes = LANDLOCK) -> None:
-        """Ask for pairs of ``kind`` until :data:`SPARE_PAIRS` are ready or on their way."""
+        """Ask for pairs of ``kind`` until :data:`SPARE_PAIRS` are ready or on their way, and
+        one more for each recent plan of that kind without a prepared pair."""
         if self._control is None:
             return
+        wanted = SPARE_PAIRS + len(self._unprepared(kind))
         ready = len(self._spares[kind]) + self._asked[kind] - len(self._waiters[kind])
-        if SPARE_PAIRS - ready > 0:
+        if wanted - ready > 0:
             with contextlib.suppress(_Unreachable):
-                self._ask(kind, SPARE_PAIRS - ready)
+                self._ask(kind, wanted - ready)
+        self._prepare_spares()
+        self._watch_arrivals()
+
+    def _top_up_later(self, kind: bytes) -> None:
+        """:meth:`top_up` in :data:`TOP_UP_DELAY` (a command exited): preparing a pair
+        must not delay the harness's taking of the result."""
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop().call_later(TOP_UP_DELAY, self.top_up, kind)
+
+    def _watch_arrivals(self) -> None:
+        """Take pairs as they arrive (:meth:`_receive`) while any is on its way, so that a
+        pair is prepared as soon as it is there, not when the next command needs it."""
+        control = self._control
+        if control is None or not any(self._asked.values()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not in a loop: pairs are taken at the next spawn
+        self._watch(loop, control)
+
+    def _watch(self, loop: asyncio.AbstractEventLoop, control: socket.socket) -> None:
+        """Read the control socket from ``loop`` (:meth:`_arrived`), and from no other."""
+        if self._watching is not loop:
+            if self._watching is not None:
+                with contextlib.suppress(RuntimeError, ValueError):
+                    self._watching.remove_reader(control.fileno())
+            loop.add_reader(control.fileno(), self._arrived)
+            self._watching = loop
+
+    # -- prepared pairs (_prepared.py) --------------------------------------------------------
+    def _unprepared(self, kind: bytes | None = None) -> list[Plan]:
+        """The recent plans (of ``kind``) without a prepared pair."""
+        return [
+            plan
+            for template, plan in self._plans.items()
+            if template not in self._prepared
+            and template not in self._unpreparable
+            and kind in (None, template.kind)
+        ]
+
+    def _prepare_spares(self) -> None:
+        """Prepare a spare pair for each recent plan without one (the next spare comes with
+        the next :meth:`top_up`)."""
+        for plan in self._unprepared():
+            spares = self._spares[plan.profile.kind]
+            if spares:
+                self._prepare(plan, spares.popleft())
+
+    def _prepare(self, plan: Plan, pair: _Pair) -> None:
+        """Have ``pair`` confine itself for ``plan`` now and wait for its command (unless a
+        pair is prepared for it already: then ``pair`` stays a spare)."""
+        if plan.profile in self._prepared:
+            self._spares[pair.kind].appendleft(pair)
+            return
+        try:
+            built = preparation(plan)
+        except (OSError, ValueError):
+            # Its workspace is gone, say: a spare still, and the plan not tried again.
+            self._spares[pair.kind].appendleft(pair)
+            self._note_unpreparable(plan.profile)
+            return
+        try:
+            socket.send_fds(pair.sock, [landlock_server.PREPARE], built.fds)
+        except OSError:
+            _Prepared(pair, built).discard()  # it died, say: the next top-up brings another
+            return
+        finally:
+            built.close()
+        self._prepared[plan.profile] = _Prepared(pair, built)
+
+    def _note_unpreparable(self, template: Profile) -> None:
+        self._unpreparable.add(template)
+        if len(self._unpreparable) > 4 * PREPARED_PLANS:
+            self._unpreparable.clear()  # bounded: they are tried again in time
+
+    def _remember(self, plan: Plan) -> None:
+        """Make ``plan`` the most recent; forget (and let go the prepared pair of) the least
+        recent beyond :data:`PREPARED_PLANS`."""
+        self._plans.pop(plan.profile, None)
+        self._plans[plan.profile] = plan
+        while len(self._plans) > PREPARED_PLANS:
+            old, _ = self._plans.popitem(last=False)
+            stale = self._prepared.pop(old, None)
+            if stale is not None:
+                stale.discard()
+
+    async def _settle(self, template: Profile, prepared: _Prepared) -> bool:
+        """Wait until ``prepared`` is confined (its waiter said READY). False when it never
+        will be (its supervisor reported an exit instead: bwrap failed, say; that plan is not
+        prepared again), did not within :data:`PAIR_TIMEOUT`, or ended since."""
+        sock = prepared.pair.sock
+        if not prepared.ready:
+            loop = asyncio.get_running_loop()
+            try:
+                message = await asyncio.wait_for(loop.sock_recv(sock, 64), PAIR_TIMEOUT)
+            except (TimeoutError, OSError):
+                message = b""
+            prepared.ready = message == _waiter.READY
+            if not prepared.ready:
+                self._note_unpreparable(template)
+                return False
+        try:  # anything after READY: the supervisor's report, or its end
+            sock.recv(64, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            # Nothing yet; but a supervisor killed outright reports nothing, and what it
+            # supervised (bwrap's sandbox) may not be gone yet.
+            return prepared.pair.alive()
+        except OSError:
+            return False
+        return False
+
+    async def _spawn_prepared(
+        self, plan: Plan, command: ConfinedCommand, streams: tuple[Stream, Stream, Stream]
+    ) -> ForkedProcess | None:
+        """Hand ``command`` to the pair prepared for its plan, if there is one and nothing it
+        was prepared from has changed since; ``None`` when there is none (nothing ran).
+        Either way its plan is prepared for next. A Landlock command gets the pair's own
+        private temp directory (:data:`._prepared.TEMP`)."""
+        template = plan.profile
+        prepared = self._prepared.pop(template, None)
+        self._remember(plan)
+        if prepared is None:
+            return None
+        try:
+            usable = await self._settle(template, prepared)
+        except BaseException:
+            prepared.discard()
+            raise
+        if usable and not prepared.preparation.stands():
+            self.prepared_stale += 1
+            usable = False
+        env = dict(command.env)
+        temp = prepared.preparation.temp_dir
+        if temp is not None:
+            env["TMPDIR"] = temp
+        body = _waiter.encode(list(command.command), env)
+        if not usable or len(body) > landlock_server.MAX_REQUEST:
+            prepared.discard()
+            return None  # the usual way (which refuses a request too large)
+        pair = prepared.pair
+        memfd = os.memfd_create("tether-request", os.MFD_CLOEXEC)
+        try:
+            os.write(memfd, body)
+            with _Streams(*streams) as opened:
+                try:
+                    socket.send_fds(pair.sock, [_waiter.REQUEST], [*opened.child_fds, memfd])
+                except OSError:
+                    prepared.discard()  # it died since: the usual way
+                    return None
+                self.prepared_taken += 1
+                asyncio.get_running_loop().call_later(TOP_UP_DELAY, self.top_up, pair.kind)
+                return await self._started(pair, opened, pair.kind, prepared.preparation)
+        finally:
+            os.close(memfd)
 
     # -- spawn ------------------------------------------------------------------------------
     async def spawn(
@@ -395,13 +617,20 @@ class ForkServer:
         env = dict(command.env)
         if any("\0" in text for text in (*argv, *env, *env.values())):
             raise SandboxError("embedded null byte in argv or env", code="SANDBOX_CONFIG")
-        request: dict[str, object] = {"argv": argv, "env": env, "cwd": cwd or os.getcwd()}
+        where = cwd or os.getcwd()
         sockets = command.sockets
-        roots: tuple[str, ...] = ()
+        rules = Rules((), sockets)
         if spec is None:
             _check_runner(command)
-            rules = Rules((), sockets)
-        else:
+        plan = plan_of(command, where, rules.encode() if spec is None else b"")
+        if plan is not None:
+            process = await self._spawn_prepared(plan, command, (stdin, stdout, stderr))
+            if process is not None:
+                return process
+        # The usual way: a pair that confines itself now.
+        request: dict[str, object] = {"argv": argv, "env": env, "cwd": where}
+        roots: tuple[str, ...] = ()
+        if spec is not None:
             try:
                 roots = writable_roots(spec)
             except LandlockError as err:
@@ -427,22 +656,35 @@ class ForkServer:
             with _Streams(stdin, stdout, stderr) as streams:
                 fds = [*streams.child_fds, *rulesets, memfd]
                 pair = await self._hand_over(kind, fds)
-                try:
-                    out, err_stream = await streams.readers()
-                except BaseException:
-                    # The command runs already: nobody would watch it, so stop it (the
-                    # supervisor sweeps) rather than leave it behind.
-                    with contextlib.suppress(OSError):
-                        signal.pidfd_send_signal(pair.pidfd, signal.SIGTERM)
-                    pair.discard()
-                    raise
-                return ForkedProcess(pair, out, err_stream, lambda: self.top_up(kind))
+                return await self._started(pair, streams, kind)
         except _Unreachable as err:
             raise command.unavailable(str(err)) from err
         finally:
             os.close(memfd)
             for ruleset in rulesets:
                 os.close(ruleset)
+
+    async def _started(
+        self, pair: _Pair, streams: _Streams, kind: bytes, prepared: Preparation | None = None
+    ) -> ForkedProcess:
+        """The process of a command ``pair`` has been handed (``prepared``: what the pair was
+        prepared with, released once the command has ended)."""
+
+        def ended() -> None:
+            if prepared is not None:
+                prepared.release()
+            self._top_up_later(kind)
+
+        try:
+            out, err_stream = await streams.readers()
+        except BaseException:
+            # The command runs already: nobody would watch it, so stop it (the supervisor
+            # sweeps) rather than leave it behind.
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(pair.pidfd, signal.SIGTERM)
+            pair.discard()
+            raise
+        return ForkedProcess(pair, out, err_stream, ended)
 
     async def _hand_over(self, kind: bytes, fds: list[int]) -> _Pair:
         for attempt in range(2):
@@ -580,6 +822,17 @@ def _drop_inherited() -> None:
 
 
 os.register_at_fork(after_in_child=_drop_inherited)
+
+
+def _release_prepared() -> None:
+    """At exit: the private temp directories of pairs prepared for commands that will not
+    come (the pairs themselves end with this process)."""
+    for server in list(_made):
+        for prepared in server._prepared.values():
+            prepared.preparation.release()
+
+
+atexit.register(_release_prepared)  # before the pool's own exit (registered at its import)
 
 
 def fork_server() -> ForkServer:

@@ -48,6 +48,7 @@ if __package__:
     from tether.sandbox import _seccomp_filter as seccomp_filter
     from tether.sandbox import _supervisor as supervisor
     from tether.sandbox import _syscalls as syscalls
+    from tether.sandbox._creation_calls import PTY_MULTIPLEXERS
     from tether.sandbox._socket_calls import SocketRules
     from tether.sandbox._supervisor import LAUNCHER_EXIT, LAUNCHER_PREFIX, Rules
 else:  # the launcher: ``-I`` leaves this directory off sys.path
@@ -56,6 +57,7 @@ else:  # the launcher: ``-I`` leaves this directory off sys.path
     import _seccomp_filter as seccomp_filter  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _supervisor as supervisor  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _syscalls as syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from _creation_calls import PTY_MULTIPLEXERS  # type: ignore[import-not-found,no-redef,unused-ignore]
     from _socket_calls import SocketRules  # type: ignore[import-not-found,no-redef,unused-ignore]
     from _supervisor import (  # type: ignore[import-not-found,no-redef,unused-ignore]
         LAUNCHER_EXIT,
@@ -195,13 +197,14 @@ def writable_access(abi: int) -> int:
 
 
 DEVICES: Final = (
-    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
-    "/dev/tty", "/dev/pts", "/dev/ptmx",
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+    *PTY_MULTIPLEXERS,
 )  # fmt: skip
-"""The only entries under ``/dev`` a command may open (what ``bwrap --dev`` provides). As uid 0
-without capabilities it could otherwise read a raw disk (and so any hidden file) or drive a
-device by ioctl (``/dev/loop-control``, ``/dev/userfaultfd``), which Landlock does not refuse
-below ABI 5."""
+"""The only entries under ``/dev`` a command may open for reading (what ``bwrap --dev``
+provides, but the terminals of ``/dev/pts``). As uid 0 without capabilities it could
+otherwise read a raw disk (and so any hidden file) or drive a device by ioctl
+(``/dev/loop-control``, ``/dev/userfaultfd``), which Landlock does not refuse below ABI 5.
+Only :data:`~._creation_calls.WRITABLE_DEVICES` may be opened for writing."""
 
 
 def readable_roots(hidden: Sequence[str]) -> list[str]:
@@ -557,6 +560,12 @@ def read_layer(hidden: Sequence[str], abi: int) -> int:
     mtime): a couple of hundred rules are not paid per spawn. Returns a duplicate the caller
     closes. (Paths are listed, and descriptors closed once the rules are added: open ones
     would keep the filesystems they are on busy; a ruleset does not.)"""
+    return read_layer_and_snapshot(hidden, abi)[0]
+
+
+def read_layer_and_snapshot(hidden: Sequence[str], abi: int) -> tuple[int, listings.Snapshot]:
+    """:func:`read_layer`, and the snapshot of what it was built from: a domain entered with
+    it ahead of its command (a prepared pair) holds only while that is unchanged."""
     key = (abi, tuple(sorted(set(hidden))))
     libc = _libc()
     with _readable_lock:
@@ -569,7 +578,7 @@ def read_layer(hidden: Sequence[str], abi: int) -> int:
         _readable_cache[key] = cached  # most recently used last
         while len(_readable_cache) > _READABLE_CACHE:
             os.close(_readable_cache.pop(next(iter(_readable_cache))).ruleset)
-        return os.dup(cached.ruleset)
+        return os.dup(cached.ruleset), cached.listing.snapshot
 
 
 def write_layer(
@@ -597,6 +606,8 @@ def write_layer(
             # Not through a link: an entry swapped for one since it was listed grants nothing.
             _add_rule(libc, fd, path, writable, required=False, follow=False)
         _add_rule(libc, fd, "/dev/null", FS_WRITE_FILE | (FS_TRUNCATE & attr.handled_access_fs))
+        for path in PTY_MULTIPLEXERS:  # a new pseudo-terminal (its peer by TIOCGPTPEER)
+            _add_rule(libc, fd, path, FS_WRITE_FILE, required=False)
     except BaseException:
         os.close(fd)
         raise

@@ -38,6 +38,10 @@ A pair is forked before any command is known, so a spawn costs the harness one m
   writable roots, the supervisor's rules). It puts its stdio in place, enters cwd, enters the
   Landlock domain, forwards the rules to the supervisor as they came, and execs (the command,
   or bwrap). End of file instead of a request (the harness let the pair go): it exits.
+  Or, usually, the harness *prepares* the pair before its command exists (:data:`PREPARE`,
+  :mod:`._prepared`): the same, for the command the harness expects, with its stdio on
+  ``/dev/null`` and :mod:`._waiter` in place of the command (bwrap runs it; a Landlock pair
+  becomes it), which takes the command's request later.
 * when the command exits, or the supervisor is told to stop (SIGTERM from the harness, or the
   harness's end of the pair socket hanging up: the harness closed it or died), the supervisor
   kills everything left below it, sends ``X <returncode>`` on the pair socket (``subprocess``
@@ -56,6 +60,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import gc
 import json
 import os
@@ -72,6 +77,7 @@ if __package__:
     from tether.sandbox import _socket_calls as socket_calls
     from tether.sandbox import _supervisor as supervisor
     from tether.sandbox import _syscalls as syscalls
+    from tether.sandbox import _waiter as waiter
 else:  # run as the server program: this directory is sys.path[0]
     import _bwrap_exec as bwrap_exec  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _landlock_exec as ll  # type: ignore[import-not-found,no-redef,unused-ignore]
@@ -79,6 +85,7 @@ else:  # run as the server program: this directory is sys.path[0]
     import _socket_calls as socket_calls  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _supervisor as supervisor  # type: ignore[import-not-found,no-redef,unused-ignore]
     import _syscalls as syscalls  # type: ignore[import-not-found,no-redef,unused-ignore]
+    import _waiter as waiter  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 MAX_REQUEST: Final = 8 << 20
 """Largest request body (argv, env, cwd, roots), in bytes."""
@@ -95,6 +102,18 @@ KINDS: Final = (LANDLOCK, LANDLOCK_NET, BWRAP)
 REQUEST_FDS: Final = {LANDLOCK: 6, LANDLOCK_NET: 6, BWRAP: 4}
 """Descriptors of a request: stdin, stdout, stderr, the two rulesets (Landlock: its read and
 write layers), the body."""
+PREPARE: Final = b"P"
+"""Instead of a request: confine this pair now, for the command the harness expects, and run
+:mod:`._waiter` in its place; the waiter says :data:`~._waiter.READY` on the pair socket, and
+takes the command's request itself. Its body is a request's, but for the argv: a bubblewrap
+pair's is bwrap's command line up to its ``--`` (the waiter comes after it), a Landlock
+pair's is empty."""
+PREPARE_FDS: Final = {LANDLOCK: 3, LANDLOCK_NET: 3, BWRAP: 1}
+"""Descriptors of a prepare message: the two rulesets (Landlock), the body."""
+WAITER_FD: Final = bwrap_exec.PROGRAM_FD + 1
+"""Where a prepared pair's waiter finds the pair socket."""
+with open(waiter.__file__, encoding="utf-8") as _source:
+    _WAITER_SOURCE: Final = _source.read()
 _SAMPLE: Final = json.dumps(
     {
         "argv": ["true"],
@@ -186,9 +205,14 @@ def _fork_pair(
     control: socket.socket, kind: bytes, key: seccomp_filter.FilterKey, private: tuple[int, int]
 ) -> int:
     harness_end, pair_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    # The supervisor is born with the signals it handles blocked: the harness may stop the
+    # pair (SIGTERM) the moment it is announced, before its supervisor has run a line, and
+    # a signal then must wait for the supervisor, not kill it unreported.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, supervisor.SIGNALS)
     try:
         pid = os.fork()
     except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         harness_end.close()
         pair_end.close()
         raise
@@ -198,9 +222,10 @@ def _fork_pair(
             harness_end.close()
             for fd in private:
                 os.close(fd)
-            _supervisor(pair_end, kind, key)
+            _supervisor(pair_end, kind, key, mask)
         except BaseException:
             os._exit(supervisor.LAUNCHER_EXIT)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     pair_end.close()
     try:
         pidfd = os.pidfd_open(pid)
@@ -218,13 +243,16 @@ def _fork_pair(
     return pid
 
 
-def _supervisor(pair: socket.socket, kind: bytes, key: seccomp_filter.FilterKey) -> NoReturn:
+def _supervisor(
+    pair: socket.socket, kind: bytes, key: seccomp_filter.FilterKey, old_mask: set[int]
+) -> NoReturn:
+    """``old_mask``: the server's signal mask, which the command gets back."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     if kind != BWRAP:
         syscalls.drop_privileges()
-    channel, old_mask = supervisor.become_supervisor()
+    channel, _ = supervisor.become_supervisor()  # (its mask is ours: blocked at the fork)
     me = os.getpid()
     command = os.fork()
     if command == 0:
@@ -276,6 +304,9 @@ def _command(
         # listener) now, off the spawn's critical path. Until the rules arrive the
         # supervisor refuses every call it serves.
         program = -1
+        # A prepared pair's stdio until its command comes (opened now: from here on the
+        # filter refuses every open for writing until the rules arrive).
+        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         if kind == BWRAP:
             # bwrap's command line says --share-net for this namespace (see _bwrap_exec.py).
             bwrap_exec.private_network(key[0])
@@ -292,30 +323,50 @@ def _command(
     if not message:
         os._exit(0)  # the harness let this pair go unused
     try:
-        if message != REQUEST or len(fds) != REQUEST_FDS[kind]:
+        prepare = message == PREPARE and len(fds) == PREPARE_FDS[kind]
+        if prepare:
+            # Until the waiter takes a request, the pair's stdio (and bwrap's own messages)
+            # go nowhere: a pair that cannot be prepared is the harness's to notice (no
+            # READY), and to confine again with the command's stdio.
+            stdio = [devnull] * 3
+        elif message == REQUEST and len(fds) == REQUEST_FDS[kind]:
+            stdio = fds[:3]
+        else:
             raise ll.LandlockError(errno.EPROTO, "malformed request from the harness")
         # Received descriptors are numbered from 3 up (0-2 are open), so none is overwritten.
-        for target, fd in enumerate(fds[:3]):
+        for target, fd in enumerate(stdio):
             os.dup2(fd, target)
-        rulesets = tuple(fds[3:-1]) if kind != BWRAP else ()
-        argv, env, cwd, plan, rules = _parse(_read_body(fds[-1]), kind, rulesets)
+        rulesets = tuple(fds[len(fds) - 3 : -1]) if kind != BWRAP else ()
+        argv, env, cwd, plan, rules = _parse(_read_body(fds[-1]), kind, rulesets, prepare)
+        if prepare and kind == BWRAP:
+            argv = [*argv, "--", *_waiter_argv(waiter.BWRAP)]
         if cwd is not None:
             os.chdir(cwd)
         if plan is not None:
             ll.enter_domain(plan)
         supervisor.send_rules(handover, rules)
         handover.close()
+        held = fcntl.fcntl(pair.fileno(), fcntl.F_DUPFD_CLOEXEC, 10) if prepare else -1
         pair.close()
         keep = 3
         if program >= 0:  # for bwrap's --seccomp
             bwrap_exec.place_program(program)
             keep = bwrap_exec.PROGRAM_FD + 1
+        if held >= 0:
+            os.closerange(keep, WAITER_FD)
+            os.dup2(held, WAITER_FD)  # inheritable (bwrap passes it on to the waiter)
+            keep = WAITER_FD + 1
         os.closerange(keep, supervisor.max_fd())  # the rulesets and the stdio originals
         for signo in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(signo, signal.SIG_DFL)  # as subprocess's restore_signals does
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     except BaseException as err:
         supervisor.fail(err)
+    if prepare and kind != BWRAP:
+        # Confined: this process waits for its command itself (a second interpreter would
+        # cost a start-up per command, and exec from it no less than from here).
+        waiter.rehearse()
+        waiter.main(_waiter_args(""))
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as err:
@@ -324,6 +375,20 @@ def _command(
         with contextlib.suppress(OSError):
             os.write(2, f"{argv[0]}: {err.strerror}\n".encode())
         os._exit(126 if err.errno == errno.EACCES else 127)
+
+
+def _waiter_args(runner: str) -> list[str]:
+    """The arguments of :func:`._waiter.main` in a prepared pair."""
+    return [str(WAITER_FD), str(supervisor.LAUNCHER_EXIT), supervisor.LAUNCHER_PREFIX, runner]
+
+
+def _waiter_argv(runner: str) -> list[str]:
+    """What a prepared bubblewrap pair's bwrap runs in place of the command: :mod:`._waiter`,
+    by the real path of this interpreter (a virtual environment's link may lie where the
+    sandbox does not show it: under ``/tmp``), its source in the argv (this file may lie
+    there too)."""
+    python = os.path.realpath(sys.executable)
+    return [python, "-I", "-S", "-c", _WAITER_SOURCE, *_waiter_args(runner)]
 
 
 def _read_body(fd: int) -> bytes:
@@ -337,14 +402,15 @@ def _read_body(fd: int) -> bytes:
 
 
 def _parse(
-    body: bytes, kind: bytes, rulesets: tuple[int, ...] = ()
+    body: bytes, kind: bytes, rulesets: tuple[int, ...] = (), prepare: bool = False
 ) -> tuple[list[str], dict[str, str], str | None, ll.Plan | None, bytes]:
-    """A request's argv, env, cwd, Landlock plan (``None`` for bubblewrap) and the
-    supervisor's rules (encoded: the supervisor decodes and checks them)."""
+    """A request's (or, ``prepare``, a prepare message's) argv, env, cwd, Landlock plan
+    (``None`` for bubblewrap) and the supervisor's rules (encoded: the supervisor decodes
+    and checks them)."""
     request = json.loads(body)
     argv = [str(a) for a in request["argv"]]
     env = {str(k): str(v) for k, v in request["env"].items()}
-    if not argv:
+    if not argv and not (prepare and kind != BWRAP):
         raise ValueError("empty argv")
     cwd = request["cwd"]
     plan = None

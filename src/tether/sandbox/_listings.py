@@ -16,9 +16,13 @@ Standard library only (imported by the launchers and the fork server too).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,13 +35,40 @@ Stamp = tuple[str, tuple[int, int, int, int, int] | None]
 missing."""
 
 
+_moment = threading.local()
+
+
+@contextlib.contextmanager
+def one_moment() -> Iterator[None]:
+    """Inside, each path is stamped once (:func:`stamp`): the checks of one command's
+    confinement see the filesystem as it stands at one moment, and a directory several
+    derivations consulted (``$HOME``, the workspace) costs one ``stat``, not one each. Safe:
+    a stamp reused is never newer than what a derivation then saw, so at worst a change is
+    noticed once more than needed."""
+    if getattr(_moment, "stamps", None) is not None:
+        yield  # nested: the outer moment's
+        return
+    _moment.stamps = {}
+    try:
+        yield
+    finally:
+        _moment.stamps = None
+
+
 def stamp(path: str) -> Stamp:
     """``path`` as it stands now (followed through links, as a lookup below it would be)."""
+    memo: dict[str, Stamp] | None = getattr(_moment, "stamps", None)
+    if memo is not None and path in memo:
+        return memo[path]
     try:
         info = os.stat(path)
     except OSError:
-        return path, None
-    return path, (info.st_dev, info.st_ino, info.st_ctime_ns, info.st_mtime_ns, info.st_size)
+        found: Stamp = (path, None)
+    else:
+        found = path, (info.st_dev, info.st_ino, info.st_ctime_ns, info.st_mtime_ns, info.st_size)
+    if memo is not None:
+        memo[path] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,16 +78,48 @@ class Snapshot:
     stamps: tuple[Stamp, ...]
     built: int
     """When the derivation started (``time.time_ns``, taken before the first look)."""
+    lookups: dict[str, tuple[Found, ...]] | None = None
+    """For a directory consulted only to look names up in it (never listed): the entries
+    looked up there and what was found. When such a directory changed (a busy ``/tmp``, a
+    home directory, a directory of projects), the derivation still holds if those entries
+    are as found: nothing relevant changed."""
 
     def unchanged(self) -> bool:
         """Every path stands as recorded, and none had changed shortly before the derivation
-        (:data:`FRESH_NS`), so what was derived from them still holds."""
+        (:data:`FRESH_NS`), so what was derived from them still holds; or, for a directory
+        only looked into, the entries looked up there are as found."""
         for path, recorded in self.stamps:
-            if stamp(path)[1] != recorded:
-                return False
-            if recorded is not None and recorded[2] > self.built - FRESH_NS:  # its ctime
+            now = stamp(path)[1]
+            fresh = recorded is not None and recorded[2] > self.built - FRESH_NS  # its ctime
+            if now == recorded and not fresh:
+                continue
+            looked = None if self.lookups is None else self.lookups.get(path)
+            if looked is None or now is None or recorded is None or now[:2] != recorded[:2]:
+                return False  # listed, or the directory itself is gone or replaced
+            if not all(identity(entry) == found for entry, found in looked):
                 return False
         return True
+
+
+Found = tuple[str, "tuple[int, int] | str | None"]
+"""An entry looked up, and what was there (:func:`identity`)."""
+
+
+def identity(path: str) -> tuple[int, int] | str | None:
+    """What is at ``path`` itself, links not followed: ``None`` when nothing, the target of
+    a symbolic link, else its (device, inode). Times are not compared: an entry replaced has
+    another inode (or, reused, the same file identity the derivation recorded for it)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return os.readlink(path)
+    return info.st_dev, info.st_ino
+
+
+taken = 0
+"""Snapshots taken: derivations made, or made again (what tests count)."""
 
 
 def started() -> int:
@@ -64,10 +127,108 @@ def started() -> int:
     return time.time_ns()
 
 
-def snapshot(paths: Iterable[str], built: int) -> Snapshot:
+def snapshot(
+    paths: Iterable[str], built: int, lookups: dict[str, tuple[Found, ...]] | None = None
+) -> Snapshot:
     """A :class:`Snapshot` of ``paths`` (each once), for a derivation that started at
     ``built``: take it after the derivation, so a change during it counts as fresh."""
-    return Snapshot(tuple(stamp(p) for p in dict.fromkeys(paths)), built)
+    global taken
+    taken += 1
+    return Snapshot(tuple(stamp(p) for p in dict.fromkeys(paths)), built, lookups)
 
 
-__all__ = ["FRESH_NS", "Snapshot", "Stamp", "snapshot", "stamp", "started"]
+_MAX_LINKS: Final = 40
+"""Symbolic links followed in one resolution before it fails as the kernel does (``ELOOP``)."""
+
+
+LookedUp = tuple[str, str | None]
+"""An entry a resolution looked up, and what it found: ``None`` (missing), ``""`` (there, no
+symbolic link) or the target of the link it is."""
+
+
+def resolved(path: str) -> tuple[str, list[LookedUp]]:
+    """``os.path.realpath`` of the absolute ``path`` (a missing tail stays as written), and
+    every entry looked up on the way, those of the links followed included: the result
+    stands while each is as found (:func:`found_again`)."""
+    looked: list[LookedUp] = []
+    pending = path.split("/")[::-1]
+    current = "/"
+    links = 0
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, name)
+        target = _looked_up(candidate)
+        looked.append((candidate, target))
+        if target is None:
+            return os.path.normpath(os.path.join(candidate, *pending[::-1])), looked
+        if target:
+            links += 1
+            if links > _MAX_LINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+            if target.startswith("/"):
+                current = "/"
+            pending += target.split("/")[::-1]
+            continue
+        current = candidate
+    return current, looked
+
+
+def _looked_up(path: str) -> str | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return os.readlink(path) if stat.S_ISLNK(info.st_mode) else ""
+
+
+def found_again(looked: Iterable[LookedUp]) -> bool:
+    """Each entry of a resolution is as it was found: missing still, no link still, or the
+    same link. Compares what a resolution depends on, never times: a busy directory on the
+    way (``/tmp``, a directory of projects) does not make it look again."""
+    return all(_looked_up(path) == found for path, found in looked)
+
+
+_REAL_CACHE: Final = 32
+"""Paths whose real path is kept (a harness asks for a handful: its workspace, its runners)."""
+_real: dict[str, tuple[str, tuple[LookedUp, ...]]] = {}
+resolutions = 0
+"""Resolutions :func:`real_path` made (not kept ones): what tests count."""
+
+
+def real_path(path: str) -> str:
+    """:func:`resolved`'s real path of ``path``, kept while the entries it came through are
+    as they were (every command asks for its workspace's and its runners')."""
+    global resolutions
+    if not os.path.isabs(path):
+        return os.path.realpath(path)  # (relative to a working directory that may change)
+    cached = _real.get(path)
+    if cached is not None and found_again(cached[1]):
+        return cached[0]
+    resolutions += 1
+    real, looked = resolved(path)
+    _real[path] = (real, tuple(looked))
+    while len(_real) > _REAL_CACHE:
+        _real.pop(next(iter(_real)), None)
+    return real
+
+
+__all__ = [
+    "FRESH_NS",
+    "Found",
+    "LookedUp",
+    "Snapshot",
+    "Stamp",
+    "found_again",
+    "identity",
+    "one_moment",
+    "real_path",
+    "resolved",
+    "snapshot",
+    "stamp",
+    "started",
+]

@@ -364,13 +364,18 @@ class _Resolver:
     """``os.path.realpath`` for many paths that share directories: each directory is
     resolved once, and a missing component ends the lookups (the rest stays as written)."""
 
-    def __init__(self) -> None:
-        self._dirs: dict[str, str] = {}
+    def __init__(self, canonical: str | None = None) -> None:
+        """``canonical``: a directory the caller resolved already, taken as is (its own
+        directories are then not consulted: a busy ``/tmp`` above a workspace decides
+        nothing about the names inside it)."""
+        self._dirs: dict[str, str] = {} if canonical is None else {canonical: canonical}
         self._missing: set[str] = set()
         self.stats: dict[str, os.stat_result] = {}
         """The ``stat`` of each resolved path that exists."""
         self.consulted: set[str] = set()
         """Existing directories whose entries decided a resolution."""
+        self.looked: dict[str, list[listings.Found]] = {}
+        """The entries looked up in each of ``consulted``, and what was there."""
         self.followed = False
         """A symbolic link was followed (its target's directories are not in ``consulted``)."""
 
@@ -389,16 +394,25 @@ class _Resolver:
             self._missing.add(full)
             return full
         self.consulted.add(base)
+        looked = self.looked.setdefault(base, [])
         try:
             info = os.lstat(full)
         except OSError:
+            looked.append((full, None))
             self._missing.add(full)
             return full
+        looked.append((full, (info.st_dev, info.st_ino)))  # (a link: not kept, see below)
         if stat.S_ISLNK(info.st_mode):
             self.followed = True
             return self._final(os.path.realpath(full))
         self.stats[full] = info
         return full
+
+    def lookups(self, listed: Iterable[str] = ()) -> dict[str, tuple[listings.Found, ...]]:
+        """:attr:`looked`, for :attr:`listings.Snapshot.lookups`, but for the directories
+        ``listed`` (whose every entry counts)."""
+        skip = set(listed)
+        return {d: tuple(found) for d, found in self.looked.items() if d not in skip}
 
     def _final(self, path: str) -> str:
         with contextlib.suppress(OSError):
@@ -432,7 +446,7 @@ def _root_controls(root: str) -> list[str]:
         present = {name.casefold() for name in os.listdir(root)}
     except OSError:
         present = set()
-    resolver = _Resolver()
+    resolver = _Resolver(root)
     found = [
         resolver.resolve(os.path.join(root, name))
         if name.split("/", 1)[0].casefold() in present
@@ -441,7 +455,8 @@ def _root_controls(root: str) -> list[str]:
     ]
     if not resolver.followed:
         consulted = [root, *sorted(resolver.consulted)]
-        _root_cache[root] = _RootCached(tuple(found), listings.snapshot(consulted, built))
+        snapshot = listings.snapshot(consulted, built, resolver.lookups(listed=[root]))
+        _root_cache[root] = _RootCached(tuple(found), snapshot)
         while len(_root_cache) > _CACHE_SIZE:
             _root_cache.pop(next(iter(_root_cache)))
     return found
@@ -861,7 +876,8 @@ def path_rules(
     rules = PathRules(every, store_paths, control, present, identities, patterns)
     if not resolver.followed:
         _cache.pop(key, None)
-        _cache[key] = _Cached(rules, listings.snapshot(sorted(resolver.consulted), built))
+        snapshot = listings.snapshot(sorted(resolver.consulted), built, resolver.lookups())
+        _cache[key] = _Cached(rules, snapshot)
         while len(_cache) > _CACHE_SIZE:
             _cache.pop(next(iter(_cache)), None)
     return rules

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tether.policy import SandboxExecutionPolicy, SandboxMode, parse_sandbox_mode
+from tether.sandbox import _listings as listings
 from tether.sandbox._backends import (
     Backend,
     BwrapBackend,
@@ -232,6 +233,18 @@ class SandboxProvider:
         Raises :class:`SandboxUnavailableError` for a restricted mode that no backend can
         enforce; nothing has been run then.
         """
+        with listings.one_moment():
+            return self._confine(argv, policy, env=env, network=network, extra_env=extra_env)
+
+    def _confine(
+        self,
+        argv: Sequence[str],
+        policy: SandboxExecutionPolicy,
+        *,
+        env: Mapping[str, str] | None,
+        network: bool,
+        extra_env: Mapping[str, str] | None,
+    ) -> ConfinedCommand:
         if not argv:
             raise SandboxError("confine needs a non-empty argv", code="SANDBOX_CONFIG")
         mode = parse_sandbox_mode(policy.mode)
@@ -252,7 +265,7 @@ class SandboxProvider:
                 mode=mode.value,
                 reasons=reasons,
             )
-        workspace = os.path.realpath(policy.workspace_root)
+        workspace = listings.real_path(policy.workspace_root)
         if not os.path.isdir(workspace):
             raise SandboxUnavailableError(
                 f"cannot confine to workspace {policy.workspace_root}: not a directory; "
@@ -339,6 +352,8 @@ class SandboxProvider:
         ``bwrap`` found on ``PATH`` was rejected for now (empty when it was not, or was
         already probed). ``tether run`` (:meth:`check_workspace`) and ``tether doctor`` call
         this first."""
+        if all(name in self.disabled or name in self._probes for name in self.chain):
+            return []  # each was checked (and probed) already
         root = os.path.realpath(workspace)
         rejected: list[str] = []
         with self._lock:
