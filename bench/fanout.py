@@ -20,7 +20,9 @@ approval, presets, file tools, the ``subagents`` plugin) with the scripted model
    ``--repeats`` times; the median ``followup`` latency is reported against the 20 ms target.
 4. **Scaling.** The fan-out alone, in a fresh harness and store each time, with ``--children``
    and with ``--scale`` children, alternately for ``--rounds`` rounds. Reported: the median
-   wall and CPU per step of each size and their ratios; linear fan-out means the wall grows
+   wall and CPU per step of each size (also the event loop thread's own CPU per step,
+   ``time.thread_time``, and the part of it the cyclic garbage collector took, timed with
+   ``gc.callbacks``) and their ratios; linear fan-out means the wall grows
    with the children (at most 11x from 100 to 1,000) and the CPU per step not at all (target:
    under 0.6 ms per step with 1,000 children). ``--scale 0`` leaves it out.
 """
@@ -29,9 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -81,6 +85,20 @@ class StepCounter:
                 self.child_steps += 1
 
 
+class CollectorClock:
+    """The event loop thread's CPU spent in the cyclic garbage collector (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        elif threading.current_thread() is threading.main_thread():
+            self.seconds += time.thread_time() - self._started
+
+
 def pct(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -112,15 +130,20 @@ async def fan_out(harness: Harness, root: Agent, children: int) -> tuple[dict[st
     manager = manager_of(harness)
     counter = StepCounter()
     remove = harness.store.on_event(counter)
-    wall0, cpu0 = time.perf_counter(), time.process_time()
+    collector = CollectorClock()
+    gc.callbacks.append(collector)
+    wall0, cpu0, loop0 = time.perf_counter(), time.process_time(), time.thread_time()
     ids = [await manager.start(root, f"task {i}", label=f"c{i}") for i in range(children)]
     await harness.settle()
     out = {
         "wall": time.perf_counter() - wall0,
         "cpu": time.process_time() - cpu0,
+        "loop_cpu": time.thread_time() - loop0,
+        "collector": collector.seconds,
         "steps": counter.steps,
         "child_steps": counter.child_steps,
     }
+    gc.callbacks.remove(collector)
     remove()
     return out, ids
 
@@ -246,14 +269,22 @@ def print_scaling(args: argparse.Namespace, runs: dict[int, list[dict[str, Any]]
         f"scaling: {small} vs {large} children x {args.steps} steps, each in a fresh harness, "
         f"{args.rounds} round(s) alternately; median (min-max)"
     )
-    print(f"  {'children':>8}  {'wall ms':>24}  {'CPU / step ms':>22}  {'steps':>6}  root steps")
+    print(
+        f"  {'children':>8}  {'wall ms':>24}  {'CPU / step ms':>22}  {'loop':>6}  {'gc':>6}  "
+        f"{'steps':>6}  root steps"
+    )
     for children in (small, large):
         rows = runs[children]
         wall = spread([r["wall"] for r in rows], 1e3, 1)
         per_step = spread([r["cpu"] / r["steps"] for r in rows], 1e3, 3)
         steps = statistics.median(r["steps"] for r in rows)
         root = statistics.median(r["steps"] - r["child_steps"] for r in rows)
-        print(f"  {children:>8}  {wall:>24}  {per_step:>22}  {steps:>6.0f}  {root:.0f}")
+        loop = statistics.median(r["loop_cpu"] / r["steps"] for r in rows) * 1e3
+        collector = statistics.median(r["collector"] / r["steps"] for r in rows) * 1e3
+        print(
+            f"  {children:>8}  {wall:>24}  {per_step:>22}  {loop:>6.3f}  {collector:>6.3f}  "
+            f"{steps:>6.0f}  {root:.0f}"
+        )
     wall_ratio = statistics.median(r["wall"] for r in runs[large]) / statistics.median(
         r["wall"] for r in runs[small]
     )

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+from tether._collector_pace import collector_paced
 from tether._signals import cancel_and_wait
 from tether.agent import (
     AGENTS_SERVICE,
@@ -233,66 +234,68 @@ class Harness:
                 leases = Leases.for_store(url)  # a Persistence object passed in has no location
         else:
             persistence = store
-        kernel = Kernel()
-        session_store = SessionStore(persistence, leases=leases)
-        kernel.ctx.provide(SESSIONS_SERVICE, session_store)
-        kernel.ctx.provide(PERMISSION_RULES, rules)
-        try:
-            kernel.load(
-                resolve_plugin("system_prompt"),
-                {"replace": system_prompt, "append": append_system_prompt},
-            )
-            kernel.load(
-                resolve_plugin("sandbox_policy"), {"mode": "read-only", "workspace_root": root}
-            )
-            kernel.load(resolve_plugin("approval"), {"policy": "ask"})
-            kernel.load(resolve_plugin("permission_presets"), {"default": DEFAULT_PRESET})
-            if permission is not None:
-                kernel.ctx.require(PERMISSION_PRESETS_SERVICE).preset(permission)
-            tools = ToolRuntime(kernel.ctx)
-            kernel.ctx.provide(TOOLS_SERVICE, tools)
-            for tool in file_tools():
-                tools.register(tool)
-            tools.register(AskUserTool())
-            if approver is not None:
-                register_answerer(kernel.ctx, _answerer(approver))
-            registry = AgentRegistry()
-            kernel.ctx.provide(AGENTS_SERVICE, registry)
-            kernel.ctx.provide(WORKSPACE_FILES, inspected.files)
-            load_plugins(kernel, inspected.entries)
-            await _protect_store(kernel.ctx.get(SANDBOX_SERVICE), persistence, root)
-            ctx = kernel.ctx
-            kernel.ctx.provide(
-                PROJECT_INSTRUCTIONS,
-                ProjectInstructions(rules=lambda: rules_for(ctx.get(SANDBOX_SERVICE)), env=env),
-            )
-            harness = cls(
-                kernel,
-                session_store,
-                client,
-                tools,
-                registry,
-                workspace=root,
-                sandbox=sandbox,
-                approval=approval,
-                permission=permission,
-                max_steps=steps if steps is not None else DEFAULT_MAX_STEPS,
-                max_turns=turns,
-            )
+        # The collector's pace for an allocation-heavy workload, while this harness is open.
+        with collector_paced():
+            kernel = Kernel()
+            session_store = SessionStore(persistence, leases=leases)
+            kernel.ctx.provide(SESSIONS_SERVICE, session_store)
+            kernel.ctx.provide(PERMISSION_RULES, rules)
             try:
-                yield harness
-            except BaseException:
-                # The body failed or was cancelled: turns still running have nobody left to
-                # report to, so they end (``disposed``) before the same shutdown runs.
-                harness._abandon_turns()
+                kernel.load(
+                    resolve_plugin("system_prompt"),
+                    {"replace": system_prompt, "append": append_system_prompt},
+                )
+                kernel.load(
+                    resolve_plugin("sandbox_policy"), {"mode": "read-only", "workspace_root": root}
+                )
+                kernel.load(resolve_plugin("approval"), {"policy": "ask"})
+                kernel.load(resolve_plugin("permission_presets"), {"default": DEFAULT_PRESET})
+                if permission is not None:
+                    kernel.ctx.require(PERMISSION_PRESETS_SERVICE).preset(permission)
+                tools = ToolRuntime(kernel.ctx)
+                kernel.ctx.provide(TOOLS_SERVICE, tools)
+                for tool in file_tools():
+                    tools.register(tool)
+                tools.register(AskUserTool())
+                if approver is not None:
+                    register_answerer(kernel.ctx, _answerer(approver))
+                registry = AgentRegistry()
+                kernel.ctx.provide(AGENTS_SERVICE, registry)
+                kernel.ctx.provide(WORKSPACE_FILES, inspected.files)
+                load_plugins(kernel, inspected.entries)
+                await _protect_store(kernel.ctx.get(SANDBOX_SERVICE), persistence, root)
+                ctx = kernel.ctx
+                kernel.ctx.provide(
+                    PROJECT_INSTRUCTIONS,
+                    ProjectInstructions(rules=lambda: rules_for(ctx.get(SANDBOX_SERVICE)), env=env),
+                )
+                harness = cls(
+                    kernel,
+                    session_store,
+                    client,
+                    tools,
+                    registry,
+                    workspace=root,
+                    sandbox=sandbox,
+                    approval=approval,
+                    permission=permission,
+                    max_steps=steps if steps is not None else DEFAULT_MAX_STEPS,
+                    max_turns=turns,
+                )
+                try:
+                    yield harness
+                except BaseException:
+                    # The body failed or was cancelled: turns still running have nobody left to
+                    # report to, so they end (``disposed``) before the same shutdown runs.
+                    harness._abandon_turns()
+                    await harness.shutdown()
+                    raise
                 await harness.shutdown()
-                raise
-            await harness.shutdown()
-        finally:
-            try:
-                await kernel.aclose()
             finally:
-                await session_store.close()
+                try:
+                    await kernel.aclose()
+                finally:
+                    await session_store.close()
 
     @staticmethod
     def inspect_workspace(

@@ -16,6 +16,7 @@ from event_support import instruction_records as instruction_events
 from script_support import call, script
 from tether import Harness
 from tether._dirs import config_dir
+from tether.agent import _instructions
 from tether.agent._instructions import (
     INSTRUCTIONS_HEAD,
     MAX_FILE_BYTES,
@@ -183,16 +184,21 @@ def test_a_link_to_a_file_that_never_answers_is_refused_before_it_is_read(
     ]
 
 
-def test_a_link_to_a_hidden_path_inside_the_repository_is_skipped(tmp_path: Path) -> None:
-    # A home directory kept in git: ~/.ssh lies inside the repository, and is still hidden.
+def home_in_git() -> tuple[Path, Path, Path]:
+    """A home directory kept in git, a project in it, and a key: ~/.ssh lies inside the
+    repository, and is still hidden."""
     home = Path(os.environ["HOME"])
     (home / ".git").mkdir()
     (home / ".ssh").mkdir()
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
-    workspace = home / "project"
-    workspace.mkdir()
-    (workspace / "AGENTS.md").symlink_to(home / ".ssh" / "id_ed25519")
-    (home / "CLAUDE.md").symlink_to(home / ".ssh" / "id_ed25519")
+    (home / "project").mkdir()
+    return home, home / "project", home / ".ssh" / "id_ed25519"
+
+
+def test_a_link_to_a_hidden_path_inside_the_repository_is_skipped(tmp_path: Path) -> None:
+    home, workspace, key = home_in_git()
+    (workspace / "AGENTS.md").symlink_to(key)
+    (home / "CLAUDE.md").symlink_to(key)
     loaded = instructions().load(str(workspace))
     assert loaded.used == ()
     hidden = "it leads to a path hidden from the agent's tools"
@@ -361,3 +367,113 @@ async def test_a_fork_inherits_its_parents_record_and_reads_nothing(tmp_path: Pa
     assert not any(
         e.type == "user/message" and "Changed since" in str(e.data) for e in child.events
     )
+
+
+# -- read again only when changed ----------------------------------------------------------
+
+
+def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths :func:`read_prefix` opens, from now on."""
+    opened: list[str] = []
+    real = _instructions.read_prefix
+
+    def counted(path: str, limit: int, vet: Any = None) -> Any:
+        opened.append(path)
+        return real(path, limit, vet)
+
+    monkeypatch.setattr(_instructions, "read_prefix", counted)
+    return opened
+
+
+def texts(loaded: Any) -> list[str]:
+    return [f.text for f in loaded.used]
+
+
+def test_a_file_changed_in_the_same_instant_is_read_anew(tmp_path: Path) -> None:
+    # Just written, so its bytes are never kept: an edit of the same size within the clock's
+    # tick (same size, perhaps the same times) is still seen by the next load.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    loader = instructions()
+    for text in ("Use tabs.", "Use tics.", "Use taps."):
+        (workspace / "AGENTS.md").write_text(text)
+        assert texts(loader.load(str(workspace))) == [text]
+
+
+def test_a_settled_file_is_not_opened_again_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Files older than the settling time (every file here, with it set in the past).
+    monkeypatch.setattr(_instructions, "SETTLED_NS", -(10**12))
+    opened = counting_reads(monkeypatch)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    agents = workspace / "AGENTS.md"
+    agents.write_text("Use tabs.\n")
+    loader = instructions()
+    assert texts(loader.load(str(workspace))) == ["Use tabs."]
+    assert opened.count(str(agents)) == 1
+    assert texts(loader.load(str(workspace))) == ["Use tabs."]
+    assert opened.count(str(agents)) == 1  # missing files (CLAUDE.md) are looked up anew
+    # Edited in place (a new size), replaced by a new file of the same size, touched back to
+    # its old times: each is seen by the next load.
+    agents.write_text("Use spaces.\n")
+    assert texts(loader.load(str(workspace))) == ["Use spaces."]
+    replacement = workspace / "new.md"
+    replacement.write_text("Use breaks.\n")
+    os.replace(replacement, agents)
+    assert texts(loader.load(str(workspace))) == ["Use breaks."]
+    times = agents.stat()
+    agents.write_text("Use commas.\n")
+    os.utime(agents, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert texts(loader.load(str(workspace))) == ["Use commas."]
+    agents.unlink()
+    assert texts(loader.load(str(workspace))) == []
+
+
+def test_a_kept_file_swapped_for_a_link_to_a_hidden_path_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bytes of a kept file are never used for a link planted in its place: the link is
+    # vetted where it leads (here, a credential), as on a first read.
+    monkeypatch.setattr(_instructions, "SETTLED_NS", -(10**12))
+    opened = counting_reads(monkeypatch)
+    _, workspace, key = home_in_git()
+    agents = workspace / "AGENTS.md"
+    agents.write_text("Use tabs.\n")
+    loader = instructions()
+    assert texts(loader.load(str(workspace))) == ["Use tabs."]
+    assert texts(loader.load(str(workspace))) == ["Use tabs."]
+    assert opened.count(str(agents)) == 1  # kept
+    # A hard link keeps the kept file's inode alive, so only the name changes.
+    os.link(agents, workspace / "keep.md")
+    agents.unlink()
+    agents.symlink_to(key)
+    loaded = loader.load(str(workspace))
+    assert loaded.used == ()
+    assert [(s.shown, s.reason) for s in loaded.skipped] == [
+        ("AGENTS.md", "it leads to a path hidden from the agent's tools")
+    ]
+
+
+async def test_a_new_session_sends_the_instructions_as_they_are_now(tmp_path: Path) -> None:
+    # Two root sessions of one harness, AGENTS.md edited between them: the second session's
+    # request carries the new text.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "AGENTS.md").write_text("Use tabs.\n")
+    model = script(tmp_path / "script.json", [{"text": "first"}, {"text": "second"}])
+    async with Harness.open(workspace=workspace, model=f"scripted:{model}") as harness:
+        sessions = []
+        for text in ("Use spaces, always.\n", None):
+            agent = harness.agent_for(harness.new_root_session())
+            agent.followup("hello")
+            await harness.settle()
+            sessions.append(agent.session.id)
+            if text is not None:
+                (workspace / "AGENTS.md").write_text(text)
+        records = [instruction_events(await harness.store.inspect(s)) for s in sessions]
+    assert [[r["content"] for r in found] for found in records] == [
+        [INSTRUCTIONS_HEAD + "\n\nInstructions from AGENTS.md:\n\nUse tabs."],
+        [INSTRUCTIONS_HEAD + "\n\nInstructions from AGENTS.md:\n\nUse spaces, always."],
+    ]

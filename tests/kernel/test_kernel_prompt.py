@@ -117,11 +117,11 @@ def test_registry_directly() -> None:
     registry = PromptRegistry()
     part = PromptPart("section", "x", 1.5, "X")
     remove = registry.add(part)
-    assert registry.parts("section", None) == [part]
+    assert registry.parts("section", None) == (part,)
     assert part.render(None) == "X"
     remove()
     remove()
-    assert registry.parts("section", None) == []
+    assert registry.parts("section", None) == ()
 
 
 def test_equal_orders_keep_registration_order_across_scopes(ctx: Context) -> None:
@@ -154,3 +154,32 @@ def test_a_thousand_children_each_see_their_own_parts_only(ctx: Context) -> None
     handles[7].dispose()
     assert prompt.render("context", children[7]) == [("sandbox:policy", "read-only")]
     assert prompt.render("context", children[8])[-1] == ("subagent:delegation", "delegated 8")
+
+
+def test_the_parts_chosen_are_chosen_again_after_any_change(ctx: Context) -> None:
+    # Which parts apply is kept per agent: adding or removing a part (unscoped or the
+    # agent's own) is seen by the next render; a text function is called on every render.
+    agent = Agent("a")
+    prompt = ctx.runtime.prompt
+    calls: list[str] = []
+
+    def counted(who: object) -> str:
+        calls.append("called")
+        return f"call {len(calls)}"
+
+    ctx.section("one", 10, counted)
+    assert prompt.render("section", agent) == [("one", "call 1")]
+    assert prompt.render("section", agent) == [("one", "call 2")]
+    assert prompt.parts("section", agent) is prompt.parts("section", agent)
+    two = ctx.section("two", 5, "Two.")
+    assert prompt.render("section", agent) == [("two", "Two."), ("one", "call 3")]
+    own = ctx.section("one", 20, "Own one.", scope=agent)
+    assert prompt.render("section", agent) == [("two", "Two."), ("one", "Own one.")]
+    assert prompt.render("section", None) == [("two", "Two."), ("one", "call 4")]
+    own.dispose()
+    two.dispose()
+    assert prompt.render("section", agent) == [("one", "call 5")]
+    # A new agent that takes the freed identity of a scope with parts of its own starts anew.
+    again = Agent("b")
+    ctx.section("three", 1, "Three.", scope=again)
+    assert prompt.render("section", again) == [("three", "Three."), ("one", "call 6")]

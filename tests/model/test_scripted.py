@@ -432,3 +432,22 @@ async def test_architecture_example_flow() -> None:
         Message.tool(root.tool_calls[0].id, child_done.text),
     ]
     assert await text_of(m, req(*root_history, session="root")) == "Done."
+
+
+async def test_usage_counts_the_whole_request_as_a_history_grows_and_is_rewritten() -> None:
+    # Four characters a token, over every message's text and tool call arguments: a request
+    # that extends the previous one is counted as a whole, as is one whose history was
+    # rewritten (compacted) and one of a session the model has not seen.
+    m = model({"steps": [{"text": "a"}, {"text": "b"}, {"text": "c"}, {"text": "d"}]})
+    call = ToolCall("call_1", "read", '{"path": "notes.txt"}')
+    first = [Message.user("x" * 10)]
+    second = [*first, Message.assistant("y" * 7, tool_calls=(call,)), Message.tool("call_1", "z")]
+    rewritten = [Message.user("summary"), Message.user("w" * 3)]
+
+    async def prompt_tokens(messages: list[Message], session: str = "sess-0000-aaaa") -> int:
+        return (await complete(m, req(*messages, session=session))).usage.prompt_tokens
+
+    assert await prompt_tokens(first) == 3  # 10 characters
+    assert await prompt_tokens(second) == 10  # 10 + 7 + 21 + 1 = 39 characters
+    assert await prompt_tokens(rewritten) == 3  # 7 + 3
+    assert await prompt_tokens(second, session="other") == 10

@@ -131,7 +131,7 @@ def test_bad_modes_are_rejected_at_load(bad: str) -> None:
     for accepted in ("read-only", "workspace-write", "danger-full-access"):
         assert accepted in message
     assert kernel.ctx.get(SANDBOX_POLICY_SERVICE) is None
-    assert kernel.runtime.prompt.parts("context", None) == []
+    assert kernel.runtime.prompt.parts("context", None) == ()
 
 
 def test_unknown_config_keys_are_rejected_at_load() -> None:
@@ -275,3 +275,21 @@ def test_unloading_the_plugin_removes_service_and_context() -> None:
 
 def test_registered_as_an_entry_point() -> None:
     assert resolve_plugin("sandbox_policy") is sandbox_policy_plugin
+
+
+def test_a_workspace_link_swapped_between_two_calls_is_resolved_anew(tmp_path: Path) -> None:
+    # The workspace root is resolved on every call, nothing kept: a session whose cwd is a
+    # link is confined to where the link leads now, never to where it led before.
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    link = tmp_path / "current"
+    link.symlink_to(first)
+    service = SandboxPolicyService("workspace-write")
+    session = session_at(str(link))
+    assert service.resolve(session).workspace_root == str(first)
+    link.unlink()
+    link.symlink_to(second)
+    assert service.resolve(session).workspace_root == str(second)
+    link.unlink()
+    assert service.resolve(session).workspace_root == str(link)  # gone: as written

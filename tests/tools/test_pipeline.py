@@ -432,3 +432,41 @@ async def test_a_failing_or_invalid_post_execute_is_an_error_result(tmp_path: Pa
     handle.dispose()
     kernel.ctx.on(POST_EXECUTE, lambda payload, next_: PostDecision("block"))
     assert (await run(tools, owner)).content == 'Error: tool "mark" result was blocked'
+
+
+def test_schemas_are_kept_while_the_tools_stand_and_rebuilt_when_they_change(
+    tmp_path: Path,
+) -> None:
+    # The same entry per tool while nothing changed, whichever agent asks; a description
+    # changed, a tool registered (for everyone or for one agent), a tool removed, a filter:
+    # each is seen at the next request.
+    _, tools, owner = compose(tmp_path)
+
+    def described() -> list[tuple[str, str]]:
+        return [(name, text) for name, text, _ in tools.schemas(None, owner)]
+
+    (first,) = tools.schemas(None, owner)
+    assert tools.schemas(None, owner)[0] is first
+    assert tools.schemas(None, None)[0] is first
+    assert described() == [("mark", "Create a marker file.")]
+    mark = tools.get("mark")
+    assert mark is not None
+    mark.description = "Create a marker file, now described anew."  # type: ignore[misc]
+    assert described() == [("mark", "Create a marker file, now described anew.")]
+    assert tools.schemas(None, owner)[0] is not first
+
+    class Other(Mark):
+        name = "other"
+        description = "Another marker."
+
+    shared = tools.register(Other(tmp_path))
+    assert [name for name, _ in described()] == ["mark", "other"]
+    shared.dispose()
+    assert [name for name, _ in described()] == ["mark"]
+    own = tools.register(Other(tmp_path), scope=owner)
+    assert [name for name, _ in described()] == ["mark", "other"]
+    assert [name for name, _, _ in tools.schemas(None, None)] == ["mark"]
+    assert [name for name, _, _ in tools.schemas(frozenset({"other"}), owner)] == ["other"]
+    own.dispose()
+    assert [name for name, _ in described()] == ["mark"]
+    assert len(tools._advertised) == 1  # the removed tools' entries are forgotten

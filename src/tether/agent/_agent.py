@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, NamedTuple
 
@@ -48,6 +48,7 @@ from tether.agent._events import (
 from tether.agent._history import Conversation
 from tether.agent._inbox import USER_SOURCE, Inbox, InboxItem
 from tether.agent._instructions import PROJECT_INSTRUCTIONS
+from tether.agent._tool_schemas import advertised
 from tether.kernel import Context, Gather, Notice, Waterfall
 from tether.model import (
     Completion,
@@ -411,21 +412,16 @@ class Agent:
         if step and last_start is not None and (last_end is None or last_end.seq < last_start.seq):
             self.session.append(StepClosed.TYPE, StepClosed(step, "interrupted").to_data())
 
-    def _tool_schemas(self) -> list[ToolSchema]:
+    def _tool_schemas(self) -> Sequence[ToolSchema]:
         if self.tools is None:
-            return []
-        return [
-            ToolSchema(name, description, parameters)
-            for name, description, parameters in self.tools.schemas(
-                self.options.allowed_tools, self
-            )
-        ]
+            return ()
+        return advertised(self.tools.schemas(self.options.allowed_tools, self))
 
     @property
     def context_window(self) -> int | None:
         return self.options.context_window or context_window_of(self.options.model)
 
-    def _summariser(self, system: str, schemas: list[ToolSchema]) -> Summariser:
+    def _summariser(self, system: str, schemas: Sequence[ToolSchema]) -> Summariser:
         return Summariser(
             self.session,
             self.options.model,
@@ -449,7 +445,7 @@ class Agent:
             system, _ = render_system(self.ctx.runtime.prompt, self)
             return await compact(self._summariser(system, self._tool_schemas()), "manual")
 
-    async def _fit(self, system: str, schemas: list[ToolSchema], signal: AbortSignal) -> None:
+    async def _fit(self, system: str, schemas: Sequence[ToolSchema], signal: AbortSignal) -> None:
         """Compact before a request that would reach :data:`COMPACT_AT` of the window; fail
         the turn (``CONTEXT_OVERFLOW``) only when the request still would not fit."""
         window = self.context_window

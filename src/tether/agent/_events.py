@@ -21,13 +21,13 @@ The session layer sits below this one and writes its own crash-repair closers
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, Literal, Self, TypeAlias, TypeGuard, get_args
 
 from tether.errors import TetherError
 from tether.model import FinishReason, ToolCall, Usage
 from tether.session import JsonObject, JsonValue
+from tether.session._json import is_mapping
 from tether.session._payload_fields import PayloadFields, is_count
 
 StopReason: TypeAlias = Literal[
@@ -102,7 +102,7 @@ def _usage(data: JsonObject, event_type: str) -> Usage:
 
 
 def _lenient_usage(value: object) -> Usage:
-    if not isinstance(value, Mapping):
+    if not is_mapping(value):
         return Usage()
     return Usage(
         _lenient_int(value.get("prompt_tokens")), _lenient_int(value.get("completion_tokens"))
@@ -266,8 +266,8 @@ class RequestHeader:
         """``None`` for a header without its system text; a malformed tool list reads as
         none, a reason other than ``initial`` or ``resume`` as ``change``."""
         header = data.get("header")
-        system = header.get("system") if isinstance(header, Mapping) else None
-        if not isinstance(header, Mapping) or not isinstance(system, str):
+        system = header.get("system") if is_mapping(header) else None
+        if not is_mapping(header) or not isinstance(system, str):
             return None
         tools = header.get("tools", ())
         return cls(
@@ -304,7 +304,7 @@ class AssistantMessage:
         calls = _FIELDS.items(data, cls.TYPE, "tool_calls") if "tool_calls" in data else ()
         tool_calls = []
         for call in calls:
-            if not isinstance(call, Mapping):
+            if not is_mapping(call):
                 raise _FIELDS.bad(cls.TYPE, "tool_calls", "a list of objects", calls)
             tool_calls.append(
                 ToolCall(
@@ -327,7 +327,7 @@ class AssistantMessage:
         calls = tuple(
             ToolCall(str(c.get("id")), str(c.get("name")), str(c.get("arguments")))
             for c in (raw_calls if isinstance(raw_calls, tuple | list) else ())
-            if isinstance(c, Mapping)
+            if is_mapping(c)
         )
         reasoning, finish = data.get("reasoning"), data.get("finish_reason")
         return cls(
@@ -441,9 +441,7 @@ class UserMessage:
     @classmethod
     def parse(cls, data: JsonObject) -> Self:
         source = data.get("source")
-        return cls(
-            _lenient_text(data.get("content")), source if isinstance(source, Mapping) else {}
-        )
+        return cls(_lenient_text(data.get("content")), source if is_mapping(source) else {})
 
     def to_data(self) -> JsonObject:
         return {"content": self.content, "source": self.source}

@@ -20,6 +20,12 @@ takes its parent's record instead of reading the files (:meth:`ProjectInstructio
 decision 0041), so a fan-out of a hundred children reads them once. They are instructions, not
 configuration: no scope is read from them, so they need no workspace trust.
 
+Every new root session looks for them anew, so a file changed since the last session is the
+one its session records. A harness that starts many sessions in one workspace looks them up
+each time but opens a file only when it changed: the bytes of each file read are kept while
+its device, inode, type, size and times stand exactly as they were when it was read, and it
+had been still for two seconds by then (decision 0059).
+
 A workspace is the agents' to write, so a project file is read as the ``read`` tool reads: a
 name that leads to a hidden path (credentials, tether's own directories, the session store) is
 skipped, so a link planted in the workspace cannot show the model what its tools may not see;
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,7 +47,8 @@ from tether._dirs import config_dir
 from tether.agent._events import UserMessage
 from tether.kernel import ServiceKey
 from tether.kernel._printable import printable
-from tether.kernel._workspace_files import Unread, read_prefix
+from tether.kernel._real_path import real_path
+from tether.kernel._workspace_files import Prefix, Unread, read_prefix
 from tether.sandbox import PathRules
 from tether.sandbox._paths import below
 from tether.session import Event, JsonObject, JsonValue, Session
@@ -165,7 +173,11 @@ def recorded_instructions(session: Session) -> Event | None:
 def instruction_dirs(workspace: str) -> list[str]:
     """The project directories searched, outermost first: from the repository root (nearest
     directory holding ``.git``) down to ``workspace``, or ``workspace`` alone without one."""
-    root = os.path.realpath(workspace)
+    return _project_dirs(real_path(workspace))
+
+
+def _project_dirs(root: str) -> list[str]:
+    """:func:`instruction_dirs` of a canonical ``root``."""
     chain = [root]
     directory = root
     while not os.path.lexists(os.path.join(directory, ".git")):
@@ -194,6 +206,10 @@ class ProjectInstructions:
         )
         """What was read for a live session whose log may not say (none were found, or it has
         delegated before its first turn): read once, shared by the session and its children."""
+        self._files: dict[str, _ReadFile] = {}
+        """The files read, by path: their bytes are used again while the file stands exactly
+        as it was read (:meth:`_read`), so a new session in the same workspace opens none."""
+        self._user_dirs: dict[tuple[str | None, str | None], str] = {}
 
     def give(self, session: Session) -> None:
         """At the start of ``session``'s first own turn: its instructions as one
@@ -244,36 +260,44 @@ class ProjectInstructions:
 
     def candidates(self, workspace: str) -> list[tuple[str, Origin]]:
         """Every path looked at, in order, existing or not."""
-        user = str(config_dir(self._env))
-        found: list[tuple[str, Origin]] = [
-            (os.path.join(user, name), "user") for name in INSTRUCTION_NAMES
-        ]
-        for directory in instruction_dirs(workspace):
-            found += [(os.path.join(directory, name), "project") for name in INSTRUCTION_NAMES]
+        return self._candidates(instruction_dirs(workspace))
+
+    def _candidates(self, dirs: list[str]) -> list[tuple[str, Origin]]:
+        user = self._user_dir()
+        found: list[tuple[str, Origin]] = [(f"{user}/{name}", "user") for name in INSTRUCTION_NAMES]
+        for directory in dirs:
+            base = directory.rstrip("/")  # the filesystem root is "/"
+            found += [(f"{base}/{name}", "project") for name in INSTRUCTION_NAMES]
+        return found
+
+    def _user_dir(self) -> str:
+        """The user's configuration directory (``config_dir``), worked out once for each value
+        of the two variables it depends on."""
+        key = (self._env.get("XDG_CONFIG_HOME"), self._env.get("HOME"))
+        found = self._user_dirs.get(key)
+        if found is None:
+            found = self._user_dirs[key] = str(config_dir(self._env)).rstrip("/")
         return found
 
     def load(self, workspace: str) -> LoadedInstructions:
-        root = os.path.realpath(workspace)
-        try:
-            rules: PathRules | None = self._rules()
-            rules_error = None
-        except Exception as err:
-            rules, rules_error = None, f"cannot tell which paths are hidden ({err})"
+        root = real_path(workspace)
+        dirs = _project_dirs(root)
+        top = dirs[0]
+        rules = _Rules(self._rules)
         used: list[UsedFile] = []
         skipped: list[SkippedFile] = []
         seen: dict[tuple[int, int], str] = {}
         budget = MAX_TOTAL_BYTES
-        top = instruction_dirs(root)[0]
-        for path, origin in self.candidates(root):
+        for path, origin in self._candidates(dirs):
             shown = _shown(path, root)
 
             def vet(location: str, st: os.stat_result) -> str | None:
-                return rules_error or _outside(top, location) or _hidden(rules, location, st)
+                hidden, problem = rules.get()
+                return problem or _outside(top, location) or _hidden(hidden, location, st)
 
-            # A few bytes past the cap show where the last whole character ends. The user's
-            # own files lie where agents cannot write; a project file is vetted before a byte
-            # of it is read.
-            prefix = read_prefix(path, MAX_FILE_BYTES + 4, vet if origin == "project" else None)
+            # The user's own files lie where agents cannot write; a project file is vetted
+            # before a byte of it is read (or its bytes used again).
+            prefix = self._read(path, vet if origin == "project" else None)
             if isinstance(prefix, Unread):
                 if prefix.error is not None:
                     skipped.append(SkippedFile(path, shown, prefix.error))
@@ -286,6 +310,87 @@ class ProjectInstructions:
             used.append(_use(path, shown, origin, prefix.data, prefix.size, budget))
             budget -= used[-1].used
         return LoadedInstructions(tuple(used), tuple(skipped))
+
+    def _read(
+        self, path: str, vet: Callable[[str, os.stat_result], str | None] | None
+    ) -> Prefix | Unread:
+        """:func:`read_prefix` of ``path`` (a few bytes past the cap show where the last whole
+        character ends), or the bytes read from it before, when it is still the very file
+        they were read from: the same device and inode, type, size, modification and change
+        times (and for a project file, no link); and its change time was older than :data:`SETTLED_NS` when it was
+        read, so no second change could have left its times as they were (the change time
+        is set by the kernel alone, to the moment of the change, even by ``utimensat``).
+        Either way ``vet`` sees the file as it is now, before its bytes are used."""
+        kept = self._files.get(path)
+        if kept is not None:
+            try:
+                # A project file is vetted where it leads: used again only when it is no link
+                # (its directory is canonical, so it then leads where it is): its type in the
+                # identity says so.
+                info: os.stat_result | None = os.lstat(path) if vet else os.stat(path)
+            except OSError:
+                info = None
+            if info is not None and _identity(info) == kept.identity:
+                refusal = vet(path, info) if vet is not None else None
+                if refusal is not None:
+                    return Unread(refusal)
+                return Prefix(kept.data, kept.size, path, info)
+            del self._files[path]
+        started = time.time_ns()
+        prefix = read_prefix(path, MAX_FILE_BYTES + 4, vet)
+        if isinstance(prefix, Prefix) and prefix.stat.st_ctime_ns < started - SETTLED_NS:
+            self._files[path] = _ReadFile(_identity(prefix.stat), prefix.data, prefix.size)
+            while len(self._files) > _FILES_KEPT:
+                del self._files[next(iter(self._files))]
+        return prefix
+
+
+SETTLED_NS: Final = 2_000_000_000
+"""A file changed this shortly before it was read may change again within its timestamps'
+tick, leaving them as they were: its bytes are not used again, it is read anew each time
+until it has stood still this long."""
+
+_FILES_KEPT: Final = 64
+"""Files whose bytes are kept (the oldest goes first): a few workspaces' worth."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadFile:
+    identity: tuple[int, ...]
+    data: bytes
+    size: int
+
+
+def _identity(info: os.stat_result) -> tuple[int, ...]:
+    return (
+        info.st_dev,
+        info.st_ino,
+        info.st_mode,
+        info.st_size,
+        info.st_mtime_ns,
+        info.st_ctime_ns,
+    )
+
+
+class _Rules:
+    """The hidden paths in force, asked for once per load and only when a project file
+    exists (a workspace without one never needs them); when asking fails, no project file
+    is read, since hiding less is not an option."""
+
+    __slots__ = ("_answer", "_source")
+
+    def __init__(self, source: Callable[[], PathRules]) -> None:
+        self._source = source
+        self._answer: tuple[PathRules | None, str | None] | None = None
+
+    def get(self) -> tuple[PathRules | None, str | None]:
+        """The rules, or ``None`` and why they cannot be known."""
+        if self._answer is None:
+            try:
+                self._answer = (self._source(), None)
+            except Exception as err:
+                self._answer = (None, f"cannot tell which paths are hidden ({err})")
+        return self._answer
 
 
 PROJECT_INSTRUCTIONS: Final = ServiceKey[ProjectInstructions]("project_instructions")
@@ -307,8 +412,10 @@ def _hidden(rules: PathRules | None, location: str, st: os.stat_result) -> str |
 
 
 def _shown(path: str, root: str) -> str:
-    inside = path.startswith(root.rstrip("/") + "/")
-    return os.path.relpath(path, root) if inside else path
+    # Both are normalised (a canonical directory and a name): inside, the rest of the path is
+    # its path relative to the root.
+    base = root.rstrip("/") + "/"
+    return path[len(base) :] if path.startswith(base) else path
 
 
 def _use(path: str, shown: str, origin: Origin, data: bytes, size: int, budget: int) -> UsedFile:

@@ -20,7 +20,8 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TypeVar, cast, overload
+from types import CoroutineType
+from typing import Final, TypeGuard, TypeVar, cast, overload
 
 from tether.errors import TetherError
 from tether.kernel._keys import (
@@ -82,6 +83,24 @@ class Disposable:
 
     def __call__(self) -> None:
         self.dispose()
+
+
+class _Tracked(Disposable):
+    """A registration a context made: disposing it also forgets it there. (A closure that
+    named its own handle would be a reference cycle per registration, left to the cyclic
+    collector once disposed.)"""
+
+    __slots__ = ("_registrations",)
+
+    def __init__(self, fn: Callable[[], None], registrations: list[Disposable]) -> None:
+        super().__init__(fn)
+        self._registrations: list[Disposable] | None = registrations
+
+    def dispose(self) -> None:
+        super().dispose()
+        registrations, self._registrations = self._registrations, None
+        if registrations is not None and self in registrations:
+            registrations.remove(self)
 
 
 @dataclass(eq=False, slots=True)
@@ -253,7 +272,7 @@ class Context:
             except Exception:
                 log.exception("listener for %r failed", name)
                 continue
-            if inspect.isawaitable(result):
+            if _awaitable(result):
                 self.runtime._listen_in_background(result, name)
 
     def collect(self, key: Gather[P, R], payload: P, *, scope: object | None = None) -> list[R]:
@@ -280,19 +299,8 @@ class Context:
         propagate to the caller, which decides how to fail closed.
         """
         chain = self.runtime._chain(self.runtime._name(key), scope)
-
-        async def call(index: int) -> object:
-            # A listener disposed while the chain runs (its plugin unloaded mid-question) is
-            # skipped: an unloaded answerer must not answer.
-            while index < len(chain) and not chain[index].active:
-                index += 1
-            if index == len(chain):
-                value = fallback() if callable(fallback) else fallback
-                return await value if inspect.isawaitable(value) else value
-            result = chain[index].fn(payload, lambda: call(index + 1))
-            return await result if inspect.isawaitable(result) else result
-
-        return cast(R, await call(0))  # as in ``collect``: ``on`` checked each listener
+        # As in ``collect``: ``on`` checked each listener against this key's types.
+        return cast(R, await _Chain(chain, payload, fallback).call(0))
 
     # -- prompt ---------------------------------------------------------------------------
     def section(
@@ -345,16 +353,49 @@ class Context:
                 log.exception("disposing a registration of %r failed", self.owner)
 
     def _track(self, fn: Callable[[], None]) -> Disposable:
-        registrations = self._registrations
-
-        def undo() -> None:
-            fn()
-            if handle in registrations:
-                registrations.remove(handle)
-
-        handle = Disposable(undo)
-        registrations.append(handle)
+        handle = _Tracked(fn, self._registrations)
+        self._registrations.append(handle)
         return handle
+
+
+class _Chain:
+    """One run of a waterfall. A method, not a closure that calls itself: such a closure is a
+    reference cycle (the function holds the cell that holds the function), garbage only the
+    cyclic collector frees, made on every run of every waterfall."""
+
+    __slots__ = ("chain", "fallback", "payload")
+
+    def __init__(self, chain: list[_Listener], payload: object, fallback: object) -> None:
+        self.chain = chain
+        self.payload = payload
+        self.fallback = fallback
+
+    async def call(self, index: int) -> object:
+        chain = self.chain
+        # A listener disposed while the chain runs (its plugin unloaded mid-question) is
+        # skipped: an unloaded answerer must not answer.
+        while index < len(chain) and not chain[index].active:
+            index += 1
+        if index == len(chain):
+            fallback = self.fallback
+            value = fallback() if callable(fallback) else fallback
+            return await value if _awaitable(value) else value
+        result = chain[index].fn(self.payload, lambda: self.call(index + 1))
+        return await result if _awaitable(result) else result
+
+
+def _awaitable(value: object) -> TypeGuard[Awaitable[object]]:
+    """``inspect.isawaitable``, without its ABC check (a Python-level ``__instancecheck__``)
+    for what listeners return nearly always: a coroutine, or a plain value."""
+    kind = type(value)
+    if kind is CoroutineType:
+        return True
+    if kind in _PLAIN:
+        return False
+    return inspect.isawaitable(value)
+
+
+_PLAIN: Final = frozenset({type(None), str, bool, int, float, tuple, list, dict})
 
 
 async def _awaiting(awaitable: Awaitable[T]) -> T:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from tether.errors import TetherError
+from tether.kernel._real_path import real_path
 
 MAX_PRIVATE_BYTES: Final = 1024 * 1024
 """The most read of one such file."""
@@ -39,7 +40,7 @@ class PrivateDirectory:
 
     def inside(self, workspace: str) -> bool:
         """True when the files would live inside ``workspace``, where its agents can write."""
-        real = os.path.realpath(self.directory)
+        real = real_path(str(self.directory))
         return real == workspace or real.startswith(workspace.rstrip("/") + "/")
 
     def safe(self, *, must_exist: bool) -> bool:

@@ -39,7 +39,9 @@ class PromptRegistry:
 
     Parts are kept by scope (the unscoped ones, and each agent's own), so assembling one
     agent's prompt reads the unscoped parts and its own, never every other agent's: a
-    thousand children each with a scoped context cost a request what one does.
+    thousand children each with a scoped context cost a request what one does. Which parts
+    apply to an agent, in which order, is worked out once and kept until a part of its own or
+    an unscoped one is added or removed; their texts are rendered on every request.
     """
 
     def __init__(self) -> None:
@@ -47,25 +49,55 @@ class PromptRegistry:
         self._parts: dict[int | None, dict[int, PromptPart]] = {}
         """``id(scope)`` (``None``: unscoped) -> registration number -> part. A part holds its
         scope, so an id stays taken while it is registered."""
+        self._changed: dict[int | None, int] = {}
+        """For each table above, the serial of its last change (a number never used twice, so
+        a table made again for a new scope with a reused id never looks unchanged)."""
+        self._chosen: dict[tuple[str, int | None], tuple[int, int, tuple[PromptPart, ...]]] = {}
+        """``(kind, scope key)`` -> the changes of the unscoped and the scope's table it was
+        chosen at, and the parts chosen."""
 
     def add(self, part: PromptPart) -> Callable[[], None]:
         key = None if part.scope is None else id(part.scope)
-        serial = self._serial
-        self._serial += 1
+        serial = self._next()
         self._parts.setdefault(key, {})[serial] = part
+        self._changed[key] = serial
 
         def remove() -> None:
             table = self._parts.get(key)
-            if table is not None and table.pop(serial, None) is not None and not table:
-                del self._parts[key]
+            if table is not None and table.pop(serial, None) is not None:
+                self._changed[key] = self._next()
+                if not table:
+                    del self._parts[key]
+                    if key is not None:
+                        # The scope is gone: nothing chosen for it is asked for again.
+                        del self._changed[key]
+                        self._chosen.pop(("section", key), None)
+                        self._chosen.pop(("context", key), None)
 
         return remove
 
+    def _next(self) -> int:
+        self._serial += 1
+        return self._serial
+
     def parts(
         self, kind: Literal["section", "context"], agent: HasSession | None
-    ) -> list[PromptPart]:
+    ) -> tuple[PromptPart, ...]:
         """Parts of ``kind`` that apply to ``agent``, one per name, sorted by order (equal
         orders by registration: of the first part of that name that applies)."""
+        key = id(agent) if agent is not None and id(agent) in self._parts else None
+        unscoped = self._changed.get(None, 0)
+        scoped = self._changed.get(key, 0) if key is not None else 0
+        kept = self._chosen.get((kind, key))
+        if kept is not None and kept[0] == unscoped and kept[1] == scoped:
+            return kept[2]
+        chosen = self._choose(kind, agent)
+        self._chosen[(kind, key)] = (unscoped, scoped, chosen)
+        return chosen
+
+    def _choose(
+        self, kind: Literal["section", "context"], agent: HasSession | None
+    ) -> tuple[PromptPart, ...]:
         chosen: dict[str, tuple[int, PromptPart]] = {}
         for serial, part in self._parts.get(None, {}).items():
             if part.kind == kind and part.name not in chosen:
@@ -79,7 +111,7 @@ class PromptRegistry:
             first = chosen.get(part.name)
             chosen[part.name] = (serial if first is None else min(first[0], serial), part)
         ranked = sorted(chosen.values(), key=lambda entry: (entry[1].order, entry[0]))
-        return [part for _, part in ranked]
+        return tuple(part for _, part in ranked)
 
     def render(
         self, kind: Literal["section", "context"], agent: HasSession | None

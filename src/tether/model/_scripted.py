@@ -52,7 +52,8 @@ import json
 import os
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import ClassVar, Literal
+from dataclasses import dataclass
+from typing import ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 from pydantic import model_validator as _model_validator
@@ -172,6 +173,8 @@ class ScriptedModel:
         self.price: Price | None = None
         """A configured ``price`` (``[models.NAME]``), so a test can see a run's cost."""
         self._cursors: dict[str, int] = {}
+        self._counted: dict[str, _Counted] = {}
+        """The messages of each session's latest request and their size, most recent last."""
 
     @classmethod
     def from_path(
@@ -268,7 +271,7 @@ class ScriptedModel:
         if step_index >= len(entry.steps):
             completion = Completion(
                 text=NO_MORE_STEPS,
-                usage=_usage(request.messages, NO_MORE_STEPS),
+                usage=self._usage(request, NO_MORE_STEPS),
                 finish_reason="stop",
             )
             for piece in _pieces(NO_MORE_STEPS):
@@ -293,9 +296,8 @@ class ScriptedModel:
                 text=text,
                 reasoning=step.reasoning,
                 tool_calls=calls,
-                usage=_usage(
-                    request.messages,
-                    text + (step.reasoning or "") + "".join(c.arguments for c in calls),
+                usage=self._usage(
+                    request, text + (step.reasoning or "") + "".join(c.arguments for c in calls)
                 ),
                 finish_reason=finish,
             )
@@ -313,6 +315,24 @@ class ScriptedModel:
                 await _pause(signal)
         self._cursors[request.session_id] = step_index + 1
         yield completion
+
+    def _usage(self, request: ModelRequest, output: str) -> Usage:
+        """The rough usage estimate (four characters per token) of the module docstring.
+
+        A session's requests repeat the history of the one before and add to it, so the size
+        of the messages is kept per session and only what follows the previous request's
+        messages is measured, once those are found unchanged at the start of this one (a list
+        comparison, in C: the same message objects compare at once)."""
+        messages = tuple(request.messages)
+        counted = self._counted.pop(request.session_id, None)
+        if counted is not None and messages[: len(counted.messages)] == counted.messages:
+            size = counted.size + _size(messages[len(counted.messages) :])
+        else:
+            size = _size(messages)
+        self._counted[request.session_id] = _Counted(messages, size)
+        while len(self._counted) > _COUNTED_SESSIONS:
+            del self._counted[next(iter(self._counted))]
+        return Usage(prompt_tokens=-(-size // 4), completion_tokens=-(-len(output) // 4))
 
     def _bindings(
         self, request: ModelRequest, entry_index: int, step_index: int, bind: dict[str, str]
@@ -382,9 +402,22 @@ def _pieces(text: str, count: int = 3) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _usage(messages: Sequence[Message], output: str) -> Usage:
-    prompt = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
-    return Usage(prompt_tokens=-(-prompt // 4), completion_tokens=-(-len(output) // 4))
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    messages: tuple[Message, ...]
+    size: int
+    """Their characters, tool call arguments included."""
+
+
+_COUNTED_SESSIONS: Final = 2048
+"""Sessions whose latest request's size is kept (the least recent goes first); a session
+past it is measured whole at its next request. Above a fan-out's children, so the root, whose
+history is the long one, is not pushed out by a thousand children taking turns between two of
+its requests."""
+
+
+def _size(messages: Sequence[Message]) -> int:
+    return sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
 
 
 def _check(signal: AbortSignal | None) -> None:

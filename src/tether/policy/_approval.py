@@ -54,6 +54,7 @@ from tether.kernel import (
     WaterfallListener,
 )
 from tether.kernel._printable import printable
+from tether.kernel._real_path import real_path
 from tether.policy._errors import (
     ApprovalOutsideTurnError,
     InvalidPolicyConfigError,
@@ -656,7 +657,7 @@ class ApprovalService:
         sandbox = self._ctx.get(SANDBOX_POLICY_SERVICE)
         if sandbox is not None:
             return sandbox.resolve(session).workspace_root
-        return os.path.realpath(session.header.cwd or os.getcwd())
+        return real_path(session.header.cwd or os.getcwd())
 
     def _verdict(self, req: ApprovalRequest, session: Session, *, may_allow: bool) -> Verdict:
         rules = binding_rules(self._ctx.get(PERMISSION_RULES), session)

@@ -10,7 +10,6 @@ mode, a policy or a source outside its vocabulary raises that vocabulary's own e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Final, Literal, Self, TypeAlias, TypeGuard, get_args
 
@@ -29,6 +28,7 @@ from tether.policy._modes import (
 from tether.policy._rules import RULE_DECISIONS, RuleDecision, RuleOrigin, describe_rule
 from tether.session import JsonObject, JsonValue
 from tether.session._answer_channel import RefusalReason, RefusedAnswer
+from tether.session._json import is_mapping
 from tether.session._payload_fields import PayloadFields
 
 _FIELDS: Final = PayloadFields(InvalidPolicyEventError)
@@ -120,7 +120,7 @@ class ApprovalAsked:
     @classmethod
     def from_data(cls, data: JsonObject) -> Self:
         action = data.get("action")
-        if action is not None and not isinstance(action, Mapping):
+        if action is not None and not is_mapping(action):
             raise InvalidPolicyEventError(
                 f"{cls.TYPE} payload: 'action' must be an object, got {action!r}"
             )
@@ -196,7 +196,7 @@ class AnswererFailure:
 
     @classmethod
     def from_data(cls, data: JsonValue, event_type: str) -> AnswererFailure:
-        if not isinstance(data, Mapping):
+        if not is_mapping(data):
             raise InvalidPolicyEventError(f"{event_type} payload: 'failure' must be an object")
         kind = data.get("kind")
         if not _is_failure_kind(kind):
@@ -251,7 +251,7 @@ class GrantScope:
 
     @classmethod
     def from_data(cls, data: JsonValue, event_type: str) -> GrantScope:
-        if not isinstance(data, Mapping):
+        if not is_mapping(data):
             raise InvalidPolicyEventError(f"{event_type} payload: 'scope' must be an object")
         kind = data.get("kind")
         if not _is_scope_kind(kind):
@@ -291,7 +291,7 @@ class RuleCited:
 
     @classmethod
     def from_data(cls, data: JsonValue, event_type: str) -> RuleCited:
-        if not isinstance(data, Mapping):
+        if not is_mapping(data):
             raise InvalidPolicyEventError(f"{event_type} payload: a rule must be an object")
         decision, origin = data.get("decision"), data.get("origin")
         if not _is_decision(decision):

@@ -102,14 +102,20 @@ class RuleStore:
         self._files = PrivateDirectory(
             directory, "permission rules", "add rules that allow anything", RuleStoreError
         )
+        self._paths: dict[str, Path] = {}
+        """:meth:`path_for` of each workspace asked about (a name worked out from it alone:
+        asked on every tool call, by :meth:`stamp`)."""
 
     @classmethod
     def for_user(cls, env: Mapping[str, str] | None = None) -> RuleStore:
         return cls(config_dir(env) / RULES_DIR)
 
     def path_for(self, workspace: str) -> Path:
-        name = hashlib.sha256(workspace.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-        return self.directory / f"{name}.json"
+        path = self._paths.get(workspace)
+        if path is None:
+            name = hashlib.sha256(workspace.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+            path = self._paths[workspace] = self.directory / f"{name}.json"
+        return path
 
     def refusal(self, workspace: str) -> str | None:
         """Why rules for ``workspace`` cannot be kept here (the directory lies inside it,

@@ -18,6 +18,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.kernel import AnyServiceKey, Context, ServiceKey
+from tether.kernel._real_path import real_path
 from tether.policy._errors import InvalidModeError, InvalidPolicyConfigError, InvalidSourceError
 from tether.policy._events import SandboxModeSet
 from tether.policy._modes import PolicySource, SandboxMode, parse_policy_source, parse_sandbox_mode
@@ -105,7 +106,7 @@ class SandboxPolicyService:
             override = None if session is None else self.override_of(session)
             mode = self.default_mode if override is None else override
         cwd = session.header.cwd if session is not None else None
-        root = os.path.realpath(cwd or self.workspace_root)
+        root = real_path(cwd or self.workspace_root)
         return SandboxExecutionPolicy(mode, root, None if session is None else session.id)
 
     # -- writing -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeGuard
 
 from tether.errors import TetherError
 
@@ -159,9 +159,28 @@ def _check_text(text: str, path: str) -> None:
         ) from None
 
 
+def is_mapping(value: object) -> TypeGuard[JsonObject]:
+    """``isinstance(value, Mapping)`` for a value of a payload (so a mapping is an object of
+    it), answered without the ABC machinery (a Python-level ``__instancecheck__`` per call)
+    for what payloads are made of: frozen objects and ``dict``s are mappings, JSON's other
+    values are not."""
+    kind = type(value)
+    if kind is MappingProxyType or kind is dict:
+        return True
+    if kind in _NOT_MAPPINGS:
+        return False
+    return isinstance(value, Mapping)
+
+
+_NOT_MAPPINGS: Final = frozenset({str, int, float, bool, type(None), tuple, list})
+
+
 def thaw(value: JsonValue) -> object:
     """Plain ``dict``/``list`` copy of a frozen value, ready for ``json.dumps``."""
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if is_mapping(value):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
         return [thaw(v) for v in value]

@@ -8,11 +8,11 @@ for what fits lives here once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from tether.session._json import JsonObject, JsonValue
+from tether.session._json import JsonObject, JsonValue, is_mapping
 
 
 def is_count(value: object) -> TypeGuard[int]:
@@ -55,7 +55,7 @@ class PayloadFields:
 
     def mapping(self, data: JsonObject, event_type: str, key: str) -> JsonObject:
         value = data.get(key)
-        if not isinstance(value, Mapping):
+        if not is_mapping(value):
             raise self.bad(event_type, key, "an object", value)
         return value
 

@@ -106,6 +106,20 @@ def format_validation_error(name: str, err: ValidationError) -> str:
     return _invalid_arguments(name, "; ".join(problems))
 
 
+AdvertisedTool = tuple[str, str, Mapping[str, JsonValue]]
+"""``(name, description, parameters)`` of one tool, as advertised to the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Advertised:
+    tool: Tool
+    """Held, so that no other tool takes its identity while its schema is kept."""
+    key: tuple[str, str, type[ToolArgs], bool]
+    """What the schema was built from: name, description, argument model, and whether the
+    escalation parameters were added."""
+    schema: AdvertisedTool
+
+
 @dataclass(frozen=True, slots=True)
 class _Parsed:
     """A call that passed the first step."""
@@ -126,6 +140,9 @@ class ToolRuntime:
         self.ctx = ctx
         self._tools: dict[str, Tool] = {}
         self._scoped: dict[int, dict[str, Tool]] = {}
+        self._advertised: dict[int, _Advertised] = {}
+        """What :meth:`schemas` built for each registered tool (by its identity), with what it
+        was built from; forgotten when the tool is removed."""
 
     def register(
         self, tool: Tool, *, scope: object | None = None, ctx: Context | None = None
@@ -144,6 +161,9 @@ class ToolRuntime:
                 del table[tool.name]
             if scope is not None and not table:
                 self._scoped.pop(id(scope), None)
+            kept = self._advertised.get(id(tool))
+            if kept is not None and kept.tool is tool:
+                del self._advertised[id(tool)]
 
         return (ctx or self.ctx).effect(remove)
 
@@ -167,13 +187,29 @@ class ToolRuntime:
 
     def schemas(
         self, allowed: frozenset[str] | None = None, agent: object | None = None
-    ) -> list[tuple[str, str, dict[str, JsonValue]]]:
-        """``(name, description, parameters)`` for every tool ``agent`` sees, as advertised now."""
+    ) -> tuple[AdvertisedTool, ...]:
+        """``(name, description, parameters)`` for every tool ``agent`` sees, as advertised now.
+
+        Each tool's entry is built once and kept while the tool is registered, so every request
+        of every agent that sees it gets the same entry: it is built again when what it is
+        built from changes (the tool's name, description, argument model, and whether the
+        escalation parameters are offered: a sandbox mounted), all read anew on every call.
+        The entries are shared: they are read-only (a client copies what it sends)."""
         escalation = self.escalation_enabled()
-        return [
-            (t.name, t.description, tool_schema(t, escalation=escalation))
-            for t in self.tools(allowed, agent)
-        ]
+        out: list[AdvertisedTool] = []
+        for tool in self.tools(allowed, agent):
+            key = (
+                tool.name,
+                tool.description,
+                tool.Args,
+                escalation and escalation_noun(tool) is not None,
+            )
+            kept = self._advertised.get(id(tool))
+            if kept is None or kept.tool is not tool or kept.key != key:
+                schema = (tool.name, tool.description, tool_schema(tool, escalation=escalation))
+                kept = self._advertised[id(tool)] = _Advertised(tool, key, schema)
+            out.append(kept.schema)
+        return tuple(out)
 
     def escalation_enabled(self) -> bool:
         """Escalation parameters exist only while a confining sandbox backend is mounted."""
