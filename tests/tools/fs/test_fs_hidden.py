@@ -158,14 +158,16 @@ async def test_ls_and_glob_leave_hidden_entries_out_and_deny_hidden_directories(
         "/proc/self/environ",
         "/proc/self/mem",
         "/proc/thread-self/environ",
-        f"/proc/{os.getpid()}/environ",
-        f"/proc/{os.getpid()}/task/{threading.get_native_id()}/mem",
+        "/proc/{pid}/environ",
+        "/proc/{pid}/task/{tid}/mem",
     ],
 )
 @pytest.mark.parametrize("mode", MODES)
 async def test_the_harness_environment_and_memory_are_hidden(
     host: Host, mode: str, path: str
 ) -> None:
+    # the harness's own pid and thread, filled in here so every test process names the same ids
+    path = path.format(pid=os.getpid(), tid=threading.get_native_id())
     result = await run_tool(READ, host.policy(mode), path=path)
     assert_hidden(result, "read", path, mode)
     assert os.environ["PATH"] not in result.content
