@@ -119,7 +119,7 @@ async def test_a_store_in_an_open_workspace_root_is_refused_at_start(tmp_path: P
             pass
     assert err.value.code == "STORE_UNPROTECTED"
     assert str(err.value).startswith(
-        f"the session store's files lie directly in the workspace root {workspace} and "
+        f"session store files lie directly in the workspace root {workspace} and "
         "open_workspace_root is on"
     )
 

@@ -15,6 +15,7 @@ from sandbox_support import PYTHON, VARIANTS, Host, changed, make_provider, run_
 from test_escape_paths import ANSWER_SECRET, LOG_SECRET, Store, tree
 
 from tether.kernel import SESSIONS_SERVICE, Context, Runtime
+from tether.sandbox import SandboxError
 from tether.sandbox._plugin import SandboxConfig, plugin
 from tether.session import SessionStore
 from tether.session._known_stores import known_stores_file
@@ -63,3 +64,24 @@ async def test_a_store_another_run_used_is_out_of_reach(
         assert not os.path.lexists(f"{other.db}.answers/a-2.json")
     finally:
         other.close()
+
+
+@pytest.mark.bwrap
+def test_a_store_another_run_used_in_an_open_workspace_root_is_refused(host: Host) -> None:
+    # With the root open under bubblewrap a command could create the missing -journal of a
+    # store lying there, which SQLite would replay when that store is next opened.
+    other = Store(host.ws / "a.db")
+    try:
+        compose(other.db)
+        own = [str(host.top / "b.db")]
+        make_provider("bwrap", host, store_paths=own).check_workspace(str(host.ws))
+        opened = make_provider("bwrap", host, store_paths=own, open_workspace_root=True)
+        with pytest.raises(SandboxError) as err:
+            opened.check_workspace(str(host.ws))
+    finally:
+        other.close()
+    assert err.value.code == "STORE_UNPROTECTED"
+    assert str(err.value).startswith(
+        f"session store files lie directly in the workspace root {host.ws} and "
+        "open_workspace_root is on, so a confined command could create the missing ones (a.db, "
+    )

@@ -454,7 +454,7 @@ def test_a_store_in_an_open_workspace_root_is_refused_under_bwrap(host: Host) ->
         opened.check_workspace(str(host.ws))
     assert err.value.code == "STORE_UNPROTECTED"
     assert str(err.value) == (
-        f"the session store's files lie directly in the workspace root {host.ws} and "
+        f"session store files lie directly in the workspace root {host.ws} and "
         "open_workspace_root is on, so a confined command could create the missing ones "
         "(tether.db, tether.db-wal, tether.db-shm, tether.db-journal, tether.db.answers, "
         "tether.db.leases); keep the store outside the workspace "

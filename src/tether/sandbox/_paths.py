@@ -477,7 +477,8 @@ class PathRules:
 
     hidden: tuple[str, ...]
     store: tuple[str, ...] = ()
-    """The subset of ``hidden`` that belongs to the session store (for clearer refusals)."""
+    """The subset of ``hidden`` that belongs to a session store, this run's or one another run
+    used (for clearer refusals, and :meth:`SandboxProvider.check_workspace`)."""
     control_extra: tuple[str, ...] = ()
     """Control paths beyond the workspace's own names (the harness's code,
     ``protected_paths``)."""
@@ -855,13 +856,14 @@ def path_rules(
         return cached.rules
     built = listings.started()
     resolver = _Resolver()
-    store_paths = canonical([*store, *env_store_files(source)], resolver)
+    store_paths = canonical(
+        [*store, *env_store_files(source), *known_store_files(source)], resolver
+    )
     every = canonical(
         [
             *credential_paths(source, home=home),
             *system_credentials(),
             *tether_dirs(source, home=home),
-            *known_store_files(source),
             *hidden,
         ],
         resolver,

@@ -335,7 +335,7 @@ class SandboxProvider:
         at_root = [p for p in rules.store if os.path.dirname(p) == root]
         if at_root and self.open_workspace_root and self.backend_name() == "bwrap":
             raise SandboxError(
-                f"the session store's files lie directly in the workspace root {root} and "
+                f"session store files lie directly in the workspace root {root} and "
                 "open_workspace_root is on, so a confined command could create the missing "
                 f"ones ({', '.join(os.path.basename(p) for p in at_root)}); keep the store "
                 "outside the workspace (--store sqlite:////ABS/PATH.db) or turn "
