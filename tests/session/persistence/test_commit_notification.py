@@ -109,6 +109,38 @@ async def test_a_cancelled_caller_still_hears_its_commit(
     assert [e.seq for e in (await backend.inspect("a")).events] == [0, 1, 2]
 
 
+async def test_a_write_cancelled_before_it_started_is_neither_made_nor_heard(
+    backend: Persistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write still queued behind another when its caller is cancelled never runs, so the
+    session store, which counts it as not written, writes it again without a conflict."""
+    commits: list[Commit] = []
+    commits_of(backend).on_commit(commits.append)
+    await backend.create(header("a"))
+    started, release = threading.Event(), threading.Event()
+    write = backend._append  # type: ignore[attr-defined]
+
+    def held(session_id: str, batch: tuple[Event, ...], *, sync: bool) -> None:
+        if batch[0].seq == 0:
+            started.set()
+            release.wait(10)
+        write(session_id, batch, sync=sync)
+
+    monkeypatch.setattr(backend, "_append", held)
+    first = asyncio.ensure_future(backend.append("a", titles(0, 2)))
+    assert await asyncio.to_thread(started.wait, 10)
+    queued = asyncio.ensure_future(backend.append("a", titles(2, 1)))
+    await asyncio.sleep(0)  # handed to the worker, behind the held write
+    queued.cancel()
+    release.set()
+    await first
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    await backend.append("a", titles(2, 1))
+    assert heard(commits) == [("a", [0, 1]), ("a", [2])]
+    assert [e.seq for e in (await backend.inspect("a")).events] == [0, 1, 2]
+
+
 async def test_a_failing_listener_stops_neither_others_nor_the_append(
     backend: Persistence, caplog: pytest.LogCaptureFixture
 ) -> None:
