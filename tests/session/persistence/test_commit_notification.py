@@ -81,11 +81,11 @@ async def test_a_refused_append_is_not_delivered(backend: Persistence) -> None:
     assert heard(commits) == [("a", [0, 1])]
 
 
-async def test_a_cancelled_caller_still_hears_its_commit(
+async def hold_first_write(
     backend: Persistence, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A write the worker has started goes on when its caller is cancelled; the batch is
-    durable, so it is heard."""
+) -> tuple[list[Commit], threading.Event, threading.Event]:
+    """Session ``a``, created; its append of seq 0 waits on the worker thread, once it has
+    ``started``, until ``release``. Returns the commits heard from now on and both events."""
     commits: list[Commit] = []
     commits_of(backend).on_commit(commits.append)
     await backend.create(header("a"))
@@ -93,11 +93,21 @@ async def test_a_cancelled_caller_still_hears_its_commit(
     write = backend._append  # type: ignore[attr-defined]
 
     def held(session_id: str, batch: tuple[Event, ...], *, sync: bool) -> None:
-        started.set()
-        release.wait(10)
+        if batch[0].seq == 0:
+            started.set()
+            release.wait(10)
         write(session_id, batch, sync=sync)
 
     monkeypatch.setattr(backend, "_append", held)
+    return commits, started, release
+
+
+async def test_a_cancelled_caller_still_hears_its_commit(
+    backend: Persistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write the worker has started goes on when its caller is cancelled; the batch is
+    durable, so it is heard."""
+    commits, started, release = await hold_first_write(backend, monkeypatch)
     task = asyncio.ensure_future(backend.append("a", titles(0, 2)))
     assert await asyncio.to_thread(started.wait, 10)
     task.cancel()
@@ -105,6 +115,26 @@ async def test_a_cancelled_caller_still_hears_its_commit(
     with pytest.raises(asyncio.CancelledError):
         await task
     await backend.append("a", titles(2, 1))  # queued behind the cancelled write
+    assert heard(commits) == [("a", [0, 1]), ("a", [2])]
+    assert [e.seq for e in (await backend.inspect("a")).events] == [0, 1, 2]
+
+
+async def test_a_write_cancelled_before_it_started_is_neither_made_nor_heard(
+    backend: Persistence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write still queued behind another when its caller is cancelled never runs, so the
+    session store, which counts it as not written, writes it again without a conflict."""
+    commits, started, release = await hold_first_write(backend, monkeypatch)
+    first = asyncio.ensure_future(backend.append("a", titles(0, 2)))
+    assert await asyncio.to_thread(started.wait, 10)
+    queued = asyncio.ensure_future(backend.append("a", titles(2, 1)))
+    await asyncio.sleep(0)  # handed to the worker, behind the held write
+    queued.cancel()
+    release.set()
+    await first
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    await backend.append("a", titles(2, 1))
     assert heard(commits) == [("a", [0, 1]), ("a", [2])]
     assert [e.seq for e in (await backend.inspect("a")).events] == [0, 1, 2]
 

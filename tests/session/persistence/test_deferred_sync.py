@@ -150,3 +150,50 @@ async def test_synchronous_normal_never_syncs(
     await backend.sync("s-1")
     await backend.close()
     assert calls == []
+
+
+async def test_each_barrier_hands_the_writer_one_commit_and_wakes_the_loop_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An approval cycle's two barriers (the flush of the audit pair before the tool runs, the
+    commit that ends the run) cost one hand-off to the writer thread each and one thread-safe
+    wake of the loop each (``docs/benchmarks.md``, "The writer's hand-offs"), and the flush
+    is the cycle's one sync: a FULL commit."""
+
+    class Counting(SyncCounting):
+        full_commits = 0
+
+        def _committed(self, sync: bool) -> None:
+            self.full_commits += sync
+            super()._committed(sync)
+
+    backend = Counting(tmp_path / "s.db")
+    store = SessionStore(backend)
+    handed: list[int] = []
+    real_run = worker_module.Worker.run
+
+    async def run(self: worker_module.Worker, fn: Callable[[], Any]) -> Any:
+        handed.append(1)
+        return await real_run(self, fn)
+
+    monkeypatch.setattr(worker_module.Worker, "run", run)
+    loop = asyncio.get_running_loop()
+    wakes: list[object] = []
+    real_wake = loop.call_soon_threadsafe
+
+    def wake(callback: Callable[..., object], *args: Any, **kwargs: Any) -> Any:
+        wakes.append(callback)
+        return real_wake(callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", wake)
+    session = store.create(meta=SessionMeta(cwd="/w"))
+    session.append("turn/start", {"turn": 1})
+    session.append("session/title", {"title": "the audit pair stands in"})
+    await store.flush(session)
+    assert (len(handed), len(wakes), backend.full_commits) == (1, 1, 1)
+    session.append("session/title", {"title": "the tool's result stands in"})
+    session.append("turn/end", {"turn": 1})
+    await store.commit(session)
+    assert (len(handed), len(wakes), backend.full_commits, backend.syncs) == (2, 2, 1, 0)
+    monkeypatch.undo()
+    await store.close()

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import gc
 import json
+import json.encoder
 import threading
+from _json import make_encoder
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,12 +39,17 @@ arrays); copying one level lets the C encoder do the rest, about four times as f
 in Python. A C method, so no Python frame per mapping (half the cost of a function calling
 ``dict``); anything else a frozen value cannot hold fails with ``TypeError``."""
 
-_encode_utf8 = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, check_circular=False, default=_thaw_proxy
-).encode
-_encode_ascii = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=True, check_circular=False, default=_thaw_proxy
-).encode
+
+def _encoder(quote: Callable[[str], str]) -> make_encoder:
+    """The C encoder ``json.JSONEncoder(separators=(",", ":"), check_circular=False,
+    default=_thaw_proxy).encode`` uses, made once: ``encode`` makes a new one on every call,
+    through two Python frames, which cost a quarter of a small record's encoding (the write
+    path encodes every event). Called as ``encoder(value, 0)``: the text's chunks, in order."""
+    return make_encoder(None, _thaw_proxy, quote, None, ":", ",", False, False, True)
+
+
+_encode_utf8 = _encoder(json.encoder.encode_basestring)
+_encode_ascii = _encoder(json.encoder.encode_basestring_ascii)
 
 
 def dumps(value: object) -> str:
@@ -51,12 +58,12 @@ def dumps(value: object) -> str:
     Strings may hold lone surrogates (valid in JSON escapes, not in UTF-8); only then is the
     text written with ASCII escapes, which round-trips exactly.
     """
-    text = _encode_utf8(value)
+    text = "".join(_encode_utf8(value, 0))
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            return _encode_ascii(value)
+            return "".join(_encode_ascii(value, 0))
     return text
 
 

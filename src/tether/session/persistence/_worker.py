@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -48,10 +49,35 @@ class Worker:
         self.closed = False
 
     async def run(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the worker; storage errors (``wrap``) become PersistenceError."""
+        """Run ``fn`` on the worker; storage errors (``wrap``) become PersistenceError.
+
+        The worker hands the outcome back itself, in one callback (``_settle``), rather than
+        through ``run_in_executor``, which chains a thread-safe future to the loop's: the
+        hand-off is what a commit costs the loop besides its wait (``docs/benchmarks.md``,
+        "The writer's hand-offs"). What ``run_in_executor`` guaranteed still holds: a call
+        whose caller was cancelled before it started never runs; one already running
+        completes, and its outcome is dropped."""
         if self.closed:
             raise PersistenceError(f"{self._describe} is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._guard, fn)
+        loop = asyncio.get_running_loop()
+        outcome: asyncio.Future[T] = loop.create_future()
+        call = self._executor.submit(self._hand_back, fn, loop, outcome)
+        try:
+            return await outcome
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+
+    def _hand_back(
+        self, fn: Callable[[], T], loop: asyncio.AbstractEventLoop, outcome: asyncio.Future[T]
+    ) -> None:
+        """On the worker: run ``fn``, then settle ``outcome`` on its loop."""
+        try:
+            result, error = self._guard(fn), None
+        except BaseException as err:  # handed to the caller, as run_in_executor did
+            result, error = None, err
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(_settle, outcome, result, error)
 
     def _guard(self, fn: Callable[[], T]) -> T:
         try:
@@ -74,6 +100,16 @@ class Worker:
         finally:
             # The queue is empty once ``release`` ran, so the thread exits promptly.
             self._executor.shutdown(wait=False)
+
+
+def _settle(outcome: asyncio.Future[T], result: T | None, error: BaseException | None) -> None:
+    """On the loop: give a worker call's outcome to its caller, unless it gave up waiting."""
+    if outcome.done():
+        return
+    if error is None:
+        outcome.set_result(result)  # type: ignore[arg-type]  # None only with an error
+    else:
+        outcome.set_exception(error)
 
 
 class WorkerBackend(ABC):
