@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final, TypeGuard
 
 from tether.errors import TetherError
@@ -23,6 +24,7 @@ from tether.session._json import (
     freeze,
     freeze_object,
     freeze_plain,
+    frozen_object,
     thaw,
 )
 
@@ -255,28 +257,72 @@ def plain_event(
     that path accepts and builds the same event, with no ABC checks and no field paths (about
     half the cost of a load). A backend may call it with the fields it read, before building
     the record."""
+    if type(data) is not dict or not _plain_envelope(event_type, seq, time, ignorable, surface_op):
+        return None
+    try:
+        frozen: JsonObject = freeze_plain(data)  # type: ignore[assignment]  # a dict's
+    except (NotPlain, RecursionError):
+        return None
+    return _built(event_type, seq, time, frozen, ignorable, surface_op)  # type: ignore[arg-type]
+
+
+def plain_text_event(
+    event_type: object,
+    seq: object,
+    time: object,
+    data: str,
+    ignorable: object,
+    surface_op: object,
+) -> Event | None:
+    """:func:`plain_event` of a payload still in its stored JSON text: the same event, its
+    payload frozen as it is parsed (:func:`~tether.session._json.frozen_object`), or ``None``
+    when the fields or the text do not take this path, and the backend parses the text and
+    goes on as for :func:`plain_event`."""
+    if not _plain_envelope(event_type, seq, time, ignorable, surface_op):
+        return None
+    frozen = frozen_object(data)
+    if frozen is None:
+        return None
+    return _built(event_type, seq, time, frozen, ignorable, surface_op)  # type: ignore[arg-type]
+
+
+def plain_record_text(text: str) -> Event | None:
+    """:meth:`Event.from_dict` of a stored record still in its JSON text, on the fast path:
+    the same event, the record frozen as it is parsed
+    (:func:`~tether.session._json.frozen_object`), or ``None`` when the text or the record do
+    not take this path, and the backend parses the text for :meth:`Event.from_dict`."""
+    record = frozen_object(text)
+    if record is None or not record.keys() <= _ENVELOPE:
+        return None
+    get = record.get
+    event_type, seq, time, data = get("type"), get("seq"), get("time"), get("data")
+    ignorable, surface_op = get("ignorable", False), get("surface_op")
+    if type(data) is not MappingProxyType or not _plain_envelope(
+        event_type, seq, time, ignorable, surface_op
+    ):
+        return None
+    return _built(event_type, seq, time, data, ignorable, surface_op)  # type: ignore[arg-type]
+
+
+def _plain_envelope(
+    event_type: object, seq: object, time: object, ignorable: object, surface_op: object
+) -> bool:
+    """Every envelope field of its exact type, the type known, ``surface_op`` as the type
+    needs it (the fast paths' half of :meth:`Event.from_dict`'s checks)."""
     if (
         type(event_type) is not str
         or not event_type
         or type(seq) is not int
         or seq < 0
         or type(time) is not int
-        or type(data) is not dict
         or type(ignorable) is not bool
     ):
-        return None
+        return False
     if not ignorable and event_type not in _registered:
-        return None
+        return False
     if event_type in SURFACE_EVENT_TYPES:
-        if type(surface_op) is not str or surface_op != "append":
-            return None
-    elif surface_op is not None:
-        return None
-    try:
-        frozen: JsonObject = freeze_plain(data)  # type: ignore[assignment]  # a dict's
-    except (NotPlain, RecursionError):
-        return None
-    return _built(event_type, seq, time, frozen, ignorable, surface_op)
+        return type(surface_op) is str and surface_op == "append"
+    return surface_op is None
 
 
 _new = object.__new__

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import unquote
 
-from tether.session._events import Event
+from tether.session._events import Event, plain_record_text
 from tether.session._header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._base import (
     CorruptLogError,
@@ -354,7 +354,9 @@ def _parse_line(line: bytes) -> object:
 
 
 def _line_event(line: bytes) -> Event:
-    return Event.from_dict(_parse_line(line))
+    text = line.decode("utf-8")
+    event = plain_record_text(text)
+    return event if event is not None else Event.from_dict(loads(text))
 
 
 def _scan_tail(session_id: str, data: bytes, header_end: int) -> tuple[int, int]:
