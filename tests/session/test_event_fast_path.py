@@ -12,6 +12,7 @@ negative integers, non-finite and negative-zero floats, subclasses, wrong envelo
 from __future__ import annotations
 
 import enum
+import json
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -23,8 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether.session._events import CORE_EVENT_TYPES, Event
-from tether.session._json import _freeze, freeze
+from tether.session._json import _freeze, freeze, freeze_object, frozen_object
 from tether.session.persistence._codec import dumps, loads, surface_op_text
+from tether.session.persistence._jsonl import _line_event
 from tether.session.persistence._sqlite import _parse_row, _row_event
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -285,6 +287,92 @@ def _json_text(value: object) -> str:
         return "null"
 
 
+# Texts as a store holds them and as anything else could have written them: escapes of lone
+# surrogates and of plain characters, floats JSON has but a frozen payload does not, brackets
+# inside strings, nesting at and beyond the fast paths' depth, spaces, trailing garbage.
+EDGE_TEXTS = [
+    '{"a":"\\ud800"}',
+    '{"a":"\\u00e9","b":"\\\\u"}',
+    '{"\\udc80":1}',
+    '{"a":"\\ud83d\\ude00"}',
+    '{"a":1e999}',
+    '{"a":-1e999}',
+    '{"a":-0.0}',
+    '{"a":-0e5}',
+    '{"a":0.0,"b":1.5e-300,"c":-2.5}',
+    '{"a":NaN}',
+    '{"a":Infinity}',
+    '{"a":"[not an array]"}',
+    '{"a":[1]}',
+    '{"a":1} ',
+    ' {"a":1}',
+    '{"a":1}x',
+    '{"a":1',
+    '{"a" : { "b" : true }, "c":null}',
+    '{"a":1,"a":2}',
+    '{"a":' + "1" * 5000 + "}",
+    "[]",
+    '"text"',
+    "",
+    "{}",
+    *('{"":' * depth + "{}" + "}" * depth for depth in (62, 63, 64, 65, 200, 2000)),
+    *('{"a":' * depth + "{}" + "}" * depth for depth in (63, 64)),
+]
+
+
+def parsed_and_frozen(text: str) -> object:
+    return freeze_object(loads(text))
+
+
+@pytest.mark.parametrize("text", EDGE_TEXTS, ids=lambda text: text[:40])
+def test_frozen_object_decides_as_parse_and_freeze(text: str) -> None:
+    _frozen_object_agrees(text, compact=False)
+
+
+@SETTINGS
+@given(st.one_of(values, st.dictionaries(any_text, values, max_size=4)), st.booleans())
+def test_frozen_object_of_any_text_decides_as_parse_and_freeze(
+    value: object, ascii_only: bool
+) -> None:
+    try:
+        text = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return  # not JSON at all
+    _frozen_object_agrees(text, compact=True)
+
+
+def _frozen_object_agrees(text: str, *, compact: bool) -> None:
+    """The fast path takes only what parsing and freezing take, and builds the same value."""
+    fast = frozen_object(text)
+    general = outcome(lambda: parsed_and_frozen(text))
+    if fast is not None:
+        assert ("taken", shape(fast)) == general
+    if compact and general[0] == "taken" and "[" not in text and "\\u" not in text:
+        assert fast is not None  # compact, array-free, unescaped: the fast path takes it
+
+
+@SETTINGS
+@given(records(), st.booleans())
+def test_a_jsonl_line_decides_as_its_record(raw: object, ascii_only: bool) -> None:
+    try:
+        line = json.dumps(raw, ensure_ascii=ascii_only, separators=(",", ":"))
+        data = line.encode("utf-8")
+    except (TypeError, ValueError):
+        return  # not JSON text (a byte string, an object, a lone surrogate unescaped)
+    assert outcome(lambda: _line_event(data)) == outcome(lambda: Event.from_dict(loads(line)))
+
+
+@pytest.mark.parametrize("text", EDGE_TEXTS, ids=lambda text: text[:40])
+def test_an_edge_payload_decides_alike_in_a_row_and_a_line(text: str) -> None:
+    row: Any = (2, "session/title", 9, text, 0, None)
+    line = f'{{"type":"session/title","seq":2,"time":9,"data":{text}}}'
+    record = outcome(lambda: Event.from_dict(_parse_row(row)))
+    assert outcome(lambda: _row_event(row)) == record
+    assert outcome(lambda: _line_event(line.encode())) == outcome(
+        lambda: Event.from_dict(loads(line))
+    )
+
+
 def test_the_fast_paths_are_taken() -> None:
     # Not a timing: the plain record builds an event without the general path's checks.
     raw = loads(
@@ -298,3 +386,9 @@ def test_the_fast_paths_are_taken() -> None:
     assert math.isclose(event.data["n"][1], 2.5)  # type: ignore[index]
     row_event = _row_event((4, "tool/result", 5, dumps(event.data), 0, surface_op_text("append")))
     assert event_shape(row_event) == event_shape(event)
+    # A payload without arrays is frozen as it is parsed, in a row and in a line alike.
+    text = '{"content":"ok (1)","n":{"k":null,"f":2.5},"t":true}'
+    frozen = frozen_object(text)
+    assert frozen is not None and shape(frozen) == shape(freeze_object(loads(text)))
+    line = f'{{"type":"session/title","seq":1,"time":2,"data":{text},"ignorable":false}}'
+    assert event_shape(_line_event(line.encode())) == event_shape(Event.from_dict(loads(line)))

@@ -10,8 +10,9 @@ on load unless the event is marked ``ignorable``: skipping a required fact (say,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final, TypeGuard
 
 from tether.errors import TetherError
@@ -23,6 +24,7 @@ from tether.session._json import (
     freeze,
     freeze_object,
     freeze_plain,
+    frozen_object,
     thaw,
 )
 
@@ -255,55 +257,104 @@ def plain_event(
     that path accepts and builds the same event, with no ABC checks and no field paths (about
     half the cost of a load). A backend may call it with the fields it read, before building
     the record."""
+    if type(data) is not dict or not _plain_envelope(event_type, seq, time, ignorable, surface_op):
+        return None
+    try:
+        frozen: JsonObject = freeze_plain(data)  # type: ignore[assignment]  # a dict's
+    except (NotPlain, RecursionError):
+        return None
+    return _built(event_type, seq, time, frozen, ignorable, surface_op)  # type: ignore[arg-type]
+
+
+def plain_text_event(
+    event_type: object,
+    seq: object,
+    time: object,
+    data: str,
+    ignorable: object,
+    surface_op: object,
+) -> Event | None:
+    """:func:`plain_event` of a payload still in its stored JSON text: the same event, its
+    payload frozen as it is parsed (:func:`~tether.session._json.frozen_object`), or ``None``
+    when the fields or the text do not take this path, and the backend parses the text and
+    goes on as for :func:`plain_event`."""
+    if not _plain_envelope(event_type, seq, time, ignorable, surface_op):
+        return None
+    frozen = frozen_object(data)
+    if frozen is None:
+        return None
+    return _built(event_type, seq, time, frozen, ignorable, surface_op)  # type: ignore[arg-type]
+
+
+def plain_record_text(text: str) -> Event | None:
+    """:meth:`Event.from_dict` of a stored record still in its JSON text, on the fast path:
+    the same event, the record frozen as it is parsed
+    (:func:`~tether.session._json.frozen_object`), or ``None`` when the text or the record do
+    not take this path, and the backend parses the text for :meth:`Event.from_dict`."""
+    record = frozen_object(text)
+    if record is None or not record.keys() <= _ENVELOPE:
+        return None
+    get = record.get
+    event_type, seq, time, data = get("type"), get("seq"), get("time"), get("data")
+    ignorable, surface_op = get("ignorable", False), get("surface_op")
+    if type(data) is not MappingProxyType or not _plain_envelope(
+        event_type, seq, time, ignorable, surface_op
+    ):
+        return None
+    return _built(event_type, seq, time, data, ignorable, surface_op)  # type: ignore[arg-type]
+
+
+def _plain_envelope(
+    event_type: object, seq: object, time: object, ignorable: object, surface_op: object
+) -> bool:
+    """Every envelope field of its exact type, the type known, ``surface_op`` as the type
+    needs it (the fast paths' half of :meth:`Event.from_dict`'s checks)."""
     if (
         type(event_type) is not str
         or not event_type
         or type(seq) is not int
         or seq < 0
         or type(time) is not int
-        or type(data) is not dict
         or type(ignorable) is not bool
     ):
-        return None
+        return False
     if not ignorable and event_type not in _registered:
-        return None
+        return False
     if event_type in SURFACE_EVENT_TYPES:
-        if type(surface_op) is not str or surface_op != "append":
-            return None
-    elif surface_op is not None:
-        return None
-    try:
-        frozen: JsonObject = freeze_plain(data)  # type: ignore[assignment]  # a dict's
-    except (NotPlain, RecursionError):
-        return None
-    return _built(event_type, seq, time, frozen, ignorable, surface_op)
+        return type(surface_op) is str and surface_op == "append"
+    return surface_op is None
 
 
-_new = object.__new__
-_set_type, _set_seq, _set_time, _set_data, _set_ignorable, _set_surface_op = (
-    vars(Event)[name].__set__ for name in ("type", "seq", "time", "data", "ignorable", "surface_op")
-)
+class _Fields:
+    """An event under construction: :class:`Event`'s very slots, writable. Its ``__init__``
+    fills them with plain attribute stores and then makes the object the :class:`Event` it
+    now is (the layouts are the same, so CPython allows the class change): less than half the
+    cost of the slots' setters called one by one, and a sixth of the frozen dataclass's
+    ``__init__``, which goes through ``object.__setattr__`` field by field. Every event of a
+    load and every append is built here; nothing outside this module sees a ``_Fields``."""
+
+    __slots__ = Event.__slots__
+
+    def __init__(
+        self,
+        event_type: str,
+        seq: int,
+        time: int,
+        data: JsonObject,
+        ignorable: bool,
+        surface_op: JsonValue,
+    ) -> None:
+        self.type = event_type
+        self.seq = seq
+        self.time = time
+        self.data = data
+        self.ignorable = ignorable
+        self.surface_op = surface_op
+        self.__class__ = Event  # type: ignore[assignment]
 
 
-def _built(
-    event_type: str,
-    seq: int,
-    time: int,
-    data: JsonObject,
-    ignorable: bool,
-    surface_op: JsonValue,
-) -> Event:
-    """``Event(...)`` of checked fields, through the slots' own setters: about a third of the
-    cost of the frozen dataclass's ``__init__``, which goes through ``object.__setattr__``
-    field by field (every event of a load and every append is built here)."""
-    event: Event = _new(Event)
-    _set_type(event, event_type)
-    _set_seq(event, seq)
-    _set_time(event, time)
-    _set_data(event, data)
-    _set_ignorable(event, ignorable)
-    _set_surface_op(event, surface_op)
-    return event
+_built: Callable[[str, int, int, JsonObject, bool, JsonValue], Event] = _Fields  # type: ignore[assignment]
+"""``Event(...)`` of checked fields (see :class:`_Fields`)."""
 
 
 def _is_index(value: object) -> TypeGuard[int]:

@@ -6,8 +6,9 @@ exactly are accepted. The error names the offending field so a plugin author can
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias, TypeGuard
 
@@ -89,6 +90,52 @@ def freeze_plain(value: Any, depth: int = 0) -> JsonValue:
 
 _PLAIN_DEPTH: Final = 64
 """Containers nested deeper than this take the general path."""
+
+
+def frozen_object(text: str) -> JsonObject | None:
+    """The fast path of parsing ``text`` as JSON and freezing the object it holds (with
+    :func:`freeze_plain`): the same frozen object, built as the parser goes, with nothing
+    walked again; or ``None``, and the text must be parsed and frozen, which decide. Taken by
+    an object's compact text with no arrays (the parser builds lists, which freeze as tuples),
+    no ``\\u`` escape (the only way a lone surrogate gets into a parsed string), no brace
+    beyond :data:`_PLAIN_DEPTH` and only finite floats that are not ``-0.0``; a text that
+    merely looks otherwise (a ``[`` inside a string) just takes the slow path."""
+    if (
+        "[" in text
+        or ("\\" in text and "\\u" in text)  # one character first: most texts escape nothing
+        # Nesting beyond the depth takes five characters a level (``{"":`` and ``}``).
+        or (len(text) > 4 * _PLAIN_DEPTH and text.count("{") > _PLAIN_DEPTH)
+    ):
+        return None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    try:
+        value, end = _frozen_scan(text, 0)
+    except (StopIteration, ValueError, RecursionError, NotPlain):
+        return None
+    if end != len(text) or type(value) is not MappingProxyType:
+        return None
+    frozen: JsonObject = value
+    return frozen
+
+
+def _plain_float(text: str) -> float:
+    value = float(text)
+    if math.isfinite(value) and (value or math.copysign(1.0, value) > 0):
+        return value
+    raise NotPlain
+
+
+def _no_constant(name: str) -> object:
+    raise NotPlain
+
+
+_frozen_scan: Callable[[str, int], tuple[object, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
+    object_hook=MappingProxyType, parse_float=_plain_float, parse_constant=_no_constant
+).scan_once
 
 
 def _utf8(text: str) -> None:

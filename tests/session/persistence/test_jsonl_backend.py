@@ -136,6 +136,37 @@ async def test_several_trailing_damaged_lines_are_all_dropped(store: JsonlPersis
     assert len((await store.load("s-1")).events) == 4
 
 
+async def test_torn_lines_after_multibyte_text_are_cut_at_their_first_byte(
+    store: JsonlPersistence,
+) -> None:
+    # Kept lines whose characters take several bytes each, then damaged lines, one of them not
+    # UTF-8 at all (so the lines are judged one by one): the file is cut where the kept end.
+    events = make_events(0, *[("session/title", {"title": "été 🧪 世界"})] * 3)
+    await store.create(header())
+    await store.append("s-1", events)
+    kept = store.log_path("s-1").read_bytes()
+    for tail in (b'{"broken\n{"half', b'{"t\xc3":\xff}\n{"broken\n', b"\xe4\xb8\n"):
+        with open(store.log_path("s-1"), "ab") as file:
+            file.write(tail)
+        loaded = await store.load("s-1")
+        assert loaded.repair.dropped_tail == tail.count(b"\n") + (not tail.endswith(b"\n"))
+        assert dicts(loaded.events) == dicts(events)
+        assert store.log_path("s-1").read_bytes() == kept
+
+
+async def test_a_line_that_is_not_utf8_before_intact_ones_is_corruption(
+    store: JsonlPersistence,
+) -> None:
+    await store.create(header())
+    await store.append("s-1", make_events(0, *[("session/title", {"title": "é"})] * 4))
+    path = store.log_path("s-1")
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace("é".encode(), b"\xe9")
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(CorruptLogError, match=r"line 3 is damaged \('utf-8' codec .* line 4"):
+        await store.load("s-1")
+
+
 async def test_a_complete_line_with_the_wrong_seq_is_corruption(store: JsonlPersistence) -> None:
     await store.create(header())
     await store.append("s-1", titles(0, 3))

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import unquote
 
-from tether.session._events import Event
+from tether.session._events import Event, plain_record_text
 from tether.session._header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._base import (
     CorruptLogError,
@@ -241,14 +241,28 @@ class JsonlPersistence(WorkerBackend):
                 data = file.read()
             header_end = _header_end(session_id, data)
             header = _parse_header(session_id, data[: header_end - 1])
-            lines = data[header_end:].split(b"\n")
-            fragment = lines.pop()  # empty when the file ends with a newline
-            decoded = decode_log(session_id, lines, _line_event, lambda i: f"line {i + 2}")
+            last = data.rfind(b"\n") + 1  # the header's newline at least
+            fragment = last < len(data)  # a record without its newline: torn
+            try:
+                # One decode of every complete line, not one per line: the same text, as
+                # UTF-8 cannot hide a newline byte inside a character.
+                text = str(memoryview(data)[header_end:last], "utf-8")
+            except UnicodeDecodeError:  # some line is damaged: each is judged alone
+                lines = data[header_end:last].split(b"\n")
+                lines.pop()
+                decoded = decode_log(session_id, lines, _line_event, _line_where)
+            else:
+                texts = text.split("\n")
+                texts.pop()
+                del text
+                decoded = decode_log(session_id, texts, _text_line_event, _line_where)
             torn = decoded.torn + (1 if fragment else 0)
             closers, report = plan_repair(decoded.events, torn)
             if repair and report.changed:
                 kept = len(decoded.events)
-                end = header_end + sum(len(line) for line in lines[:kept]) + kept
+                end = last  # back over the complete lines that are torn, to the kept ones' end
+                for _ in range(decoded.torn):
+                    end = data.rindex(b"\n", header_end - 1, end - 1) + 1
                 payload = b"".join(event_line(event) for event in closers)
                 fd = os.open(path, os.O_RDWR)
                 try:
@@ -354,7 +368,16 @@ def _parse_line(line: bytes) -> object:
 
 
 def _line_event(line: bytes) -> Event:
-    return Event.from_dict(_parse_line(line))
+    return _text_line_event(line.decode("utf-8"))
+
+
+def _text_line_event(text: str) -> Event:
+    event = plain_record_text(text)
+    return event if event is not None else Event.from_dict(loads(text))
+
+
+def _line_where(index: int) -> str:
+    return f"line {index + 2}"  # the header is line 1
 
 
 def _scan_tail(session_id: str, data: bytes, header_end: int) -> tuple[int, int]:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final, Literal
 
-from tether.session._events import Event, plain_event
+from tether.session._events import Event, plain_event, plain_text_event
 from tether.session._header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._base import (
     CorruptLogError,
@@ -461,7 +461,9 @@ def _row_event(row: _Row) -> Event:
         and (surface_op is None or surface_op == '"append"')
     ):
         op = None if surface_op is None else "append"
-        event = plain_event(event_type, seq, time, loads(data), ignorable == 1, op)
+        event = plain_text_event(event_type, seq, time, data, ignorable == 1, op)
+        if event is None:
+            event = plain_event(event_type, seq, time, loads(data), ignorable == 1, op)
         if event is not None:
             return event
     return Event.from_dict(_parse_row(row))
