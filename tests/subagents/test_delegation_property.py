@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from subagent_support import World, settle, subagents, world
+from subagent_support import World, settle, stored, stored_headers, subagents, world
 
 from script_support import call as tool_call
 from tether.policy import SANDBOX_POLICY_SERVICE, SandboxMode
@@ -170,13 +170,11 @@ async def run_tree(tree: Tree, tmp: Path) -> None:
     await root.run("delegate")
     await settle(w)
 
-    persistence = w.store.persistence
-    assert persistence is not None
-    logs = {h.id: await persistence.inspect(h.id) for h in await persistence.list()}
+    logs = {h.id: await stored(w, h.id) for h in await stored_headers(w)}
     by_label: dict[str, str] = {root.id: root.id}
     ids = {"root": root.id}
-    for session_id, stored in logs.items():
-        descriptor = fold_descriptor(stored.events, stored.header.seed_length or 0)
+    for session_id, log in logs.items():
+        descriptor = fold_descriptor(log.events, log.header.seed_length or 0)
         if descriptor is not None and descriptor.label is not None:
             ids[descriptor.label] = session_id
             by_label[session_id] = descriptor.label
