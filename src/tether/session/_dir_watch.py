@@ -14,7 +14,6 @@ process for the next watch; the pool's instances close with the process.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import errno
 import functools
@@ -23,6 +22,8 @@ import struct
 import threading
 from pathlib import Path
 from typing import Final
+
+from tether._readable import readable
 
 IN_MODIFY: Final = 0x002
 IN_ATTRIB: Final = 0x004
@@ -95,22 +96,11 @@ class DirWatch:
     async def changed(self) -> list[str] | None:
         """The names that changed since the last call, once there is at least one; ``None``
         when events were lost or the directory went away (look at every entry again)."""
-        loop = asyncio.get_running_loop()
         while True:
             batch = self.read_now()
             if batch is None or batch:
                 return batch
-            ready: asyncio.Future[None] = loop.create_future()
-
-            def wake(ready: asyncio.Future[None] = ready) -> None:
-                if not ready.done():
-                    ready.set_result(None)
-
-            loop.add_reader(self._fd, wake)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(self._fd)
+            await readable(self._fd)
 
     def read_now(self) -> list[str] | None:
         """The names changed since the last read, without waiting (``[]``: none yet)."""

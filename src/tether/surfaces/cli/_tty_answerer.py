@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Final, Protocol, TextIO
 
 from tether._harness import Harness
+from tether._readable import readable
 from tether._signals import cancel_and_wait
 from tether.kernel import Context, Disposable, Next
 from tether.kernel._printable import printable
@@ -150,18 +151,7 @@ class TerminalInput:
         return typed
 
     async def _read(self) -> str:
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        loop.add_reader(self.fd, wake)
-        try:
-            await ready
-        finally:
-            loop.remove_reader(self.fd)
+        await readable(self.fd)
         try:
             return os.read(self.fd, READ_SIZE).decode(errors="replace")
         except OSError:
