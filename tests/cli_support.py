@@ -64,3 +64,22 @@ def run_args(
         *extra,
         prompt,
     ]
+
+
+def run_argv(tmp_path: Path, model: Path, *extra: str) -> list[str]:
+    """The argv of ``tether run`` in text mode (for a terminal the caller gives it) over
+    ``tmp_path / "ws"`` and a SQLite store there, on ``model``."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    return [
+        TETHER,
+        "run",
+        "--model",
+        f"scripted:{model}",
+        "--workspace",
+        str(workspace),
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        *extra,
+        "go",
+    ]

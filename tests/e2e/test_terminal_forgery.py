@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cli_support import TETHER, run_args, tether
+from cli_support import TETHER, run_args, run_argv, tether
 from pty_support import read_until
 from script_support import call
 from script_support import script as steps_script
@@ -86,21 +86,7 @@ def test_the_run_prompt_shows_tethers_facts_exact_and_the_models_text_inert(
     model = steps_script(tmp_path / "s.json", escalation_steps(outside))
     master, slave = os.openpty()
     proc = subprocess.Popen(
-        [
-            TETHER,
-            "run",
-            "--model",
-            f"scripted:{model}",
-            "--workspace",
-            str(workspace),
-            "--store",
-            f"sqlite:///{tmp_path / 's.db'}",
-            "--sandbox",
-            "read-only",
-            "--approval",
-            "ask",
-            "go",
-        ],
+        run_argv(tmp_path, model, "--sandbox", "read-only", "--approval", "ask"),
         stdin=slave,
         stdout=slave,
         stderr=slave,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cli_support import TETHER, tether
+from cli_support import run_argv, tether
 from pty_support import read_until
 from script_support import call, write_script
 from script_support import script as steps_script
@@ -80,24 +80,6 @@ def test_one_key_gives_one_choice(key: str, outcome: str) -> None:
 )
 def test_an_escape_sequence_is_one_key(typed: str, keys: list[str]) -> None:
     assert split_keys(typed) == keys
-
-
-def run_argv(tmp_path: Path, model: Path, *extra: str) -> list[str]:
-    """``tether run`` over ``tmp_path / "ws"`` and a SQLite store there, on ``model``."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir(exist_ok=True)
-    return [
-        TETHER,
-        "run",
-        "--model",
-        f"scripted:{model}",
-        "--workspace",
-        str(workspace),
-        "--store",
-        f"sqlite:///{tmp_path / 's.db'}",
-        *extra,
-        "go",
-    ]
 
 
 @contextmanager
