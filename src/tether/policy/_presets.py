@@ -261,7 +261,7 @@ class PermissionPresetsService:
             row.sandbox if sandbox is None else parse_sandbox_mode(sandbox),
             row.approval if approval is None else parse_approval_policy(approval),
         )
-        label = name if knobs == row else _derive(self.table, None, knobs.sandbox, knobs.approval)
+        label = _derive(self.table, name, knobs.sandbox, knobs.approval)
         appended = [] if label == CUSTOM_PRESET else [_append_label(session, label)]
         appended.append(services[0].set_sandbox_mode(session, knobs.sandbox))
         appended.append(services[1].set_approval_policy(session, knobs.approval))
@@ -284,11 +284,7 @@ class PermissionPresetsService:
         delegated = session.header.delegation_depth > 0
         if session.last(PermissionPresetSet.TYPE) is None and not (delegated and mode is None):
             knobs = Preset(mode or default.sandbox, policy or default.approval)
-            name = (
-                self.default
-                if knobs == default
-                else _derive(self.table, None, knobs.sandbox, knobs.approval)
-            )
+            name = _derive(self.table, self.default, knobs.sandbox, knobs.approval)
             if name != CUSTOM_PRESET:
                 appended.append(_append_label(session, name))
         if session.header.delegation_depth > 0:
