@@ -20,7 +20,7 @@ import pytest
 from answer_support import start_waiter
 from cli_support import TETHER
 from tether.session import SessionMeta, SessionStore
-from tether.session._answer_box import AnswerBox
+from tether.session._answer_box import AnswerBox, BoxedAnswer
 from tether.session._answer_channel import (
     ANSWERS,
     CLI_SURFACE,
@@ -250,3 +250,29 @@ def test_an_answer_wakes_the_waiter_which_never_looks_on_a_timer(tmp_path: Path)
         waiter.kill()
     assert json.loads(out) == {"answer": ["rejected", delivered.answered_by]}
     assert json.loads(err.splitlines()[-1]) == {"scans": 2}
+
+
+def test_a_linked_answered_directory_is_never_followed(tmp_path: Path) -> None:
+    """A link planted as the box's ``answered`` directory: the waiter's record of a taken
+    answer is not written where it leads, and a record found there is not read as one."""
+    box = AnswerBox(tmp_path / "box")
+    box.prepare()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "a-1").write_text('{"outcome": "allowed-once", "by": "forged", "at": 1}')
+    (box.directory / "answered").symlink_to(elsewhere)
+    assert not box.was_answered("a-1")
+    assert box.answered("a-1") is None
+    assert box.answered_ids() == []
+    assert box.too_late("a-1") is None
+    box.leave_answered("a-2", BoxedAnswer("rejected", "tether chat (me)", 2))
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["a-1"]
+
+
+def test_the_answered_record_is_written_and_read_in_the_box(tmp_path: Path) -> None:
+    box = AnswerBox(tmp_path / "box")
+    box.prepare()
+    box.leave_answered("a-2", BoxedAnswer("rejected", "tether chat (me)", 2))
+    assert box.was_answered("a-2") and box.answered_ids() == ["a-2"]
+    assert box.answered("a-2") == BoxedAnswer("rejected", "tether chat (me)", 2)
+    assert (box.directory / "answered" / "a-2").stat().st_mode & 0o777 == 0o600

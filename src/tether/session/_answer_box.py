@@ -115,9 +115,18 @@ class AnswerBox:
             raise ApprovalNotPendingError(f"{approval_id!r} is not an approval id")
         return self.directory / f"{approval_id}{suffix}"
 
-    def _answered_path(self, approval_id: str) -> Path:
-        self.path(approval_id)  # the same check of the id
-        return self.directory / ANSWERED_DIR / approval_id
+    def _answered_dir(self, *, create: bool = False) -> int | None:
+        """A descriptor of the box's ``answered`` directory (``None`` when it is missing or
+        not a directory of its own: a link planted there is never followed, so no record is
+        written or read elsewhere). The caller closes it."""
+        path = self.directory / ANSWERED_DIR
+        try:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    path.mkdir(mode=0o700)
+            return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
 
     def prepare(self) -> None:
         """Create the box directory (0700) if it is missing. The harness does this before any
@@ -166,13 +175,21 @@ class AnswerBox:
     def leave_answered(self, approval_id: str, answer: BoxedAnswer) -> None:
         """Record the answer taken, for answerers that come later (best effort: the record
         only tells them why they came too late)."""
-        path = self._answered_path(approval_id)
+        self.path(approval_id)  # the same check of the id
+        directory = self._answered_dir(create=True)
+        if directory is None:
+            return
         try:
-            with contextlib.suppress(FileExistsError):
-                path.parent.mkdir(mode=0o700)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            fd = os.open(
+                approval_id,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=directory,
+            )
         except OSError:
             return
+        finally:
+            os.close(directory)
         with os.fdopen(fd, "w") as handle:
             json.dump({"outcome": answer.outcome, "by": answer.by, "at": answer.at}, handle)
 
@@ -191,10 +208,15 @@ class AnswerBox:
         ]
 
     def answered_ids(self) -> list[str]:
+        directory = self._answered_dir()
+        if directory is None:
+            return []
         try:
-            return [n for n in os.listdir(self.directory / ANSWERED_DIR) if is_approval_id(n)]
+            return [n for n in os.listdir(directory) if is_approval_id(n)]
         except OSError:
             return []
+        finally:
+            os.close(directory)
 
     def marker(self, approval_id: str) -> WaitMarker | None:
         raw = read_small_json(self.path(approval_id))
@@ -223,7 +245,14 @@ class AnswerBox:
 
     def answered(self, approval_id: str) -> BoxedAnswer | None:
         """The answer recorded for ``approval_id``, when one was taken here."""
-        raw = read_small_json(self._answered_path(approval_id))
+        self.path(approval_id)  # the same check of the id
+        directory = self._answered_dir()
+        if directory is None:
+            return None
+        try:
+            raw = read_small_json(approval_id, dir_fd=directory)
+        finally:
+            os.close(directory)
         if not isinstance(raw, dict):
             return None
         outcome, by, at = answer_outcome(raw.get("outcome")), raw.get("by"), raw.get("at")
@@ -232,7 +261,17 @@ class AnswerBox:
         return BoxedAnswer(outcome, by, at if isinstance(at, int) else 0)
 
     def was_answered(self, approval_id: str) -> bool:
-        return self._answered_path(approval_id).exists()
+        self.path(approval_id)  # the same check of the id
+        directory = self._answered_dir()
+        if directory is None:
+            return False
+        try:
+            os.stat(approval_id, dir_fd=directory, follow_symlinks=False)
+        except OSError:
+            return False
+        finally:
+            os.close(directory)
+        return True
 
     # -- the answering side ------------------------------------------------------------------
     def deliver(self, approval_id: str, outcome: str, surface: str) -> Delivered:
@@ -273,11 +312,13 @@ def host_name() -> str:
     return socket.gethostname()
 
 
-def read_small_json(path: Path) -> object:
+def read_small_json(path: Path | str, *, dir_fd: int | None = None) -> object:
     """A small regular file's JSON, or ``None``: never follows a link, never blocks on a FIFO,
-    never reads more than :data:`FILE_READ_LIMIT` bytes."""
+    never reads more than :data:`FILE_READ_LIMIT` bytes. ``dir_fd``: ``path`` is relative to
+    that directory."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except OSError:
         return None
     try:
