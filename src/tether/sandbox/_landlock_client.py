@@ -683,6 +683,8 @@ class ForkServer:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(pair.pidfd, signal.SIGTERM)
             pair.discard()
+            if prepared is not None:
+                prepared.release()  # popped from the prepared ones: nothing else would
             raise
         return ForkedProcess(pair, out, err_stream, ended)
 

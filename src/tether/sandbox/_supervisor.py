@@ -190,7 +190,9 @@ class _Handover:
             return False
         except OSError:
             body = b""
-        if body.startswith(b"R"):
+        if body.startswith(b"R") and not self.received:
+            # A command's rules arrive once: a later message never replaces them (new rules
+            # would start a new bubblewrap setup, whose calls the filter lets through).
             self._encoded, self._rules = body[1:], None
             self.received = True
         if not body:
