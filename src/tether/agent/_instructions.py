@@ -315,12 +315,12 @@ class ProjectInstructions:
         self, path: str, vet: Callable[[str, os.stat_result], str | None] | None
     ) -> Prefix | Unread:
         """:func:`read_prefix` of ``path`` (a few bytes past the cap show where the last whole
-        character ends), or the bytes read from it before, when it is still the very file
-        they were read from: the same device and inode, type, size, modification and change
-        times (and for a project file, no link); and its change time was older than :data:`SETTLED_NS` when it was
-        read, so no second change could have left its times as they were (the change time
-        is set by the kernel alone, to the moment of the change, even by ``utimensat``).
-        Either way ``vet`` sees the file as it is now, before its bytes are used."""
+        character ends), or the bytes read from it before, when it is still the very file they were
+        read from: the same device and inode, type, size, modification and change times (and for a
+        project file, no link); and its change time was older than :data:`SETTLED_NS` when it was
+        read, so no second change could have left its times as they were (the change time is set by
+        the kernel alone, to the moment of the change, even by ``utimensat``). Either way ``vet``
+        sees the file as it is now, before its bytes are used."""
         kept = self._files.get(path)
         if kept is not None:
             try:

@@ -4,10 +4,10 @@ trusted (``docs/guide-permissions.md``, "Workspace trust"; ``docs/decisions/0029
 :func:`inspect_workspace` reads, before any plugin loads, every configuration file the
 composition would read from the workspace: ``tether.toml`` (or a ``config`` file inside the
 workspace), each file a plugin declares (:class:`~tether.kernel._workspace_files.DeclaresFiles`)
-that lies inside the workspace or was named by the workspace's own configuration, and, when
-they exist, the Claude Code settings files whose permission rules apply once trusted
-(:data:`PERMISSION_SETTINGS_FILES`: optional, so untrusted they are unused, not refused). Each file's
-state is compared with the user's trust record (:mod:`tether.kernel._trust_store`):
+that lies inside the workspace or was named by the workspace's own configuration, and, when they
+exist, the Claude Code settings files whose permission rules apply once trusted
+(:data:`PERMISSION_SETTINGS_FILES`: optional, so untrusted they are unused, not refused). Each
+file's state is compared with the user's trust record (:mod:`tether.kernel._trust_store`):
 
 - ``trusted``: it has the content the user trusted; ``absent``: it does not exist, and did
   not when the user trusted the workspace (or nobody ever did);

@@ -18,11 +18,11 @@ covers").
   more), with leading ``VAR=value`` words dropped, a program's directory dropped (``/bin/rm``
   is ``rm``), after a wrapper command (``sudo``, ``env``, ``command``, ``exec``, ``nohup``,
   ``nice``, ``time``, ``timeout``, ``xargs``, ``ionice``, ``taskset``, ``flock``, ``strace``,
-  ``su``, ...) every later word tried as the program, and the string an ``sh -c``/``bash
-  -lc``, ``eval``, ``env -S`` or ``su -c`` runs read the same way. This
-  is a best effort: a shell can always spell a command so that no reading finds it (a
-  variable holding its name, a script written first). A ``deny`` rule on commands is a guard against mistakes, not a
-  boundary; the sandbox is the boundary.
+  ``su``, ...) every later word tried as the program, and the string an ``sh -c``/``bash -lc``,
+  ``eval``, ``env -S`` or ``su -c`` runs read the same way. This is a best effort: a shell can
+  always spell a command so that no reading finds it (a variable holding its name, a script written
+  first). A ``deny`` rule on commands is a guard against mistakes, not a boundary; the sandbox is
+  the boundary.
 """
 
 from __future__ import annotations

@@ -5,13 +5,13 @@
 spawn an argv (hook commands); :func:`tether.sandbox.spawn` gets the same from a fork-server
 pair instead. With network, ``--roots JSON`` instead: no socket rules, and the calls that make
 names counted from those writable roots (:mod:`._creation_calls`); it is what every spawn of
-such a command runs. This process becomes the supervisor (:mod:`._supervisor`); the command
-it forks installs the filter (:mod:`._seccomp_filter`; bwrap and everything it starts inherit
-it), puts the filter bwrap adds for the command itself at descriptor :data:`PROGRAM_FD` (the
-bwrap command line says ``--seccomp 3``), and execs bwrap. The command keeps its capabilities, which bwrap needs as root and drops for the
-sandboxed command itself; the supervisor drops its own once the command is forked. A network
-namespace isolates IP sockets, but not the host's pathname Unix sockets nor ``AF_VSOCK``:
-those the filter and the supervisor refuse.
+such a command runs. This process becomes the supervisor (:mod:`._supervisor`); the command it forks
+installs the filter (:mod:`._seccomp_filter`; bwrap and everything it starts inherit it), puts the
+filter bwrap adds for the command itself at descriptor :data:`PROGRAM_FD` (the bwrap command line
+says ``--seccomp 3``), and execs bwrap. The command keeps its capabilities, which bwrap needs as
+root and drops for the sandboxed command itself; the supervisor drops its own once the command is
+forked. A network namespace isolates IP sockets, but not the host's pathname Unix sockets nor
+``AF_VSOCK``: those the filter and the supervisor refuse.
 
 Standard library only. Failures print one ``tether-landlock: ...`` line on stderr and exit
 125 (the backends' runner-failure rule): nothing ran.

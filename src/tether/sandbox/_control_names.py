@@ -22,7 +22,11 @@ Two rules, for commands (:mod:`._creation_calls`) and for the file tools' fence 
   (:func:`is_git_dir`).
 
 Removing or renaming away stays allowed: what is gone runs nothing, and a renamed control
-directory can never take its name back.
+directory can never take its name back. "Changed" means written through an ``open`` for
+writing, created, linked or renamed into: below the workspace root, under bubblewrap, an
+existing file's mode, times or length (``chmod``, ``utimensat``, ``truncate``) are not
+intercepted, so an existing, not executable hook in a nested repository can be made
+executable (docs/sandbox.md, "Control names at any depth").
 """
 
 from __future__ import annotations

@@ -8,13 +8,13 @@ A command gets one filter, built from two independent rule sets:
   ``utimensat`` go to the supervisor (``emulate``), which performs them inside the writable
   roots only, or are refused (``refuse``, a launcher without writable roots); ``chown``,
   xattr changes and ``chattr`` ioctls are refused.
-* **creation** (whenever the filter has a listener, on both backends): every call that
-  makes a name (``mkdir``, ``mknod``, ``symlink``, ``link``, ``rename`` and their ``*at``
-  forms, and ``bind``, which names a Unix socket) and every ``open``/``openat``/``creat`` that may create or change a file (its flags
-  ask for writing, ``O_CREAT``, ``O_TRUNC`` or ``O_TMPFILE``, and not ``O_PATH``: BPF sees the
-  flags, so reading pays nothing) go to the supervisor (:mod:`._creation_calls`), which
-  refuses control names at any depth and performs the rest itself. ``openat2``, whose flags
-  lie in memory BPF cannot read, says ``ENOSYS`` (its callers fall back to ``openat``).
+* **creation** (whenever the filter has a listener, on both backends): every call that makes a name
+  (``mkdir``, ``mknod``, ``symlink``, ``link``, ``rename`` and their ``*at`` forms, and ``bind``,
+  which names a Unix socket) and every ``open``/``openat``/``creat`` that may create or change a
+  file (its flags ask for writing, ``O_CREAT``, ``O_TRUNC`` or ``O_TMPFILE``, and not ``O_PATH``:
+  BPF sees the flags, so reading pays nothing) go to the supervisor (:mod:`._creation_calls`), which
+  refuses control names at any depth and performs the rest itself. ``openat2``, whose flags lie in
+  memory BPF cannot read, says ``ENOSYS`` (its callers fall back to ``openat``).
 * **network** (every restricted mode without network, on both backends): ``socket`` may
   create ``AF_UNIX`` sockets, ``AF_NETLINK`` sockets of ``NETLINK_ROUTE`` (bubblewrap sets
   up its loopback with one; changing a route needs ``CAP_NET_ADMIN``, which is dropped), and

@@ -12,11 +12,11 @@ cannot even connect. One that can (a command granted network) is refused by
 JSON lines. The waiter speaks first, once it has checked the peer: ``{"status": "ready"}``, or
 ``{"status": "refused", "detail"}`` and the connection closes (nothing is read from a refused
 peer). A ready answerer sends an :class:`AnswerMessage` ``{"approval_id", "outcome",
-"surface"}``; the waiter replies ``{"status": "accepted", "answered_by", "session",
-"tool_name"}``, ``{"status": "answered", "outcome", "answered_by"}`` (another answer came
-first) or ``{"status": "refused", "detail", "offered"}`` (a message that is not an answer to
-this approval; ``offered``, the outcomes the question takes, and still waits for). Who answered is written by the waiter from what the kernel said
-(``SURFACE (user, pid N)``), never copied from the message.
+"surface"}``; the waiter replies ``{"status": "accepted", "answered_by", "session", "tool_name"}``,
+``{"status": "answered", "outcome", "answered_by"}`` (another answer came first) or ``{"status":
+"refused", "detail", "offered"}`` (a message that is not an answer to this approval; ``offered``,
+the outcomes the question takes, and still waits for). Who answered is written by the waiter from
+what the kernel said (``SURFACE (user, pid N)``), never copied from the message.
 
 This module is the one home of the message format and of what counts as an answer
 (:func:`answer_outcome`): both sides, and the report of a file in the answer box that claims an
@@ -214,8 +214,11 @@ def send_answer(name: str, expected_pid: int, message: AnswerMessage) -> Deliver
                 "it was answered meanwhile, or its process stopped waiting"
             ) from err
         # The waiter's restrictions are not compared with ours: a run may legitimately be
-        # more hardened than the answering shell. A listener that is not the marker's process
-        # could at most swallow the answer; the run then ends the ask unavailable.
+        # more hardened than the answering shell. The pid comes from the wait marker, so this
+        # check holds only while nothing but tether writes the box: the box is among the
+        # store's files, which every run hides from its commands and file tools (a marker
+        # planted by a process that could write there could name its own listener, swallow
+        # the answer and send back a confirmation of its own).
         waiter = check_peer(sock, restrictions=False, outside_tree_of=None)
         if isinstance(waiter, PeerRefused) or waiter.pid != expected_pid:
             found = waiter.detail if isinstance(waiter, PeerRefused) else f"it is pid {waiter.pid}"

@@ -45,9 +45,9 @@ appended, drops a torn tail, refuses damage before the tail, refuses unknown req
 types and other format versions, and closes an interrupted turn durably (see
 :mod:`tether.session.persistence._repair`); ``inspect`` returns the same view and writes
 nothing; ``list`` returns every header, oldest first, without reading events; ``close`` is
-idempotent. A backend that defers syncs (``defers_sync``) commits under every one of these
-rules and loses nothing by ``sync`` or ``close``. Each rule is a check in the spec of the operation or capability it is about
-(:mod:`tether.testing.spec`, one module each).
+idempotent. A backend that defers syncs (``defers_sync``) commits under every one of these rules and
+loses nothing by ``sync`` or ``close``. Each rule is a check in the spec of the operation or
+capability it is about (:mod:`tether.testing.spec`, one module each).
 """
 
 from tether.testing._capabilities import OPTIONAL, REQUIRED, Capability
