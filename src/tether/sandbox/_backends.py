@@ -178,9 +178,10 @@ def check_runner(files: Sequence[str], workspace: str) -> None:
 
 
 @functools.lru_cache(maxsize=4)
-def _kept(*prefixes: str) -> tuple[str, ...]:
+def _kept(*_prefixes: str) -> tuple[str, ...]:
     """The harness's code (:func:`~tether.sandbox._paths.harness_paths`), resolved once per
-    set of ``sys`` prefixes it is found from: checked at every confine."""
+    set of ``sys`` prefixes it is found from (the arguments are the cache's key only):
+    checked at every confine."""
     return canonical(harness_paths())
 
 

@@ -68,6 +68,7 @@ if __package__:
     from tether.sandbox._caller import AT_FDCWD, Caller, beneath
     from tether.sandbox._control_names import (
         completes_git_dir,
+        control_component,
         entries_at,
         is_control_name,
         is_git_dir,
@@ -80,6 +81,7 @@ else:  # loaded by the fork server or a launcher: this directory is on sys.path
     from _caller import AT_FDCWD, Caller, beneath  # type: ignore[import-not-found,no-redef,unused-ignore]
     from _control_names import (  # type: ignore[import-not-found,no-redef,unused-ignore]
         completes_git_dir,
+        control_component,
         entries_at,
         is_control_name,
         is_git_dir,
@@ -486,7 +488,7 @@ class _Call:
             return
         below = where[len(root) :].strip("/")
         parts = below.split("/") if below else []
-        if any(is_control_name(p) for p in parts):
+        if control_component(parts) is not None:
             raise _Refused(places.refusal, "inside a control path")
         if directory is not None:
             start, levels = directory, len(parts)

@@ -33,7 +33,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import socket
 import struct
 import weakref
 from dataclasses import dataclass
@@ -72,16 +71,13 @@ _FLOCK: Final = struct.Struct("hhqqi")
 
 @dataclass(frozen=True, slots=True)
 class Holder:
-    """Who holds a lease (``pid`` 0 when it cannot be told)."""
+    """Who holds a lease (``pid`` 0 when it cannot be told). A byte-range lock is held on
+    this machine's kernel, so the holder is always a process of this host."""
 
     pid: int
-    host: str
 
     def describe(self) -> str:
-        if not self.pid:
-            return "another process"
-        here = self.host == socket.gethostname()
-        return f"process {self.pid}" + ("" if here else f" on {self.host}")
+        return f"process {self.pid}" if self.pid else "another process"
 
 
 class Lease:
@@ -139,7 +135,7 @@ class Leases:
             except OSError as err:
                 if err.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
-                holder = self._holder_at(start) or Holder(0, "")
+                holder = self._holder_at(start) or Holder(0)
                 raise SessionLiveError(
                     f"session {session_id!r} is live in {holder.describe()}"
                 ) from None
@@ -168,7 +164,7 @@ class Leases:
         if kind == fcntl.F_UNLCK:
             return None
         # The holder's range runs from the slot's first byte to one past its pid.
-        return Holder(length - 1, socket.gethostname())
+        return Holder(length - 1)
 
     def _open(self, flags: int) -> int:
         if flags & os.O_CREAT:
