@@ -69,8 +69,8 @@ from tether.session._answer_box import AnswerBox
 from tether.session._lease import Leases
 from tether.session._store_files import store_url_of
 from tether.session.persistence import default_store_url, open_persistence
+from tether.session.persistence._base import OpensFiles
 from tether.session.persistence._commits import Commit, commits_of
-from tether.session.persistence._worker import WorkerBackend
 from tether.subagents._continuation import SUBAGENTS_SERVICE
 from tether.tools._ask_user import AskUserTool
 from tether.tools._jobs import JOBS_SERVICE
@@ -532,5 +532,5 @@ async def _protect_store(sandbox: object, persistence: Persistence, workspace: s
     url = store_url_of(persistence)
     if url is not None:
         AnswerBox.for_store(url).prepare()
-    if isinstance(persistence, WorkerBackend):
+    if isinstance(persistence, OpensFiles):
         await persistence.open()

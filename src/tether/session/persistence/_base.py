@@ -115,6 +115,16 @@ class CreatesWithEvents(Protocol):
     async def create_with_events(self, header: SessionHeader, events: Sequence[Event]) -> None: ...
 
 
+@runtime_checkable
+class OpensFiles(Protocol):
+    """Optional capability: make the storage's files exist now, as they will while the handle
+    is open (otherwise they appear at the first commit). The harness calls it before any
+    command runs, since the sandbox hides only what exists when a command starts. Idempotent.
+    """
+
+    async def open(self) -> None: ...
+
+
 SYNC_WITHIN: Final = 1.0
 """Seconds within which a backend that :class:`DefersSync` makes a deferred commit durable on
 its own, when nothing asked for it sooner."""

@@ -161,10 +161,8 @@ class WorkerBackend(ABC):
         await self._worker.run(lambda: self._sync(session_id))
 
     async def open(self) -> None:
-        """Make the storage's files exist now, as they will while this handle is open.
-        Otherwise they appear at the first commit, which the write-behind may run while a
-        command is starting: the sandbox hides what exists when a command starts
-        (``tether._harness``). Idempotent."""
+        """``OpensFiles``: the storage's files exist from now (otherwise the first commit,
+        which the write-behind may run while a command is starting, would make them)."""
         await self._worker.run(self._open)
 
     async def _create_committed(
