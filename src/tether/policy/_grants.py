@@ -24,10 +24,8 @@ its log is not folded at all (``docs/decisions/0056-grants-never-reach-children.
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
 
 from tether.errors import TetherError
 from tether.policy._errors import (
@@ -120,29 +118,12 @@ def scope_offers(facts: CallFacts) -> tuple[GrantScope, ...]:
     return tuple(offers)
 
 
-@dataclass(slots=True)
-class _Folded:
-    """How far a live session's log was folded, and what it held there."""
-
-    length: int
-    granted: dict[str, SessionGrant]
-
-
-_FOLDED: Final[weakref.WeakKeyDictionary[Session, _Folded]] = weakref.WeakKeyDictionary()
-"""Per live session: a log only grows, so each ask folds only the events since the last."""
-
-
 def session_grants(session: Session) -> list[SessionGrant]:
-    """The grants that decide ``session``'s later asks, oldest first (:func:`fold_grants`)."""
+    """The grants that decide ``session``'s later asks, oldest first (:func:`fold_grants`),
+    folded incrementally: each ask reads only the events since the last (``Session.fold``)."""
     if session.last(ApprovalGranted.TYPE) is None or session.header.delegation_depth > 0:
         return []
-    folded = _FOLDED.get(session)
-    if folded is None:
-        folded = _FOLDED[session] = _Folded(0, {})
-    events = session.events
-    _fold_into(folded.granted, (events[i] for i in range(folded.length, len(events))))
-    folded.length = len(events)
-    return list(folded.granted.values())
+    return list(session.fold(_Grants).granted.values())
 
 
 def fold_grants(header: SessionHeader, events: Iterable[Event]) -> list[SessionGrant]:
@@ -151,21 +132,29 @@ def fold_grants(header: SessionHeader, events: Iterable[Event]) -> list[SessionG
     ``INVALID_POLICY_EVENT`` (which grant it ended is unknown, so no grant can be trusted)."""
     if header.delegation_depth > 0:
         return []
-    granted: dict[str, SessionGrant] = {}
-    _fold_into(granted, events)
-    return list(granted.values())
-
-
-def _fold_into(granted: dict[str, SessionGrant], events: Iterable[Event]) -> None:
+    fold = _Grants()
     for event in events:
+        fold.feed(event)
+    return list(fold.granted.values())
+
+
+class _Grants:
+    """The session grants in force, fed one event at a time (a ``LogFold``)."""
+
+    __slots__ = ("granted",)
+
+    def __init__(self) -> None:
+        self.granted: dict[str, SessionGrant] = {}
+
+    def feed(self, event: Event) -> None:
         if event.type == ApprovalGranted.TYPE:
             try:
                 grant = ApprovalGranted.from_data(event.data)
                 rule = scope_rule(grant.scope)
             except TetherError:  # a damaged record: narrower to drop it than to guess
-                continue
+                return
             if grant.for_session:
-                granted[grant.id] = SessionGrant(grant, rule, event.time)
+                self.granted[grant.id] = SessionGrant(grant, rule, event.time)
         elif event.type == GrantRevoked.TYPE:
             try:
                 revoked = GrantRevoked.from_data(event.data)
@@ -174,7 +163,7 @@ def _fold_into(granted: dict[str, SessionGrant], events: Iterable[Event]) -> Non
                     f"{GrantRevoked.TYPE} event #{event.seq}: {err}; the session's grants "
                     "cannot be known"
                 ) from err
-            granted.pop(revoked.id, None)
+            self.granted.pop(revoked.id, None)
 
 
 def revoke_session_grant(session: Session, grant: SessionGrant, by: str) -> None:
