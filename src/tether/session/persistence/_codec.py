@@ -247,6 +247,16 @@ def check_contiguous(session_id: str, events: Sequence[Event]) -> None:
             )
 
 
+def check_continues(session_id: str, first: int, stored: int) -> None:
+    """Refuse an append whose first seq is not the number of events stored: another writer
+    appended, or the appender's view of the session is stale."""
+    if first != stored:
+        raise SeqConflictError(
+            f"session {session_id!r}: append starts at seq {first} but {stored} events are "
+            "stored (another writer appended, or this session is stale)"
+        )
+
+
 def check_first_batch(session_id: str, events: Sequence[Event]) -> None:
     """Refuse a new session's first batch unless it is contiguous from seq 0 (before any
     storage is touched); an empty one is fine."""

@@ -44,12 +44,12 @@ from tether.session._header import InvalidHeaderError, SessionHeader
 from tether.session.persistence._base import (
     CorruptLogError,
     PersistenceError,
-    SeqConflictError,
     SessionExistsError,
     SessionNotFoundError,
     StoredSession,
 )
 from tether.session.persistence._codec import (
+    check_continues,
     decode_log,
     dumps,
     event_line,
@@ -183,11 +183,7 @@ class JsonlPersistence(WorkerBackend):
             try:
                 length, end = self._stored_tail(session_id, fd)
                 first = events[0].seq
-                if first != length:
-                    raise SeqConflictError(
-                        f"session {session_id!r}: append starts at seq {first} but {length} "
-                        "events are stored (another writer appended, or this session is stale)"
-                    )
+                check_continues(session_id, first, length)
                 self._write(session_id, fd, end, payload, length + len(events), sync=sync)
             finally:
                 os.close(fd)

@@ -22,12 +22,15 @@ from tether.session._events import Event, UnknownEventTypeError, is_known_event_
 from tether.session._header import SessionHeader
 from tether.session.persistence._base import (
     PersistenceError,
-    SeqConflictError,
     SessionExistsError,
     SessionNotFoundError,
     StoredSession,
 )
-from tether.session.persistence._codec import check_contiguous, check_first_batch
+from tether.session.persistence._codec import (
+    check_contiguous,
+    check_continues,
+    check_first_batch,
+)
 from tether.session.persistence._commits import Commit, CommitFeed, CommitListener
 from tether.session.persistence._repair import plan_repair
 
@@ -70,12 +73,7 @@ class MemoryPersistence:
         batch = tuple(events)
         check_contiguous(session_id, batch)
         log = self._log(session_id)
-        if batch[0].seq != len(log.events):
-            raise SeqConflictError(
-                f"session {session_id!r}: append starts at seq {batch[0].seq} but "
-                f"{len(log.events)} events are stored (another writer appended, or this "
-                "session is stale)"
-            )
+        check_continues(session_id, batch[0].seq, len(log.events))
         log.events.extend(batch)
         self._commits.deliver(Commit(session_id, batch))
 

@@ -48,6 +48,7 @@ from tether.session.persistence._base import (
 from tether.session.persistence._codec import (
     INVALID_RECORD,
     DecodedLog,
+    check_continues,
     decode_log,
     dumps,
     gc_paused,
@@ -311,11 +312,7 @@ class SqlitePersistence(WorkerBackend):
         # Continuing right after the last row this instance committed needs no look at the
         # log: a writer that got there first holds seq ``first``, and the insert says so.
         stored = first if last == first - 1 else self._intact_length(conn, session_id)
-        if first != stored:
-            raise SeqConflictError(
-                f"session {session_id!r}: append starts at seq {first} but {stored} events "
-                "are stored (another writer appended, or this session is stale)"
-            )
+        check_continues(session_id, first, stored)
         try:
             conn.executemany(_INSERT_EVENT, rows)
         except sqlite3.IntegrityError as err:
